@@ -1,0 +1,121 @@
+"""The `vramdoc` command line: one parser, each subcommand's work in its own module.
+
+Exit codes (DESIGN §3.7): 0 nothing wrong / fits, 1 failure diagnosed / does not fit, 2 usage or
+input error. Handlers are imported lazily so `vramdoc diagnose` never pays for the web stack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+__all__ = ["build_parser", "main"]
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+# subcommand -> "module:function" returning an exit code
+_HANDLERS = {
+    "diagnose": "service.commands.diagnose:run",
+    "estimate": "service.commands.estimate:run",
+    "rules": "service.commands.rules:run",
+    "serve": "service.commands.serve:run",
+    "agent": "service.agent.command:run_agent",
+    "snapshot": "service.agent.command:run_snapshot",
+    "bot": "bot.command:run",
+}
+
+
+def _add_diagnose(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("diagnose", help="classify a vLLM log and rank fixes")
+    p.add_argument("file", nargs="?", default="-", help="log file, or - for standard input")
+    p.add_argument("--json", action="store_true", help="print the Diagnosis JSON contract only")
+    p.add_argument("--model", help="model id (catalog or Hugging Face), when the log does not say")
+    p.add_argument("--gpu", help="GPU name from the catalog, or total GiB")
+    p.add_argument("--vllm-version", help="vLLM version, when the log does not say")
+    p.add_argument("--command", dest="vllm_command", help="the `vllm serve ...` command that was run")
+    p.add_argument("--snapshot", help="a snapshot JSON file from `vramdoc snapshot --json`")
+    p.add_argument("--top", type=int, default=5, help="how many fixes to show (default 5)")
+
+
+def _add_estimate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("estimate", help="estimate the weight and KV-cache budget for a model on a GPU")
+    p.add_argument("--model", help="catalog id or Hugging Face id")
+    p.add_argument("--config", help="a Hugging Face config.json for a model not in the catalog")
+    p.add_argument("--gpu", help="GPU name from the catalog, or its total memory in GiB")
+    p.add_argument("--gpus", type=int, default=1, help="number of GPUs (default 1)")
+    p.add_argument("--dtype")
+    p.add_argument("--quantization")
+    p.add_argument("--kv-cache-dtype")
+    p.add_argument("--max-model-len", type=str)
+    p.add_argument("--gpu-memory-utilization", type=float)
+    p.add_argument("--max-num-seqs", type=int)
+    p.add_argument("--max-num-batched-tokens", type=str)
+    p.add_argument("--block-size", type=int)
+    p.add_argument("--tensor-parallel-size", "-tp", type=int)
+    p.add_argument("--pipeline-parallel-size", "-pp", type=int)
+    p.add_argument("--kv-cache-memory-bytes", type=str)
+    p.add_argument("--free-gib", type=float, help="free memory per GPU at startup, in GiB")
+    p.add_argument("--vllm-version")
+    p.add_argument("--json", action="store_true", help="print the Budget JSON contract only")
+
+
+def _add_rules(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("rules", help="list rule packs or run every rule's own examples")
+    p.add_argument("action", choices=["list", "test"])
+    p.add_argument("--rules-dir", help="rule pack folder (default: the packaged rules/)")
+    p.add_argument("--json", action="store_true")
+
+
+def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("serve", help="run the HTTP diagnosis service")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--workers", type=int, default=1)
+
+
+def _add_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("agent", help="run the GPU host agent")
+    p.add_argument("--listen", default="0.0.0.0:9400", help="address:port to listen on")
+    p.add_argument("--name", help="host name to register under (default: this host's name)")
+    p.add_argument("--url", help="URL the bot should use to reach this agent")
+    s = sub.add_parser("snapshot", help="print this host's GPU snapshot once")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--name", help="host name to report (default: this host's name)")
+
+
+def _add_bot(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("bot", help="run the Slack bot (Socket Mode when SLACK_APP_TOKEN is set)")
+    p.add_argument("--http", action="store_true", help="serve the Events API over HTTP instead")
+    p.add_argument("--host", default="0.0.0.0")
+    p.add_argument("--port", type=int, default=3000)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="vramdoc", description="Diagnose vLLM GPU-memory failures and rank exact fixes."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_add_diagnose, _add_estimate, _add_rules, _add_serve, _add_agent, _add_bot):
+        add(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    module_name, func_name = _HANDLERS[args.command].split(":")
+    handler = getattr(importlib.import_module(module_name), func_name)
+    try:
+        code: int = handler(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,325 @@
+"""Wire types shared by the service, the agent, the bot and the CLI (DESIGN §3).
+
+Field names, units and the phase vocabulary are contracts: other tools depend on them. Memory is
+GiB (2**30 bytes) as floats, token counts are ints, ratios are floats in (0, 1].
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+__all__ = [
+    "PHASES",
+    "AgentRegistration",
+    "Budget",
+    "DiagnoseRequest",
+    "Diagnosis",
+    "Engine",
+    "EstimateRequest",
+    "Evidence",
+    "Facts",
+    "FigureSource",
+    "Finding",
+    "Fix",
+    "GpuInfo",
+    "GpuProcess",
+    "GpuSummary",
+    "MigInstance",
+    "OtherProcess",
+    "Phase",
+    "Severity",
+    "Snapshot",
+    "SnapshotError",
+    "StartupCheck",
+    "VllmServer",
+    "Wire",
+]
+
+Phase = Literal[
+    "startup_budget",
+    "weights_oom",
+    "kv_cache_capacity",
+    "warmup_oom",
+    "runtime_oom",
+    "kv_preemption",
+    "request_too_long",
+    "profiling_inconsistent",
+    "parallelism_config",
+    "quantization_config",
+    "dtype_unsupported",
+    "not_memory",
+    "no_failure",
+]
+PHASES: tuple[Phase, ...] = Phase.__args__  # type: ignore[attr-defined]
+
+Severity = Literal["error", "warning", "info"]
+
+
+class Wire(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """Base of every wire type: strict decoding, immutable values."""
+
+
+# --- facts -------------------------------------------------------------------------------------
+
+
+class OtherProcess(Wire, frozen=True):
+    pid: int
+    used_gib: float
+
+
+class Facts(Wire, frozen=True, omit_defaults=True):
+    """Every number a log, a command, a snapshot or the catalog states (DESIGN §3.2).
+
+    Unset facts are omitted from JSON; `Diagnosis.fact_sources` says where each set one came from.
+    """
+
+    vllm_version: str | None = None
+    gpu_name: str | None = None
+    model: str | None = None
+    dtype: str | None = None
+    quantization: str | None = None
+    kv_cache_dtype: str | None = None
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    gpu_memory_utilization: float | None = None
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    block_size: int | None = None
+    enforce_eager: bool | None = None
+    free_gib: float | None = None
+    total_gib: float | None = None
+    requested_gib: float | None = None
+    tried_to_allocate_gib: float | None = None
+    process_in_use_gib: float | None = None
+    torch_allocated_gib: float | None = None
+    torch_reserved_unallocated_gib: float | None = None
+    other_processes: list[OtherProcess] | None = None
+    model_weights_gib: float | None = None
+    available_kv_cache_gib: float | None = None
+    kv_cache_tokens: int | None = None
+    num_gpu_blocks: int | None = None
+    max_concurrency: float | None = None
+    estimated_max_model_len: int | None = None
+    needed_kv_cache_gib: float | None = None
+    requested_tokens: int | None = None
+    context_limit: int | None = None
+    num_attention_heads: int | None = None
+    compute_capability: str | None = None
+
+
+# --- diagnosis ---------------------------------------------------------------------------------
+
+
+class Evidence(Wire, frozen=True):
+    line: int
+    text: str
+    rule: str | None = None
+
+
+class Finding(Wire, frozen=True):
+    rule: str
+    phase: Phase
+    severity: Severity
+    line: int | None = None
+    message: str | None = None
+
+
+class Fix(Wire, frozen=True):
+    id: str
+    rank: int
+    title: str
+    change: str
+    why: str
+    tradeoff: str
+    source: list[str] = msgspec.field(default_factory=list)
+    exact: bool = True
+    needs: list[str] = msgspec.field(default_factory=list)
+
+
+class Engine(Wire, frozen=True):
+    name: Literal["vllm"] = "vllm"
+    version: str | None = None
+    assumed: bool = True
+    range: str | None = None
+
+
+class FigureSource(Wire, frozen=True, omit_defaults=True):
+    kind: Literal["exact", "catalog", "estimated", "measured", "given"]
+    uncertainty_gib: float | None = None
+    note: str | None = None
+
+
+class StartupCheck(Wire, frozen=True):
+    free_gib: float | None
+    requested_gib: float
+    passes: bool | None
+    max_passing_utilization: float | None = None
+
+
+class Budget(Wire, frozen=True):
+    """Per-GPU memory budget (DESIGN §3.4), after the tensor/pipeline-parallel split."""
+
+    model: str
+    gpu: str
+    gpus: int
+    total_gib: float
+    dtype: str
+    quantization: str | None
+    kv_cache_dtype: str
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    gpu_memory_utilization: float
+    block_size: int
+    max_model_len: int
+    vllm_version: str
+    weights_gib: float
+    kv_bytes_per_token: int
+    kv_bytes_per_block: int
+    activation_peak_gib: float
+    non_torch_gib: float
+    cuda_graph_gib: float
+    requested_gib: float
+    available_kv_gib: float
+    num_blocks: int
+    kv_cache_tokens: int
+    max_model_len_fit: int
+    max_concurrency: float
+    startup_check: StartupCheck
+    fits: bool
+    verdict: str
+    min_gpu_memory_utilization: float | None = None
+    min_tensor_parallel_size: int | None = None
+    sources: dict[str, FigureSource] = msgspec.field(default_factory=dict)
+    notes: list[str] = msgspec.field(default_factory=list)
+
+
+class Diagnosis(Wire, frozen=True):
+    phase: Phase
+    confidence: float
+    title: str
+    summary: str
+    evidence: list[Evidence]
+    facts: Facts
+    findings: list[Finding]
+    budget: Budget | None
+    fixes: list[Fix]
+    rules_version: str
+    engine: Engine
+    fact_sources: dict[str, str] = msgspec.field(default_factory=dict)
+    corrected_command: str | None = None
+
+
+# --- snapshot (agent) --------------------------------------------------------------------------
+
+
+class GpuProcess(Wire, frozen=True):
+    pid: int
+    name: str | None
+    cmdline: str | None
+    used_gib: float | None
+    container: str | None = None
+
+
+class MigInstance(Wire, frozen=True):
+    index: int
+    uuid: str
+    name: str
+    total_gib: float
+    used_gib: float
+    free_gib: float
+
+
+class GpuInfo(Wire, frozen=True):
+    index: int
+    uuid: str
+    name: str
+    total_gib: float
+    used_gib: float
+    free_gib: float
+    reserved_gib: float | None
+    utilization_pct: int | None
+    compute_capability: str | None
+    mig_mode: bool | None
+    processes: list[GpuProcess] = msgspec.field(default_factory=list)
+    memory_api: Literal["v2", "v1", "dcgm"] | None = None
+    mig_instances: list[MigInstance] = msgspec.field(default_factory=list)
+
+
+class VllmServer(Wire, frozen=True):
+    url: str
+    model: str | None
+    kv_cache_usage: float | None
+    requests_running: int | None
+    requests_waiting: int | None
+    preemptions_total: int | None
+    metrics_era: Literal["v0", "v1"] | None = None
+
+
+class SnapshotError(Wire, frozen=True):
+    source: str
+    reason: str
+
+
+class Snapshot(Wire, frozen=True):
+    host: str
+    captured_at: str
+    driver_version: str | None
+    cuda_version: str | None
+    gpus: list[GpuInfo]
+    vllm: list[VllmServer] = msgspec.field(default_factory=list)
+    errors: list[SnapshotError] = msgspec.field(default_factory=list)
+    pids_resolvable: bool | None = None
+
+
+class GpuSummary(Wire, frozen=True):
+    index: int
+    name: str
+    total_gib: float
+    free_gib: float
+
+
+class AgentRegistration(Wire, frozen=True):
+    """What an agent writes into the registry under its host name; read by the bot."""
+
+    host: str
+    url: str
+    gpus: list[GpuSummary]
+    registered_at: str
+    version: str
+
+
+# --- requests ----------------------------------------------------------------------------------
+
+
+class DiagnoseRequest(Wire, frozen=True):
+    log: str
+    model: str | None = None
+    gpu: str | None = None
+    command: str | None = None
+    vllm_version: str | None = None
+    snapshot: Snapshot | None = None
+    top: int = 5
+
+
+class EstimateRequest(Wire, frozen=True):
+    model: str | None = None
+    config: dict[str, object] | None = None
+    gpu: str | None = None
+    gpu_total_gib: float | None = None
+    gpus: int = 1
+    dtype: str | None = None
+    quantization: str | None = None
+    kv_cache_dtype: str | None = None
+    max_model_len: int | None = None
+    gpu_memory_utilization: float | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    block_size: int | None = None
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    kv_cache_memory_bytes: int | None = None
+    free_gib: float | None = None
+    vllm_version: str | None = None
