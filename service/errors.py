@@ -1,0 +1,68 @@
+"""Errors the core raises for bad input; the HTTP layer maps each to one problem type.
+
+    VramdocError
+    ├── InputError                 the caller gave something we cannot use (HTTP 422, CLI exit 2)
+    │   ├── EmptyLogError          no log text at all
+    │   ├── UnknownModelError      model id not in the catalog and no config.json given
+    │   ├── UnknownGpuError        GPU name not in the catalog
+    │   └── InvalidConfigError     a config.json or flag value that cannot describe a model/run
+    └── PackError (packs.loader)   a rule pack is malformed (startup fails; names file and field)
+
+Messages are full sentences that name the thing and the likely cause.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EmptyLogError",
+    "InputError",
+    "InvalidConfigError",
+    "UnknownGpuError",
+    "UnknownModelError",
+    "VramdocError",
+]
+
+
+class VramdocError(Exception):
+    """Base of every error vramdoc raises on purpose."""
+
+    problem_type = "about:blank"
+
+
+class InputError(VramdocError):
+    """The caller's input cannot be used; the message says why and what would work."""
+
+    problem_type = "invalid-input"
+
+
+class EmptyLogError(InputError):
+    problem_type = "empty-log"
+
+
+class UnknownModelError(InputError):
+    problem_type = "unknown-model"
+
+    def __init__(self, model: str, suggestions: list[str]) -> None:
+        self.model = model
+        self.suggestions = suggestions
+        hint = f" Closest catalog ids: {', '.join(suggestions)}." if suggestions else ""
+        super().__init__(
+            f"The model {model!r} is not in the catalog.{hint} "
+            "Paste its Hugging Face config.json to estimate it anyway."
+        )
+
+
+class UnknownGpuError(InputError):
+    problem_type = "unknown-gpu"
+
+    def __init__(self, gpu: str, suggestions: list[str]) -> None:
+        self.gpu = gpu
+        self.suggestions = suggestions
+        hint = f" Closest catalog names: {', '.join(suggestions)}." if suggestions else ""
+        super().__init__(
+            f"The GPU {gpu!r} is not in the catalog.{hint} Give its total memory in GiB instead (e.g. 80)."
+        )
+
+
+class InvalidConfigError(InputError):
+    problem_type = "invalid-config"
