@@ -1,0 +1,29 @@
+"""Ranked fixes with exact values: the answer a person acts on (DESIGN §3.3 `fixes`, §4).
+
+    rank_fixes(phase, facts, findings, budget, snapshot, version, pack, …) -> list[Fix]
+    corrected_command(command, fix) -> str
+    first_command_fix(fixes) -> Fix | None
+
+Pure: no I/O. Recipes come from `rules/fixes/` (service.packs.fixes); values from the calculators.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from service.fixes import command as _command
+from service.fixes.context import Catalog
+from service.fixes.rank import rank_fixes
+from service.schemas import Fix
+
+__all__ = ["Catalog", "corrected_command", "first_command_fix", "rank_fixes"]
+
+
+def corrected_command(command: str, fix: Fix) -> str:
+    """The user's command with `fix` applied, one line, ready to paste (unchanged for an action)."""
+    return _command.corrected_command(command, fix.change)
+
+
+def first_command_fix(fixes: Sequence[Fix]) -> Fix | None:
+    """The best-ranked fix that edits the command (an action such as stopping a process does not)."""
+    return next((fix for fix in fixes if _command.edit_of(fix.change) is not None), None)
