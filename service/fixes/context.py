@@ -7,7 +7,7 @@ diagnosis; only `flag` (the recipe's flag spelled for the user's version) differ
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from service.fixes.command import ParsedCommand
@@ -78,7 +78,6 @@ class FixContext:
     pack: FixPack | None = None
     gpus_present: int | None = None
     flag: str | None = None
-    needs: tuple[str, ...] = field(default=())
 
     def source(self, fact: str) -> str:
         """Where a fact came from, as a short label for `Fix.source` (e.g. `line 812`)."""

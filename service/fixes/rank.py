@@ -18,7 +18,7 @@ from service.fixes.calculators import CALCULATORS
 from service.fixes.command import ParsedCommand, edit_of, parse_command
 from service.fixes.context import Catalog, FixContext, Proposal
 from service.fixes.versions import Version, parse_version
-from service.schemas import Budget, Facts, Finding, Fix, GpuInfo, OtherProcess, Phase, Snapshot
+from service.schemas import Budget, Facts, Finding, Fix, GpuInfo, Phase, Snapshot
 
 if TYPE_CHECKING:
     from service.packs.fixes import FixPack, FixRecipe
@@ -74,8 +74,6 @@ def _merge_facts(
         fill("compute_capability", gpu.compute_capability, "snapshot")
         if phase in _STARTUP_PHASES:
             fill("free_gib", gpu.free_gib, "snapshot")
-            others = [OtherProcess(pid=p.pid, used_gib=p.used_gib) for p in gpu.processes if p.used_gib]
-            fill("other_processes", others or None, "snapshot")
     if command is not None:
         for name, flag in (
             ("max_num_seqs", "--max-num-seqs"),
@@ -146,7 +144,7 @@ def _proposals(ctx: FixContext, pack: FixPack) -> list[tuple[float, int, FixReci
         missing = ctx.missing(*recipe.needs)
         if missing and recipe.without_facts == "skip":
             continue
-        for proposal in CALCULATORS[recipe.calculator](replace(ctx, flag=flag, needs=missing)):
+        for proposal in CALCULATORS[recipe.calculator](replace(ctx, flag=flag)):
             if _flags_exist(proposal, pack, ctx.version):
                 found.append((recipe.rank / max(proposal.likelihood, 0.01), order, recipe, proposal))
     return sorted(found, key=lambda item: (item[0], item[1]))

@@ -449,3 +449,20 @@ def test_the_list_is_short_ranked_and_one_change_per_fix(pack: FixPack, llama70b
     assert [f.rank for f in fixes] == list(range(1, len(fixes) + 1))
     assert rank_fixes("weights_oom", WEIGHTS, [], llama70b_on_a100, None, "0.11.0", pack, top=2) == fixes[:2]
     assert rank_fixes("no_failure", Facts(), [], None, None, "0.11.0", pack) == []
+
+
+def test_no_memory_for_cache_blocks_raises_utilization_and_never_shortens_the_context(pack: FixPack) -> None:
+    # "No available memory for the cache blocks": the log states no length, so none would fit
+    facts = Facts(gpu_memory_utilization=0.5, total_gib=79.19, free_gib=78.9, max_model_len=8192)
+    fixes = rank_fixes("kv_cache_capacity", facts, [], None, None, "0.11.0", pack)
+    assert all("--max-model-len" not in f.change for f in fixes)
+    # floor((78.9 - 0.5) / 79.19, 2) = 0.99, capped at 0.98
+    assert fixes[0].change == "--gpu-memory-utilization 0.98"
+
+
+def test_v0_kv_capacity_uses_the_tokens_the_cache_can_store(pack: FixPack) -> None:
+    # "The model's max seq len (32768) is larger than the maximum number of tokens that can be stored
+    # in KV cache (21104)" (V0, 0.6.x): any length up to 21104 fits
+    facts = Facts(max_model_len=32_768, kv_cache_tokens=21_104, block_size=16)
+    fixes = rank_fixes("kv_cache_capacity", facts, [], None, None, "0.6.3", pack)
+    assert fixes[0].change == "--max-model-len 21104"

@@ -1,0 +1,258 @@
+"""Calculators for a KV cache too small for one request or for the load."""
+
+from __future__ import annotations
+
+from service.fixes.calculators import readings
+from service.fixes.calculators.readings import gib, tokens
+from service.fixes.context import FixContext, Proposal
+from service.fixes.limits import (
+    STARTUP_MARGIN_GIB,
+    divisors,
+    max_passing_utilization,
+    round_up,
+)
+
+_KV_HEADROOM_GIB = 0.1
+_MAX_UTILIZATION = 0.98
+
+
+def _kv_need_and_have(ctx: FixContext) -> tuple[float, float, tuple[str, ...]] | None:
+    """KV memory one request at max_model_len needs, and what is available, in GiB."""
+    f = ctx.facts
+    if f.needed_kv_cache_gib is not None and f.available_kv_cache_gib is not None:
+        return f.needed_kv_cache_gib, f.available_kv_cache_gib, ctx.sources_of("needed_kv_cache_gib")
+    b = ctx.budget
+    if b is not None:
+        need = (b.kv_bytes_per_token * b.max_model_len + b.kv_bytes_per_block) / 2**30
+        return need, b.available_kv_gib, ("budget",)
+    return None
+
+
+def fit_max_model_len(ctx: FixContext) -> list[Proposal]:
+    """`--max-model-len` at most the longest request the KV cache holds (vLLM's estimate or the budget's)."""
+    f = ctx.facts
+    if ctx.flag is None or (f.available_kv_cache_gib is not None and f.available_kv_cache_gib <= 0):
+        return []
+    configured = f.max_model_len or (ctx.budget.max_model_len if ctx.budget is not None else None)
+    estimate, source = f.estimated_max_model_len, ctx.source("estimated_max_model_len")
+    if estimate is None and f.kv_cache_tokens is not None:
+        # V0's "maximum number of tokens that can be stored in KV cache"; V1 counts the null block
+        null_block = f.block_size or 16 if ctx.version is None or ctx.version >= (0, 8, 5) else 0
+        estimate, source = f.kv_cache_tokens - null_block, ctx.source("kv_cache_tokens")
+    if estimate is None and ctx.budget is not None:
+        estimate, source = ctx.budget.max_model_len_fit, "budget"
+    if estimate is None:
+        if f.needed_kv_cache_gib is None:
+            return []  # "No available memory for the cache blocks": no length is short enough
+        return [
+            Proposal(
+                change=f"lower {ctx.flag} below {configured}" if configured else f"lower {ctx.flag}",
+                why="The KV cache cannot hold one request of the configured length; a shorter one fits.",
+                exact=False,
+                needs=("estimated_max_model_len",),
+                likelihood=0.7,
+            )
+        ]
+    if estimate <= 0 or (configured is not None and estimate >= configured):
+        return []
+    why = f"The KV cache holds one request of at most {tokens(estimate)} tokens"
+    why += f" ({source})" if source.startswith("line") else ""
+    if configured is not None:
+        why += f"; {tokens(configured)} does not fit."
+    else:
+        why += "."
+    if ctx.version is None or ctx.version >= (0, 14, 0):
+        why += f" `{ctx.flag} auto` (vLLM 0.14+) picks the same fit at every start."
+    return [Proposal(change=f"{ctx.flag} {estimate}", why=why, source=(source,), likelihood=0.95)]
+
+
+def _startup_ceiling(ctx: FixContext) -> tuple[float | None, str]:
+    """The highest utilization that would still pass the startup check, from free memory."""
+    f = ctx.facts
+    total, _ = readings.total_gib(ctx)
+    free = f.free_gib
+    source = ctx.source("free_gib")
+    if free is None and ctx.gpu is not None and ctx.phase in readings.STARTUP_PHASES:
+        free, source = ctx.gpu.free_gib, "snapshot"
+    if free is None or total is None:
+        return None, ""
+    best = max_passing_utilization(free, total)
+    return (min(best, _MAX_UTILIZATION) if best is not None else None), source
+
+
+def raise_utilization(ctx: FixContext) -> list[Proposal]:
+    """Give the KV cache more of the GPU, only as far as free memory still passes the startup check."""
+    total, total_source = readings.total_gib(ctx)
+    if total is None or ctx.flag is None:
+        return []
+    current, current_source = readings.utilization(ctx)
+    ceiling, free_source = _startup_ceiling(ctx)
+    kv = _kv_need_and_have(ctx)
+    kv_source: tuple[str, ...] = ()
+    if ctx.phase == "kv_cache_capacity" and kv is None:
+        if ceiling is None:
+            return []
+        target = ceiling
+        why = (
+            f"No memory is left for KV-cache blocks at {current:.2f}; {target:.2f} gives "
+            f"them {gib((target - current) * total)}."
+        )
+    elif ctx.phase == "kv_cache_capacity" and kv is not None:
+        need, have, kv_source = kv
+        target = round_up(current + (need - have + _KV_HEADROOM_GIB) / total)
+        why = (
+            f"One request needs {gib(need)} of KV cache and {gib(have)} is available; "
+            f"{target:.2f} adds {gib((target - current) * total)}."
+        )
+    else:
+        if ceiling is None:
+            return []
+        target = ceiling
+        why = (
+            f"Raising {current:.2f} to {target:.2f} gives the KV cache "
+            f"{gib((target - current) * total)} more."
+        )
+        if ctx.budget is not None and ctx.budget.kv_bytes_per_token > 0:
+            extra_tokens = int((target - current) * total * 2**30 / ctx.budget.kv_bytes_per_token)
+            why += f" That is about {tokens(extra_tokens)} more tokens in flight."
+    if target <= current:
+        return []
+    if ceiling is None:
+        if target > _MAX_UTILIZATION:
+            return []
+        return [
+            Proposal(
+                change=f"{ctx.flag} {target:.2f}",
+                why=why + " Check that this much is free on the GPU before starting.",
+                source=(current_source, total_source, *kv_source),
+                exact=False,
+                needs=("free_gib",),
+                likelihood=0.5,
+            )
+        ]
+    if target > ceiling:
+        return []
+    why += f" Free memory allows up to {ceiling:.2f}."
+    return [
+        Proposal(
+            change=f"{ctx.flag} {target:.2f}",
+            why=why,
+            source=(current_source, total_source, free_source, *kv_source),
+            likelihood=0.9,
+        )
+    ]
+
+
+def fp8_kv_cache(ctx: FixContext) -> list[Proposal]:
+    """An fp8 KV cache stores twice the tokens, on GPUs with native fp8 only."""
+    f = ctx.facts
+    if ctx.flag is None or (f.kv_cache_dtype or "auto").startswith(("fp8", "nvfp4", "int")):
+        return []
+    gpu = f.gpu_name or (ctx.budget.gpu if ctx.budget is not None else None)
+    supported = ctx.catalog.gpu_supports_fp8(gpu) if ctx.catalog is not None and gpu else None
+    source = "catalog"
+    if supported is None and (cc := readings.compute_capability(ctx)) is not None:
+        supported, source = cc >= (8, 9), ctx.source("compute_capability")
+    if not supported:
+        return []
+    why = "fp8 stores each KV element in one byte instead of two, so the same memory holds twice the tokens."
+    likelihood = 0.8
+    kv = _kv_need_and_have(ctx)
+    if ctx.phase == "kv_cache_capacity" and kv is not None:
+        need, have, _ = kv
+        if need / 2 <= have:
+            why += f" One request then needs about {gib(need / 2)}, within the {gib(have)} available."
+        else:
+            why += (
+                f" One request would still need about {gib(need / 2)}, more than the {gib(have)} available."
+            )
+            likelihood = 0.3
+    return [Proposal(change=f"{ctx.flag} fp8", why=why, source=(source,), likelihood=likelihood)]
+
+
+def kv_tensor_parallel(ctx: FixContext) -> list[Proposal]:
+    """The next tensor-parallel size that divides the heads: each GPU then holds a share of the KV cache."""
+    heads = readings.heads(ctx)
+    if heads is None or ctx.flag is None:
+        return []
+    current = readings.tensor_parallel(ctx)
+    limit = ctx.gpus_present
+    larger = [d for d in divisors(heads) if d > current and (limit is None or d <= limit)]
+    if not larger:
+        return []
+    tp = larger[0]
+    why = (
+        f"With {tp} GPUs each holds 1/{tp} of the weights and of the KV heads, so more memory per GPU "
+        f"is left for the KV cache; {tp} divides the {heads} attention heads."
+    )
+    likelihood = 0.8 if limit is not None else 0.5
+    if limit is None:
+        why += f" This needs {tp} GPUs."
+    return [
+        Proposal(
+            change=f"{ctx.flag} {tp}",
+            why=why,
+            source=ctx.sources_of("num_attention_heads"),
+            likelihood=likelihood,
+        )
+    ]
+
+
+def kv_cache_memory_bytes(ctx: FixContext) -> list[Proposal]:
+    """Size the KV cache explicitly (vLLM 0.10.2+): enough for one full-length request, checked against free
+
+    memory.
+    """
+    f = ctx.facts
+    if ctx.flag is None:
+        return []
+    if ctx.phase == "profiling_inconsistent":
+        if f.available_kv_cache_gib is None or f.available_kv_cache_gib <= 0:
+            return [
+                Proposal(
+                    change=f"{ctx.flag} <bytes from a clean start's 'Available KV cache memory'>",
+                    why="A fixed KV size skips the memory profiling that other processes disturb.",
+                    exact=False,
+                    needs=("available_kv_cache_gib",),
+                    likelihood=0.6,
+                )
+            ]
+        value = int(f.available_kv_cache_gib * 2**30) // 2**20 * 2**20
+        why = (
+            f"A fixed KV size of {gib(value / 2**30)} (what vLLM measured before) skips the memory "
+            "profiling that other processes disturb."
+        )
+        return [
+            Proposal(
+                change=f"{ctx.flag} {value}",
+                why=why,
+                source=ctx.sources_of("available_kv_cache_gib"),
+                likelihood=0.7,
+            )
+        ]
+    b = ctx.budget
+    if b is None:
+        return []
+    need = b.kv_bytes_per_token * b.max_model_len + b.kv_bytes_per_block
+    value = -(-need // 2**20) * 2**20
+    free = f.free_gib if f.free_gib is not None else b.startup_check.free_gib
+    consumed = b.weights_gib + readings.per_gpu_reserve(ctx)
+    why = (
+        f"{gib(value / 2**30)} holds one request of {tokens(b.max_model_len)} "
+        "tokens regardless of utilization."
+    )
+    if free is None:
+        return [
+            Proposal(
+                change=f"{ctx.flag} {value}",
+                why=why,
+                source=("budget",),
+                exact=False,
+                needs=("free_gib",),
+                likelihood=0.4,
+            )
+        ]
+    if consumed + value / 2**30 + STARTUP_MARGIN_GIB > free:
+        return []
+    why += f" With {gib(consumed)} for weights and activations it fits the {gib(free)} free."
+    return [Proposal(change=f"{ctx.flag} {value}", why=why, source=("budget",), likelihood=0.7)]

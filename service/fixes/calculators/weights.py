@@ -1,0 +1,152 @@
+"""Calculators for weights that do not fit: fewer bytes per weight, more GPUs, a larger GPU.
+
+Shortening the context is never among them: it does not shrink weights.
+"""
+
+from __future__ import annotations
+
+import math
+
+from service.fixes.calculators import readings
+from service.fixes.calculators.readings import gib
+from service.fixes.context import FixContext, Proposal
+from service.fixes.limits import (
+    divisors,
+)
+
+
+def quantize_weights(ctx: FixContext) -> list[Proposal]:
+    """Online fp8 weight quantization halves 16-bit weights without a new checkpoint."""
+    f = ctx.facts
+    if ctx.flag is None or (f.quantization not in (None, "None", "none")):
+        return []
+    if f.dtype is not None and f.dtype not in (
+        "bfloat16",
+        "float16",
+        "half",
+        "auto",
+        "torch.bfloat16",
+        "torch.float16",
+    ):
+        return []
+    cc = readings.compute_capability(ctx)
+    if cc is not None and cc < (8, 0):
+        return []
+    weights, source = readings.weights_total(ctx)
+    split = readings.tensor_parallel(ctx) * readings.pipeline_parallel(ctx)
+    why = "fp8 stores each weight in one byte instead of two, so the weights take about half the memory."
+    likelihood = 0.9
+    if weights is not None:
+        after = weights / 2 / split
+        total, _ = readings.total_gib(ctx)
+        why += f" About {gib(weights / split)} per GPU becomes about {gib(after)}."
+        if total is not None:
+            utilization, _ = readings.utilization(ctx)
+            room = utilization * total - readings.per_gpu_reserve(ctx)
+            if after > room:
+                why += f" That is still more than the {gib(room)} available, so combine it with more GPUs."
+                likelihood = 0.3
+    if cc is not None and cc < (8, 9):
+        why += " On this GPU (compute capability below 8.9) vLLM runs fp8 as weight-only (Marlin)."
+    return [
+        Proposal(change=f"{ctx.flag} fp8", why=why, source=(source,) if source else (), likelihood=likelihood)
+    ]
+
+
+def quantized_checkpoint(ctx: FixContext) -> list[Proposal]:
+    """A 4-bit AWQ/GPTQ checkpoint of the same model cuts 16-bit weights to about a quarter."""
+    f = ctx.facts
+    if f.quantization not in (None, "None", "none"):
+        return []
+    model = f.model or (ctx.budget.model if ctx.budget is not None else None)
+    weights, source = readings.weights_total(ctx)
+    split = readings.tensor_parallel(ctx) * readings.pipeline_parallel(ctx)
+    name = f"of {model} " if model else ""
+    why = (
+        "4-bit weights take about a quarter of the memory of 16-bit ones; context length would not help here."
+    )
+    if weights is not None:
+        why += f" About {gib(weights / split)} per GPU becomes about {gib(weights / 4 / split)}."
+    return [
+        Proposal(
+            change=f"serve an AWQ or GPTQ 4-bit checkpoint {name}instead",
+            why=why,
+            source=(source,) if source else (),
+            likelihood=0.85,
+        )
+    ]
+
+
+def _fits_weights(ctx: FixContext, weights: float, tp: int, usable_gib: float) -> bool:
+    return weights / (tp * readings.pipeline_parallel(ctx)) + readings.per_gpu_reserve(ctx) <= usable_gib
+
+
+def weights_tensor_parallel(ctx: FixContext) -> list[Proposal]:
+    """The smallest tensor-parallel size that holds the weights and divides the attention heads."""
+    heads = readings.heads(ctx)
+    weights, source = readings.weights_total(ctx)
+    total, _ = readings.total_gib(ctx)
+    if heads is None or weights is None or total is None or ctx.flag is None:
+        return []
+    utilization, _ = readings.utilization(ctx)
+    current = readings.tensor_parallel(ctx)
+    usable = utilization * total
+    candidates = [d for d in divisors(heads) if d > current and _fits_weights(ctx, weights, d, usable)]
+    if ctx.budget is not None and ctx.budget.min_tensor_parallel_size is not None:
+        candidates = [d for d in candidates if d >= ctx.budget.min_tensor_parallel_size]
+    if not candidates:
+        return []
+    tp = candidates[0]
+    per_gpu = weights / (tp * readings.pipeline_parallel(ctx))
+    why = (
+        f"The weights ({gib(weights)} in all) split over {tp} GPUs are {gib(per_gpu)} each, within the "
+        f"{gib(usable)} each GPU may use; {tp} divides the {heads} attention heads."
+    )
+    likelihood = 0.9
+    if ctx.gpus_present is not None and tp > ctx.gpus_present:
+        why += f" This needs {tp} GPUs and {ctx.gpus_present} are present."
+        likelihood = 0.3
+    return [
+        Proposal(
+            change=f"{ctx.flag} {tp}",
+            why=why,
+            source=(source, *ctx.sources_of("num_attention_heads")),
+            likelihood=likelihood,
+        )
+    ]
+
+
+def larger_gpu(ctx: FixContext) -> list[Proposal]:
+    """A GPU big enough for the weights at the current parallelism, named from the catalog."""
+    weights, source = readings.weights_total(ctx)
+    if weights is None:
+        return []
+    utilization, _ = readings.utilization(ctx)
+    split = readings.tensor_parallel(ctx) * readings.pipeline_parallel(ctx)
+    # weights plus the reserve, plus the same again for KV cache so the model can serve at all
+    needed = (weights / split + readings.per_gpu_reserve(ctx)) * 1.25 / utilization
+    total, _ = readings.total_gib(ctx)
+    if total is not None and needed <= total:
+        return []
+    why = (
+        f"Each GPU needs about {gib(needed)} at utilization {utilization:.2f} for "
+        "weights, activations and some KV cache."
+    )
+    if ctx.catalog is not None and (options := ctx.catalog.gpus_with_memory(needed)):
+        name, size = options[0]
+        return [
+            Proposal(
+                change=f"run on {name} GPUs ({size:.0f} GiB each)",
+                why=why,
+                source=(source, "catalog"),
+                likelihood=0.7,
+            )
+        ]
+    return [
+        Proposal(
+            change=f"run on GPUs with at least {math.ceil(needed)} GiB each",
+            why=why,
+            source=(source,),
+            likelihood=0.6,
+        )
+    ]
