@@ -19,9 +19,17 @@ import yaml
 from service.fixes.calculators import CALCULATORS
 from service.fixes.versions import Version, flag_exists, parse_version
 from service.packs.loader import PackError, decode_yaml, yaml_line
-from service.schemas import Facts, Phase
+from service.schemas import Facts, Finding, Phase, Snapshot
 
-__all__ = ["FixPack", "FixRecipe", "FlagHistory", "FlagSpec", "VersionRange", "load_fix_recipes"]
+__all__ = [
+    "FixPack",
+    "FixRecipe",
+    "FlagHistory",
+    "FlagSpec",
+    "RecipeExample",
+    "VersionRange",
+    "load_fix_recipes",
+]
 
 FLAGS_FILE = "flags.yaml"
 _RECIPE_ID = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$")
@@ -83,6 +91,19 @@ class FlagHistory(_Pack, frozen=True):
     flags: list[FlagSpec]
 
 
+class RecipeExample(_Pack, frozen=True):
+    """A case the recipe must answer: facts in, the exact change out (or `expect: null`, it declines)."""
+
+    facts: Facts
+    expect: str | None
+    phase: Phase | None = None
+    findings: list[Finding] = msgspec.field(default_factory=list)
+    snapshot: Snapshot | None = None
+    version: str | None = None
+    command: str | None = None
+    note: str | None = None
+
+
 class FixRecipe(_Pack, frozen=True):
     """One kind of fix; its calculator turns facts into an exact change, or declines."""
 
@@ -99,6 +120,7 @@ class FixRecipe(_Pack, frozen=True):
     without_facts: Literal["offer", "skip"] = "skip"
     status: Literal["stable", "experimental", "retired"] = "stable"
     note: str | None = None
+    examples: list[RecipeExample] = msgspec.field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not _RECIPE_ID.match(self.id):

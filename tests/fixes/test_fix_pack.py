@@ -82,6 +82,12 @@ def test_a_minimal_recipe_file_loads(tmp_path: Path) -> None:
             "not a vLLM version",
         ),
         ("rank: 10", "rank: 10\n    action: edit", "$.recipes[0]", "either the flags"),
+        (
+            "rank: 10",
+            "rank: 10\n    examples:\n      - facts: {max_len: 2048}\n        expect: null",
+            "$.recipes[0].examples[0].facts",
+            "unknown field `max_len`",
+        ),
     ],
 )
 def test_malformed_recipe_names_file_recipe_path_and_line(
