@@ -466,3 +466,14 @@ def test_v0_kv_capacity_uses_the_tokens_the_cache_can_store(pack: FixPack) -> No
     facts = Facts(max_model_len=32_768, kv_cache_tokens=21_104, block_size=16)
     fixes = rank_fixes("kv_cache_capacity", facts, [], None, None, "0.6.3", pack)
     assert fixes[0].change == "--max-model-len 21104"
+
+
+def test_kv_preemption_raises_utilization_into_the_headroom_the_snapshot_shows(pack: FixPack) -> None:
+    # vLLM holds 0.90 × 79.19 = 71.27 GiB while serving; 7.4 GiB is still free on the GPU
+    facts = Facts(gpu_memory_utilization=0.9, total_gib=79.19, max_num_seqs=256)
+    snapshot = _snapshot(_gpu(0, 7.4))
+    fixes = rank_fixes("kv_preemption", facts, [], None, snapshot, "0.29.0", pack, top=10)
+    raise_ = next(f for f in fixes if f.id == "raise-gpu-memory-utilization")
+    # restart would see 7.4 + 71.27 = 78.67 GiB free: floor((78.67 - 0.5) / 79.19, 2) = 0.98
+    assert raise_.change == "--gpu-memory-utilization 0.98"
+    assert passes_startup(7.4 + 0.9 * 79.19, 79.19, 0.98)

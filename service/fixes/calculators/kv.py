@@ -74,6 +74,10 @@ def _startup_ceiling(ctx: FixContext) -> tuple[float | None, str]:
     source = ctx.source("free_gib")
     if free is None and ctx.gpu is not None and ctx.phase in readings.STARTUP_PHASES:
         free, source = ctx.gpu.free_gib, "snapshot"
+    elif free is None and ctx.gpu is not None and total is not None:
+        # serving: at a restart vLLM would find what is free now plus what it holds itself
+        current, _ = readings.utilization(ctx)
+        free, source = ctx.gpu.free_gib + current * total, "snapshot"
     if free is None or total is None:
         return None, ""
     best = max_passing_utilization(free, total)
