@@ -21,7 +21,7 @@ __all__ = [
     "parameter_count",
     "pp_layer_counts",
     "rope_cache_elements",
-    "weight_bytes",
+    "stage_weight_bytes",
 ]
 
 
@@ -130,13 +130,6 @@ def _is_moe_layer(model: ModelSpec, index: int) -> bool:
     return moe is not None and index >= moe.first_dense_layers and (index + 1) % moe.layer_step == 0
 
 
-def _layer(model: ModelSpec, index: int, tp: int) -> Split:
-    mlp = (
-        _moe_mlp(model, tp) if _is_moe_layer(model, index) else _dense_mlp(model, model.intermediate_size, tp)
-    )
-    return _attention(model, tp) + mlp + Split(dense=model.norms_per_layer * _norm(model))
-
-
 def _vision(model: ModelSpec, tp: int) -> int:
     v = model.vision
     if v is None:
@@ -165,9 +158,14 @@ def pp_layer_counts(num_layers: int, pp: int) -> list[int]:
 
 
 def _stage(model: ModelSpec, sharding: Sharding, start: int, stop: int, first: bool, last: bool) -> Split:
-    total = Split()
-    for index in range(start, stop):
-        total = total + _layer(model, index, sharding.tp)
+    moe_layers = sum(1 for index in range(start, stop) if _is_moe_layer(model, index))
+    dense_layers = stop - start - moe_layers
+    common = _attention(model, sharding.tp) + Split(dense=model.norms_per_layer * _norm(model))
+    total = common.times(stop - start)
+    if dense_layers:
+        total = total + _dense_mlp(model, model.intermediate_size, sharding.tp).times(dense_layers)
+    if moe_layers:
+        total = total + _moe_mlp(model, sharding.tp).times(moe_layers)
     vocab = _vocab(model, sharding) * model.hidden_size
     if first:
         total = total + Split(dense=vocab + model.learned_positions * model.hidden_size)
@@ -202,12 +200,12 @@ def rope_cache_elements(model: ModelSpec) -> int:
     return rows * dim
 
 
-def weight_bytes(
+def stage_weight_bytes(
     model: ModelSpec, sharding: Sharding, pp: int, dtype_bytes: float, quant_bytes: float | None
-) -> WeightBytes:
-    """Weight bytes on the fullest GPU after the TP/PP split (the figure vLLM logs per worker)."""
+) -> list[WeightBytes]:
+    """Weight bytes of one GPU in each pipeline stage (the figure vLLM logs per worker)."""
     rope = int(rope_cache_elements(model) * dtype_bytes)
-    best: WeightBytes | None = None
+    stages: list[WeightBytes] = []
     start = 0
     counts = pp_layer_counts(model.num_hidden_layers, pp)
     for stage, n in enumerate(counts):
@@ -218,11 +216,7 @@ def weight_bytes(
             quantizable = split.linear + split.experts
         elif quant_bytes is not None and sharding.quant_scope == "experts":
             quantizable = split.experts
-        plain = split.total - quantizable
         q = int(quantizable * (quant_bytes or 0.0))
-        u = int(plain * dtype_bytes)
-        candidate = WeightBytes(total=q + u + rope, quantized=q, unquantized=u, rope_cache=rope)
-        if best is None or candidate.total > best.total:
-            best = candidate
-    assert best is not None
-    return best
+        u = int((split.total - quantizable) * dtype_bytes)
+        stages.append(WeightBytes(total=q + u + rope, quantized=q, unquantized=u, rope_cache=rope))
+    return stages
