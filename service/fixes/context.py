@@ -37,6 +37,21 @@ class Catalog(Protocol):
     def gpus_with_memory(self, min_total_gib: float) -> list[tuple[str, float]]:
         """Catalog GPUs with at least this much memory, smallest first, as (name, total GiB)."""
 
+    def checkpoints(self, model: str) -> list[tuple[str, str]]:
+        """Published quantized checkpoints of the model, as (Hugging Face id, method)."""
+
+    def reestimate(
+        self,
+        budget: Budget,
+        *,
+        model: str | None = None,
+        gpu_memory_utilization: float | None = None,
+        tensor_parallel_size: int | None = None,
+        kv_cache_dtype: str | None = None,
+        max_model_len: int | None = None,
+    ) -> Budget | None:
+        """The budget again with one input changed (None when it cannot be computed)."""
+
 
 @dataclass(frozen=True)
 class GpuChoice:

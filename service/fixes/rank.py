@@ -108,10 +108,9 @@ def replace_facts(facts: Facts, changes: dict[str, object]) -> Facts:
     return msgspec.structs.replace(facts, **changes)
 
 
-def _gpus_present(snapshot: Snapshot | None, budget: Budget | None) -> int | None:
-    if snapshot is not None and snapshot.gpus:
-        return len(snapshot.gpus)
-    return budget.gpus if budget is not None else None
+def _gpus_present(snapshot: Snapshot | None) -> int | None:
+    """GPUs on the host, known only from a snapshot (a budget's count is what was asked, not what exists)."""
+    return len(snapshot.gpus) if snapshot is not None and snapshot.gpus else None
 
 
 def _flags_exist(proposal: Proposal, pack: FixPack, version: Version | None) -> bool:
@@ -183,7 +182,7 @@ def rank_fixes(
         command=parsed,
         catalog=catalog,
         pack=pack,
-        gpus_present=_gpus_present(snapshot, budget),
+        gpus_present=_gpus_present(snapshot),
     )
     fixes: list[Fix] = []
     taken: set[str] = set()

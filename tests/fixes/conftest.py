@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from service.fixes.lookup import CatalogLookup
+from service.packs.catalog import load_catalog
 from service.packs.fixes import FixPack, load_fix_recipes
 from service.schemas import Budget, FigureSource, StartupCheck
 
@@ -87,3 +89,9 @@ def llama8b_on_a10() -> Budget:
         fits=False,
         verdict="The KV cache holds 27,584 tokens per request; 131,072 does not fit.",
     )
+
+
+@pytest.fixture(scope="session")
+def lookup() -> CatalogLookup:
+    """The fixes' view of the repository's real catalog (models, GPUs, checkpoints) and estimator."""
+    return CatalogLookup(load_catalog(RULES))

@@ -162,7 +162,13 @@ def fp8_kv_cache(ctx: FixContext) -> list[Proposal]:
     why = "fp8 stores each KV element in one byte instead of two, so the same memory holds twice the tokens."
     likelihood = 0.8
     kv = _kv_need_and_have(ctx)
-    if ctx.phase == "kv_cache_capacity" and kv is not None:
+    rerun = _rerun_fit(ctx, kv_cache_dtype="fp8")
+    if rerun is not None:
+        fit, configured = rerun
+        why += f" The budget re-run holds one request of up to {tokens(fit)} tokens."
+        likelihood = 0.8 if fit >= configured else 0.4
+        source = "budget"
+    elif ctx.phase == "kv_cache_capacity" and kv is not None:
         need, have, _ = kv
         if need / 2 <= have:
             why += f" One request then needs about {gib(need / 2)}, within the {gib(have)} available."
@@ -172,6 +178,18 @@ def fp8_kv_cache(ctx: FixContext) -> list[Proposal]:
             )
             likelihood = 0.3
     return [Proposal(change=f"{ctx.flag} fp8", why=why, source=(source,), likelihood=likelihood)]
+
+
+def _rerun_fit(
+    ctx: FixContext, *, kv_cache_dtype: str | None = None, tensor_parallel_size: int | None = None
+) -> tuple[int, int] | None:
+    """The budget's longest request after one change, and the configured length, when both are known."""
+    if ctx.catalog is None or ctx.budget is None:
+        return None
+    rerun = ctx.catalog.reestimate(
+        ctx.budget, kv_cache_dtype=kv_cache_dtype, tensor_parallel_size=tensor_parallel_size
+    )
+    return (rerun.max_model_len_fit, ctx.budget.max_model_len) if rerun is not None else None
 
 
 def kv_tensor_parallel(ctx: FixContext) -> list[Proposal]:
@@ -192,11 +210,17 @@ def kv_tensor_parallel(ctx: FixContext) -> list[Proposal]:
     likelihood = 0.8 if limit is not None else 0.5
     if limit is None:
         why += f" This needs {tp} GPUs."
+    sources = ctx.sources_of("num_attention_heads")
+    if ctx.phase == "kv_cache_capacity" and (rerun := _rerun_fit(ctx, tensor_parallel_size=tp)) is not None:
+        fit, configured = rerun
+        why += f" The budget re-run holds one request of up to {tokens(fit)} tokens."
+        likelihood *= 1.0 if fit >= configured else 0.5
+        sources += ("budget",)
     return [
         Proposal(
             change=f"{ctx.flag} {tp}",
             why=why,
-            source=ctx.sources_of("num_attention_heads"),
+            source=sources,
             likelihood=likelihood,
         )
     ]

@@ -9,7 +9,7 @@ import math
 
 from service.fixes.calculators import readings
 from service.fixes.calculators.readings import gib
-from service.fixes.context import FixContext, Proposal
+from service.fixes.context import Catalog, FixContext, Proposal
 from service.fixes.limits import (
     divisors,
 )
@@ -53,12 +53,36 @@ def quantize_weights(ctx: FixContext) -> list[Proposal]:
     ]
 
 
+_FOUR_BIT = ("awq", "gptq", "awq_marlin", "gptq_marlin", "compressed-tensors")
+
+
+def _named_checkpoint(ctx: FixContext, catalog: Catalog, model: str) -> list[Proposal]:
+    """A published quantized checkpoint of this model from the catalog, 4-bit first, with its weights."""
+    options = sorted(catalog.checkpoints(model), key=lambda c: c[1] not in _FOUR_BIT)
+    if not options:
+        return []
+    checkpoint, method = options[0]
+    why = f"{checkpoint} is {model} quantized with {method}; context length would not help here."
+    likelihood, source = 0.85, "catalog"
+    if ctx.budget is not None and (rerun := catalog.reestimate(ctx.budget, model=checkpoint)) is not None:
+        why += f" The budget re-run puts its weights at {gib(rerun.weights_gib)} per GPU"
+        if rerun.available_kv_gib > 0:
+            why += f", leaving {gib(rerun.available_kv_gib)} for the KV cache."
+        else:
+            why += ", still too much for this GPU at this parallelism."
+            likelihood = 0.2
+        source = "budget"
+    return [Proposal(change=f"serve {checkpoint} instead", why=why, source=(source,), likelihood=likelihood)]
+
+
 def quantized_checkpoint(ctx: FixContext) -> list[Proposal]:
     """A 4-bit AWQ/GPTQ checkpoint of the same model cuts 16-bit weights to about a quarter."""
     f = ctx.facts
     if f.quantization not in (None, "None", "none"):
         return []
     model = f.model or (ctx.budget.model if ctx.budget is not None else None)
+    if ctx.catalog is not None and model and (named := _named_checkpoint(ctx, ctx.catalog, model)):
+        return named
     weights, source = readings.weights_total(ctx)
     split = readings.tensor_parallel(ctx) * readings.pipeline_parallel(ctx)
     name = f"of {model} " if model else ""
@@ -81,6 +105,17 @@ def _fits_weights(ctx: FixContext, weights: float, tp: int, usable_gib: float) -
     return weights / (tp * readings.pipeline_parallel(ctx)) + readings.per_gpu_reserve(ctx) <= usable_gib
 
 
+def _holds_weights_per_budget(ctx: FixContext, sizes: list[int]) -> tuple[int, float, float] | None:
+    """The first size at which the budget, re-run, leaves room for a KV cache: (tp, weights, kv GiB)."""
+    if ctx.catalog is None or ctx.budget is None:
+        return None
+    for tp in sizes:
+        rerun = ctx.catalog.reestimate(ctx.budget, tensor_parallel_size=tp)
+        if rerun is not None and rerun.available_kv_gib > 0:
+            return tp, rerun.weights_gib, rerun.available_kv_gib
+    return None
+
+
 def weights_tensor_parallel(ctx: FixContext) -> list[Proposal]:
     """The smallest tensor-parallel size that holds the weights and divides the attention heads."""
     heads = readings.heads(ctx)
@@ -94,14 +129,20 @@ def weights_tensor_parallel(ctx: FixContext) -> list[Proposal]:
     candidates = [d for d in divisors(heads) if d > current and _fits_weights(ctx, weights, d, usable)]
     if ctx.budget is not None and ctx.budget.min_tensor_parallel_size is not None:
         candidates = [d for d in candidates if d >= ctx.budget.min_tensor_parallel_size]
+    checked = _holds_weights_per_budget(ctx, [d for d in divisors(heads) if d > current])
+    if checked is not None:
+        candidates = [checked[0]]
     if not candidates:
         return []
     tp = candidates[0]
-    per_gpu = weights / (tp * readings.pipeline_parallel(ctx))
+    per_gpu = checked[1] if checked is not None else weights / (tp * readings.pipeline_parallel(ctx))
     why = (
         f"The weights ({gib(weights)} in all) split over {tp} GPUs are {gib(per_gpu)} each, within the "
         f"{gib(usable)} each GPU may use; {tp} divides the {heads} attention heads."
     )
+    if checked is not None:
+        why += f" The budget re-run at {tp} GPUs leaves {gib(checked[2])} per GPU for the KV cache."
+        source = "budget"
     likelihood = 0.9
     if ctx.gpus_present is not None and tp > ctx.gpus_present:
         why += f" This needs {tp} GPUs and {ctx.gpus_present} are present."
