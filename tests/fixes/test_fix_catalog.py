@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from service.budget import estimate
 from service.fixes import rank_fixes
@@ -10,13 +11,13 @@ from service.fixes.command import edit_of
 from service.fixes.lookup import CatalogLookup
 from service.packs.catalog import load_catalog
 from service.packs.fixes import FixPack
-from service.schemas import EstimateRequest, Facts
+from service.schemas import Budget, EstimateRequest, Facts
 
 CATALOG = load_catalog(Path(__file__).resolve().parents[2] / "rules")
 
 
-def _budget(**request: object) -> object:
-    return estimate(EstimateRequest(**request), CATALOG)  # type: ignore[arg-type]
+def _budget(**request: Any) -> Budget:
+    return estimate(EstimateRequest(**request), CATALOG)
 
 
 def test_catalog_lookup_answers_heads_fp8_context_and_checkpoints(lookup: CatalogLookup) -> None:
@@ -44,10 +45,10 @@ def test_weights_oom_tp_and_checkpoint_come_from_the_budget_re_run(
         vllm_version="0.11.0",
     )
     facts = Facts(model="meta-llama/Llama-3.1-70B-Instruct", tried_to_allocate_gib=0.88, free_gib=0.31)
-    fixes = rank_fixes("weights_oom", facts, [], budget, None, "0.11.0", pack, catalog=lookup, top=10)  # type: ignore[arg-type]
+    fixes = rank_fixes("weights_oom", facts, [], budget, None, "0.11.0", pack, catalog=lookup, top=10)
     assert fixes[0].change == "--tensor-parallel-size 2"
     assert "budget re-run" in fixes[0].why and fixes[0].source[0] == "budget"
-    rerun = lookup.reestimate(budget, tensor_parallel_size=2)  # type: ignore[arg-type]
+    rerun = lookup.reestimate(budget, tensor_parallel_size=2)
     assert rerun is not None and rerun.available_kv_gib > 0
     checkpoint = next(f for f in fixes if f.id == "use-quantized-checkpoint")
     assert checkpoint.change == "serve hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4 instead"
@@ -62,7 +63,7 @@ def test_kv_capacity_fp8_only_on_a_gpu_the_catalog_says_has_fp8(pack: FixPack, l
         facts = Facts(model="meta-llama/Llama-3.1-8B-Instruct", gpu_name=gpu, max_model_len=131_072)
         fixes = rank_fixes(
             "kv_cache_capacity", facts, [], budget, None, "0.10.2", pack, catalog=lookup, top=10
-        )  # type: ignore[arg-type]
+        )
         fp8 = [f for f in fixes if f.id == "use-fp8-kv-cache"]
         assert bool(fp8) == offered, gpu
         if fp8:
@@ -76,11 +77,11 @@ def test_max_model_len_from_the_budget_passes_the_budgets_capacity_check(
         model="meta-llama/Llama-3.1-8B-Instruct", gpu="A10", max_model_len=131_072, vllm_version="0.29.0"
     )
     facts = Facts(model="meta-llama/Llama-3.1-8B-Instruct", gpu_name="A10", max_model_len=131_072)
-    fixes = rank_fixes("kv_cache_capacity", facts, [], budget, None, "0.29.0", pack, catalog=lookup)  # type: ignore[arg-type]
+    fixes = rank_fixes("kv_cache_capacity", facts, [], budget, None, "0.29.0", pack, catalog=lookup)
     edit = edit_of(fixes[0].change)
     assert edit is not None and edit.set_flag == "--max-model-len"
     length = int(edit.values[0])
-    rerun = lookup.reestimate(budget, max_model_len=length)  # type: ignore[arg-type]
+    rerun = lookup.reestimate(budget, max_model_len=length)
     assert rerun is not None and rerun.fits
 
 
@@ -96,4 +97,4 @@ def test_startup_utilization_passes_the_budgets_startup_check(pack: FixPack, loo
         free_gib=40.2,
         vllm_version="0.29.0",
     )
-    assert budget.startup_check.passes  # type: ignore[attr-defined]
+    assert budget.startup_check.passes

@@ -10,7 +10,7 @@ from service.fixes import rank_fixes
 from service.fixes.command import edit_of
 from service.fixes.versions import flag_exists, parse_version
 from service.packs.fixes import FixPack
-from service.schemas import PHASES, Facts, Finding, OtherProcess
+from service.schemas import PHASES, Facts, Finding, OtherProcess, Phase
 
 RICH = Facts(
     gpu_name="NVIDIA H100 80GB HBM3",
@@ -45,6 +45,12 @@ versions = st.builds(
 )
 
 
+def _release(version: str) -> tuple[int, int, int]:
+    parsed = parse_version(version)
+    assert parsed is not None
+    return parsed
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -66,8 +72,8 @@ def test_an_unknown_version_never_gets_a_removed_flag() -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(version=versions, phase=st.sampled_from(PHASES))
-def test_no_fix_sets_a_flag_absent_from_the_stated_version(pack: FixPack, version: str, phase: str) -> None:
-    fixes = rank_fixes(phase, RICH, [SAMPLER], None, None, version, pack, command=COMMAND, top=20)  # type: ignore[arg-type]
+def test_no_fix_sets_a_flag_absent_from_the_stated_version(pack: FixPack, version: str, phase: Phase) -> None:
+    fixes = rank_fixes(phase, RICH, [SAMPLER], None, None, version, pack, command=COMMAND, top=20)
     parsed = parse_version(version)
     for fix in fixes:
         edit = edit_of(fix.change)
@@ -79,20 +85,21 @@ def test_no_fix_sets_a_flag_absent_from_the_stated_version(pack: FixPack, versio
 
 @settings(max_examples=60, deadline=None)
 @given(version=versions, phase=st.sampled_from(PHASES))
-def test_swap_space_is_never_recommended_after_0_17(pack: FixPack, version: str, phase: str) -> None:
+def test_swap_space_is_never_recommended_after_0_17(pack: FixPack, version: str, phase: Phase) -> None:
     fixes = rank_fixes(
         phase, RICH, [], None, None, version, pack, command="vllm serve m --swap-space 4", top=20
-    )  # type: ignore[arg-type]
+    )
     kept = [f for f in fixes if "--swap-space" in f.change and not f.change.startswith("remove ")]
     assert not kept
     removed = any(f.change == "remove --swap-space" for f in fixes)
-    assert removed == (parse_version(version) >= (0, 18, 0))  # type: ignore[operator]
+    assert removed == (_release(version) >= (0, 18, 0))
 
 
 @settings(max_examples=60, deadline=None)
 @given(version=versions)
 def test_kv_cache_memory_bytes_is_never_recommended_before_0_10_2(pack: FixPack, version: str) -> None:
-    for phase in ("kv_cache_capacity", "profiling_inconsistent"):
+    phases: tuple[Phase, ...] = ("kv_cache_capacity", "profiling_inconsistent")
+    for phase in phases:
         fixes = rank_fixes(phase, RICH, [], None, None, version, pack, top=20)
-        if parse_version(version) < (0, 10, 2):  # type: ignore[operator]
+        if _release(version) < (0, 10, 2):
             assert all("--kv-cache-memory-bytes" not in f.change for f in fixes)
