@@ -100,7 +100,8 @@ def test_healthy_startup_is_no_failure_with_its_facts(run_classify: Classify) ->
         "INFO 05-12 10:11:12 [gpu_model_runner.py:1] Model loading took 0.9277 GiB memory and 1.25 seconds\n"
         "INFO 05-12 10:11:14 [gpu_worker.py:2] Available KV cache memory: 63.02 GiB\n"
         "INFO 05-12 10:11:14 [kv_cache_utils.py:3] GPU KV cache size: 5,506,928 tokens\n"
-        "INFO 05-12 10:11:14 [kv_cache_utils.py:4] Maximum concurrency for 32,768 tokens per request: 168.06x\n"
+        "INFO 05-12 10:11:14 [kv_cache_utils.py:4] "
+        "Maximum concurrency for 32,768 tokens per request: 168.06x\n"
         "INFO:     Application startup complete.\n"
     )
     diagnosis = run_classify(log)
