@@ -254,7 +254,10 @@ def dcgm_gpus(samples: Sequence[Sample]) -> DcgmReading:
     for index in sorted({key[0] for key in devices}):
         whole = devices.get((index, None))
         slots = sorted((k[1] for k in devices if k[0] == index and k[1] is not None), key=_slot_order)
-        instances = [_dcgm_instance(slot, devices[(index, slot)]) for slot in slots]
+        parts = [devices[(index, slot)] for slot in slots]
+        instances = [_dcgm_instance(slot, part) for slot, part in zip(slots, parts, strict=True)]
+        if whole is None and parts:
+            whole = _sum_instances(parts)
         gpu = _dcgm_gpu(index, whole, [i for i in instances if i is not None], reading.errors)
         if gpu is not None:
             reading.gpus.append(gpu)
@@ -265,6 +268,16 @@ def dcgm_gpus(samples: Sequence[Sample]) -> DcgmReading:
 
 def _slot_order(slot: str) -> tuple[int, str]:
     return (int(slot), "") if slot.isdigit() else (-1, slot)
+
+
+def _sum_instances(parts: Sequence[_DcgmDevice]) -> _DcgmDevice:
+    """A GPU in MIG mode reported only per instance: its framebuffer is the sum of theirs."""
+    values: dict[str, float] = {}
+    for part in parts:
+        for name, value in part.values.items():
+            if name.startswith("DCGM_FI_DEV_FB_"):
+                values[name] = values.get(name, 0.0) + value
+    return _DcgmDevice(labels=parts[0].labels, values=values)
 
 
 def _dcgm_instance(slot: str, device: _DcgmDevice) -> MigInstance | None:
@@ -286,13 +299,6 @@ def _dcgm_instance(slot: str, device: _DcgmDevice) -> MigInstance | None:
 def _dcgm_gpu(
     index: int, whole: _DcgmDevice | None, instances: list[MigInstance], errors: list[SnapshotError]
 ) -> GpuInfo | None:
-    if whole is None and instances:
-        labels = {"UUID": instances[0].uuid, "modelName": instances[0].name.split(" MIG ")[0]}
-        values = {
-            "DCGM_FI_DEV_FB_USED": sum(i.used_gib for i in instances) * MIB_PER_GIB,
-            "DCGM_FI_DEV_FB_FREE": sum(i.free_gib for i in instances) * MIB_PER_GIB,
-        }
-        whole = _DcgmDevice(labels=labels, values=values)
     if whole is None:
         return None
     used, free = _fb(whole.values, "USED"), _fb(whole.values, "FREE")
