@@ -62,7 +62,7 @@ def _unauthorized() -> Response[bytes]:
     )
 
 
-@get("/v1/snapshot", sync_to_thread=False)
+@get("/v1/snapshot")
 async def snapshot(request: Request[object, object, State]) -> Response[bytes] | Snapshot:
     identity: AgentIdentity = request.app.state.identity
     if not authorized(request.headers.get("authorization"), identity.token):
