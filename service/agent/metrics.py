@@ -167,17 +167,23 @@ def metrics_url(url: str) -> str:
 
 
 async def _fetch(client: httpx.AsyncClient, url: str) -> str:
-    response = await client.get(url)
-    if response.status_code != 200:
-        raise httpx.HTTPStatusError(
-            f"HTTP {response.status_code}", request=response.request, response=response
-        )
-    if len(response.content) > _MAX_BODY_BYTES:
-        raise MetricsFormatError(f"the page is larger than {_MAX_BODY_BYTES // 2**20} MiB")
-    return response.text
+    """The page's text, read in chunks so a huge or endless body is cut off at the limit."""
+    async with client.stream("GET", url) as response:
+        if response.status_code != 200:
+            raise httpx.HTTPStatusError(
+                f"HTTP {response.status_code}", request=response.request, response=response
+            )
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > _MAX_BODY_BYTES:
+                raise MetricsFormatError(f"the page is larger than {_MAX_BODY_BYTES // 2**20} MiB")
+    return body.decode(response.encoding or "utf-8", errors="replace")
 
 
-def _failure(url: str, err: Exception) -> str:
+def _failure(url: str, err: BaseException) -> str:
+    while isinstance(err, BaseExceptionGroup) and err.exceptions:
+        err = err.exceptions[0]  # anyio groups connect errors; the first one says what happened
     if isinstance(err, httpx.TimeoutException):
         return f"{url} did not answer within the scrape timeout"
     if isinstance(err, httpx.ConnectError):
@@ -194,7 +200,7 @@ async def scrape_vllm(client: httpx.AsyncClient, url: str) -> VllmServer | Snaps
     target = metrics_url(url)
     try:
         samples = parse_prometheus(await _fetch(client, target))
-    except (httpx.HTTPError, MetricsFormatError) as err:
+    except Exception as err:  # every failure becomes an error entry (connect errors may come grouped)
         return SnapshotError(source=source, reason=_failure(target, err))
     server = vllm_server(url, samples)
     if server is None:
@@ -333,7 +339,7 @@ async def scrape_dcgm(url: str, timeout_s: float) -> DcgmReading:
     try:
         async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=False) as client:
             samples = parse_prometheus(await _fetch(client, target))
-    except (httpx.HTTPError, MetricsFormatError) as err:
+    except Exception as err:  # every failure, expected or not, becomes an error entry
         reason = _failure(target, err).replace("vLLM server", "dcgm-exporter") + "; no GPU could be read"
         return DcgmReading(errors=[SnapshotError(source=f"dcgm:{url}", reason=reason)])
     return dcgm_gpus(samples)

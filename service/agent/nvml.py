@@ -127,7 +127,12 @@ def _read_initialized(reader: _Reader) -> NvmlReading:
     if count == 0:
         reader.errors.append(SnapshotError(source="nvml", reason="NVML found no GPU on this host"))
     for index in range(count or 0):
-        gpu = _read_gpu(reader, index)
+        try:
+            gpu = _read_gpu(reader, index)
+        except Exception as err:  # one odd GPU must not cost the snapshot the others
+            reason = f"GPU {index} could not be read: {err.__class__.__name__}: {err}"
+            reader.errors.append(SnapshotError(source=f"nvml:gpu{index}", reason=reason))
+            continue
         if gpu is not None:
             reading.gpus.append(gpu)
     reading.pids_resolvable = _pids_resolvable(reader, any(g.processes for g in reading.gpus))

@@ -18,6 +18,7 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from service.errors import InputError
 
@@ -65,7 +66,14 @@ def _positive(env: Mapping[str, str], name: str, default: float) -> float:
 
 
 def _http_url(name: str, value: str) -> str:
-    if not re.match(r"^https?://[^\s/]+", value):
+    try:
+        parts = urlsplit(value)
+        # .port raises ValueError when the port is out of range
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+        valid = valid and not any(c.isspace() for c in value)
+    except ValueError:
+        valid = False
+    if not valid:
         raise AgentConfigError(f"{name} holds {value!r}, which is not an http:// or https:// URL.")
     return value
 

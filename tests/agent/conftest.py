@@ -43,6 +43,7 @@ _PAGES: dict[str, tuple[int, bytes, float]] = {
     "/html/metrics": (200, b"<!doctype html>\n<html><body>login</body></html>\n", 0.0),
     "/not-vllm/metrics": (200, b'# TYPE up gauge\nup{job="node"} 1\n', 0.0),
     "/slow/metrics": (200, b"vllm:num_requests_running 1\n", 1.0),
+    "/huge/metrics": (200, b"vllm:num_requests_running 1\n" * 350_000, 0.0),  # about 9.5 MiB
 }
 
 

@@ -56,7 +56,7 @@ def _address(handle: Any) -> int:
 
 
 def _write_string(buffer: Any, size: Any, text: str) -> int:
-    data = text.encode()
+    data = text.encode("utf-8", "surrogateescape")  # "\udcff" in a fixture stands for the raw byte 0xff
     if len(data) + 1 > size.value:
         return int(pynvml.NVML_ERROR_INSUFFICIENT_SIZE)
     buffer.value = data

@@ -98,7 +98,7 @@ async def test_v1_before_092_reads_the_old_kv_metric_name(metrics_server: str) -
 
 
 async def test_failed_scrapes_are_error_entries_and_the_rest_still_reads(metrics_server: str) -> None:
-    urls = [f"{metrics_server}/{p}" for p in ("v0", "broken", "html", "not-vllm", "slow")]
+    urls = [f"{metrics_server}/{p}" for p in ("v0", "broken", "html", "not-vllm", "slow", "huge")]
     urls.append("http://127.0.0.1:9/")  # discard port: nothing listens
     servers, errors = await scrape_vllm_servers(urls, timeout_s=0.3)
     assert [s.url for s in servers] == [f"{metrics_server}/v0"]
@@ -107,6 +107,7 @@ async def test_failed_scrapes_are_error_entries_and_the_rest_still_reads(metrics
     assert "did not return Prometheus text: line 1" in reasons["html"]
     assert reasons["not-vllm"].endswith("has no vllm: metrics (not a vLLM server?)")
     assert reasons["slow"].endswith("did not answer within the scrape timeout")
+    assert reasons["huge"].endswith("did not return Prometheus text: the page is larger than 8 MiB")
     assert reasons["vllm:http://127.0.0.1:9/"].startswith("nothing answered at http://127.0.0.1:9/metrics")
 
 
@@ -166,3 +167,12 @@ def test_dcgm_page_without_framebuffer_metrics_says_which_are_missing() -> None:
     assert reading.gpus == []
     [error] = reading.errors
     assert error.source == "dcgm:gpu0" and "DCGM_FI_DEV_FB_USED/FREE" in error.reason
+
+
+async def test_a_port_the_os_refuses_is_an_error_entry_not_a_crash() -> None:
+    servers, [error] = await scrape_vllm_servers(["http://127.0.0.1:99999"], timeout_s=0.5)
+    assert servers == []
+    assert (
+        error.reason
+        == "http://127.0.0.1:99999/metrics could not be scraped: connect(): port must be 0-65535."
+    )

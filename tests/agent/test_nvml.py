@@ -6,6 +6,7 @@ import pynvml
 import pytest
 
 from agent.conftest import InstallNvml
+from agent.fake_nvml import FakeDevice
 from service.agent.nvml import cuda_version_text, read_nvml
 from service.agent.procfs import ProcFs
 
@@ -125,3 +126,16 @@ def test_pid_outside_the_agents_namespace_is_reported_unresolvable(fake_nvml: In
 @pytest.mark.parametrize(("encoded", "text"), [(12040, "12.4"), (11080, "11.8"), (13000, "13.0")])
 def test_cuda_version_decodes_nvml_encoding(encoded: int, text: str) -> None:
     assert cuda_version_text(encoded) == text
+
+
+def test_an_unexpected_failure_on_one_gpu_keeps_the_others(fake_nvml: InstallNvml) -> None:
+    lib, procfs = fake_nvml("h100_two_processes")
+    lib.devices[0].spec["name"] = "NVIDIA H100 \udcff"  # the byte 0xff: pynvml's str conversion fails
+    lib.devices.append(FakeDevice(dict(lib.devices[0].spec, name="NVIDIA H100 80GB HBM3", uuid="GPU-second")))
+    lib.handles[0x20000] = lib.devices[1]
+
+    reading = read_nvml(procfs)
+    assert [g.uuid for g in reading.gpus] == ["GPU-second"]
+    [error] = reading.errors
+    assert error.source == "nvml:gpu0"
+    assert error.reason.startswith("GPU 0 could not be read: UnicodeDecodeError")

@@ -73,3 +73,11 @@ def test_host_name_is_lowercased_and_checked() -> None:
     assert host_name("GPU-Node-07") == "gpu-node-07"
     with pytest.raises(AgentConfigError, match="pass --name"):
         host_name("gpu node")
+
+
+@pytest.mark.parametrize(
+    "url", ["localhost:8000", "ftp://h/metrics", "http://", "http://127.0.0.1:99999", "http://h :80"]
+)
+def test_urls_that_cannot_be_scraped_are_refused(url: str) -> None:
+    with pytest.raises(AgentConfigError, match="is not an http:// or https:// URL"):
+        load_settings({"VRAMDOC_AGENT_VLLM_URLS": url})
