@@ -264,7 +264,9 @@ def _read_processes(reader: _Reader, source: str, handle: Any, *, required: bool
             raw = nv.nvmlDeviceGetComputeRunningProcesses_v2(handle)
     except nv.NVMLError as err:
         if required:
-            reader.errors.append(SnapshotError(source=source, reason=explain(nv, err, "running processes")))
+            reader.errors.append(
+                SnapshotError(source=source, reason=explain(nv, err, "the list of running processes"))
+            )
         return []
     return [_resolve(reader, int(p.pid), p.usedGpuMemory) for p in raw]
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from agent.fake_nvml import FakeNvmlLib, build_proc, load_fixture
 from service.agent.procfs import ProcFs
+
+from .fake_nvml import FakeNvmlLib, build_proc, load_fixture
 
 InstallNvml = Callable[[str], tuple[FakeNvmlLib, ProcFs]]
 

@@ -15,10 +15,11 @@ import pytest
 import uvicorn
 from redis import Redis
 
-from agent.conftest import InstallNvml
 from service.agent.app import AgentIdentity, authorized, create_app
 from service.agent.settings import AgentSettings
 from service.schemas import AgentRegistration, Snapshot
+
+from .conftest import InstallNvml
 
 TOKEN = "c0ffee" * 8
 

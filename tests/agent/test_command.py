@@ -15,11 +15,12 @@ import httpx
 import msgspec
 import pytest
 
-from agent.conftest import InstallNvml
 from service.agent.command import agent_url, parse_listen
 from service.agent.settings import AgentConfigError
 from service.cli import main
 from service.schemas import Snapshot
+
+from .conftest import InstallNvml
 
 REPO = Path(__file__).resolve().parents[2]
 

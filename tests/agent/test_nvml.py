@@ -5,10 +5,11 @@ from __future__ import annotations
 import pynvml
 import pytest
 
-from agent.conftest import InstallNvml
-from agent.fake_nvml import FakeDevice
 from service.agent.nvml import cuda_version_text, read_nvml
 from service.agent.procfs import ProcFs
+
+from .conftest import InstallNvml
+from .fake_nvml import FakeDevice
 
 
 def test_h100_with_two_processes_reads_memory_processes_and_containers(fake_nvml: InstallNvml) -> None:
@@ -79,7 +80,7 @@ def test_nvml_errors_become_entries_and_the_readable_gpu_is_kept(fake_nvml: Inst
         ("nvml", "this driver's NVML has no function for the CUDA driver version (driver too old)"),
         ("nvml:gpu0", "the GPU fell off the bus or became inaccessible while reading GPU 0"),
         ("nvml:gpu1", "permission denied reading GPU utilization (NVML: Insufficient Permissions)"),
-        ("nvml:gpu1", "running processes is not supported on this GPU or driver"),
+        ("nvml:gpu1", "the list of running processes is not supported on this GPU or driver"),
     }
 
 
