@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from service.fixes.command import ParsedCommand
-from service.fixes.versions import Version
+from service.fixes.versions import Version, VersionSpan
 from service.schemas import Budget, Facts, Finding, GpuInfo, Phase, Snapshot
 
 if TYPE_CHECKING:
@@ -88,6 +88,8 @@ class FixContext:
     snapshot: Snapshot | None = None
     gpu: GpuInfo | None = None
     version: Version | None = None
+    span: VersionSpan = (None,)
+    floor_known: bool = False
     command: ParsedCommand | None = None
     catalog: Catalog | None = None
     pack: FixPack | None = None
@@ -114,4 +116,4 @@ class FixContext:
         if self.pack is None:
             return True
         spec = self.pack.flag(name)
-        return spec is None or spec.exists(self.version)
+        return spec is None or all(spec.exists(v) for v in self.span)

@@ -17,7 +17,7 @@ import msgspec
 from service.fixes.calculators import CALCULATORS
 from service.fixes.command import ParsedCommand, edit_of, parse_command
 from service.fixes.context import Catalog, FixContext, Proposal
-from service.fixes.versions import Version, parse_version
+from service.fixes.versions import VersionSpan, has_floor, parse_span
 from service.schemas import Budget, Facts, Finding, Fix, GpuInfo, Phase, Snapshot
 
 if TYPE_CHECKING:
@@ -113,13 +113,13 @@ def _gpus_present(snapshot: Snapshot | None) -> int | None:
     return len(snapshot.gpus) if snapshot is not None and snapshot.gpus else None
 
 
-def _flags_exist(proposal: Proposal, pack: FixPack, version: Version | None) -> bool:
+def _flags_exist(proposal: Proposal, pack: FixPack, span: VersionSpan) -> bool:
     """The last guard: a change that sets a flag the version lacks is never offered."""
     edit = edit_of(proposal.change)
     if edit is None or edit.set_flag is None:
         return True
     spec = pack.flag(edit.set_flag)
-    return spec is None or spec.exists(version)
+    return spec is None or all(spec.exists(v) for v in span)
 
 
 def _target(proposal: Proposal, recipe: FixRecipe) -> str:
@@ -135,16 +135,16 @@ def _target(proposal: Proposal, recipe: FixRecipe) -> str:
 def _proposals(ctx: FixContext, pack: FixPack) -> list[tuple[float, int, FixRecipe, Proposal]]:
     found: list[tuple[float, int, FixRecipe, Proposal]] = []
     for order, recipe in enumerate(pack.recipes):
-        if not recipe.serves(ctx.phase) or not recipe.versions.contains(ctx.version):
+        if not recipe.serves(ctx.phase) or not all(recipe.versions.contains(v) for v in ctx.span):
             continue
-        flag = pack.spelling(recipe.flags, ctx.version) if recipe.flags else None
+        flag = pack.spelling(recipe.flags, ctx.span) if recipe.flags else None
         if recipe.flags and flag is None:
             continue
         missing = ctx.missing(*recipe.needs)
         if missing and recipe.without_facts == "skip":
             continue
         for proposal in CALCULATORS[recipe.calculator](replace(ctx, flag=flag)):
-            if _flags_exist(proposal, pack, ctx.version):
+            if _flags_exist(proposal, pack, ctx.span):
                 found.append((recipe.rank / max(proposal.likelihood, 0.01), order, recipe, proposal))
     return sorted(found, key=lambda item: (item[0], item[1]))
 
@@ -161,11 +161,17 @@ def rank_fixes(
     command: str | None = None,
     top: int = 5,
     fact_sources: Mapping[str, str] | None = None,
+    version_range: str | None = None,
 ) -> list[Fix]:
-    """The `top` fixes for this failure, best first, each one change with its expected effect."""
+    """The `top` fixes for this failure, best first, each one change with its expected effect.
+
+    `engine_version` is the stated vLLM version; without one, `version_range` (Engine.range, e.g.
+    `>=0.9.1,<=0.13`) bounds it, and a flag is offered only if every version in the range has it.
+    """
     if top <= 0:
         return []
-    version = parse_version(engine_version) if engine_version else None
+    span = parse_span(engine_version, version_range)
+    version = span[-1]
     parsed = parse_command(command) if command else None
     sources = dict(fact_sources or {})
     gpu = _pick_gpu(snapshot, facts, parsed)
@@ -179,6 +185,8 @@ def rank_fixes(
         snapshot=snapshot,
         gpu=gpu,
         version=version,
+        span=span,
+        floor_known=has_floor(engine_version, version_range),
         command=parsed,
         catalog=catalog,
         pack=pack,

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["Version", "flag_exists", "parse_version"]
+__all__ = ["Version", "VersionSpan", "flag_exists", "has_floor", "parse_span", "parse_version"]
 
 Version = tuple[int, int, int]
+# The versions a fix must hold for: one stated version, or the known ends of an inferred range.
+VersionSpan = tuple[Version | None, ...]
 
 _RELEASE = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
 
@@ -35,3 +37,33 @@ def flag_exists(version: Version | None, introduced: Version | None, removed: Ve
     if introduced is not None and version < introduced:
         return False
     return removed is None or version < removed
+
+
+def parse_span(version: str | None, range_text: str | None = None) -> VersionSpan:
+    """The stated version, else the bounds of a range like `>=0.9.1,<=0.13` (a minor bound covers
+    all its patches), else (None,): unknown, taken as the newest release.
+
+    Flag histories are contiguous, so a flag present at both ends of a range is present throughout.
+    """
+    if version and (parsed := parse_version(version)) is not None:
+        return (parsed,)
+    bounds: list[Version | None] = []
+    for part in (range_text or "").split(","):
+        part = part.strip()
+        bound = parse_version(part.lstrip("<>="))
+        if bound is None:
+            continue
+        if part.startswith("<") and part.count(".") == 1:
+            bound = (bound[0], bound[1], 999)
+        bounds.append(bound)
+    return tuple(bounds) or (None,)
+
+
+def has_floor(version: str | None, range_text: str | None = None) -> bool:
+    """Whether the oldest version the user may run is known (a stated version, or a `>=` bound).
+
+    Without it, a flag that was removed cannot be called missing: an older release may have it.
+    """
+    if version and parse_version(version) is not None:
+        return True
+    return any(part.strip().startswith(">") for part in (range_text or "").split(","))

@@ -17,7 +17,7 @@ import msgspec
 import yaml
 
 from service.fixes.calculators import CALCULATORS
-from service.fixes.versions import Version, flag_exists, parse_version
+from service.fixes.versions import Version, VersionSpan, flag_exists, parse_version
 from service.packs.loader import PackError, decode_yaml, yaml_line
 from service.schemas import Facts, Finding, Phase, Snapshot
 
@@ -151,11 +151,11 @@ class FixPack(_Pack, frozen=True):
     def flag(self, name: str) -> FlagSpec | None:
         return self.flags.get(name)
 
-    def spelling(self, names: list[str], version: Version | None) -> str | None:
-        """The first of `names` that exists in `version` (a renamed flag lists old and new)."""
+    def spelling(self, names: list[str], span: VersionSpan) -> str | None:
+        """The first of `names` that exists in every version of `span` (a renamed flag lists old and new)."""
         for name in names:
             spec = self.flags.get(name)
-            if spec is not None and spec.exists(version):
+            if spec is not None and all(spec.exists(v) for v in span):
                 return name
         return None
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from service.fixes import rank_fixes
 from service.fixes.command import edit_of
-from service.fixes.versions import flag_exists, parse_version
+from service.fixes.versions import flag_exists, parse_span, parse_version
 from service.packs.fixes import FixPack
 from service.schemas import PHASES, Facts, Finding, OtherProcess, Phase
 
@@ -103,3 +103,39 @@ def test_kv_cache_memory_bytes_is_never_recommended_before_0_10_2(pack: FixPack,
         fixes = rank_fixes(phase, RICH, [], None, None, version, pack, top=20)
         if _release(version) < (0, 10, 2):
             assert all("--kv-cache-memory-bytes" not in f.change for f in fixes)
+
+
+@pytest.mark.parametrize(
+    ("version", "range_text", "span"),
+    [
+        ("0.10.2", ">=0.9.1", ((0, 10, 2),)),
+        (None, ">=0.9.1,<=0.13", ((0, 9, 1), (0, 13, 999))),
+        (None, "<=0.11.0", ((0, 11, 0),)),
+        (None, None, (None,)),
+    ],
+)
+def test_a_version_range_becomes_the_span_fixes_must_hold_for(
+    version: str | None, range_text: str | None, span: tuple[tuple[int, int, int] | None, ...]
+) -> None:
+    assert parse_span(version, range_text) == span
+
+
+def test_a_flag_is_offered_for_a_range_only_if_every_version_in_it_has_the_flag(pack: FixPack) -> None:
+    facts = Facts(max_num_seqs=256)
+    straddling = rank_fixes("warmup_oom", facts, [], None, None, None, pack, version_range=">=0.9.1,<=0.13")
+    assert all(f.id != "capture-fewer-cuda-graphs" for f in straddling)
+    newer = rank_fixes("warmup_oom", facts, [], None, None, None, pack, version_range=">=0.12.0")
+    assert any(f.change.startswith("--cudagraph-capture-sizes") for f in newer)
+
+
+def test_a_flag_is_called_missing_for_a_range_only_if_no_version_in_it_has_it(pack: FixPack) -> None:
+    command = "vllm serve m --swap-space 4"
+    maybe = rank_fixes(
+        "not_memory", Facts(), [], None, None, None, pack, command=command, version_range="<=0.20"
+    )
+    assert all("--swap-space" not in f.change for f in maybe)
+    surely = rank_fixes(
+        "not_memory", Facts(), [], None, None, None, pack, command=command, version_range=">=0.18.0"
+    )
+    assert surely[0].change == "remove --swap-space"
+    assert "vLLM 0.18.0 rejects it" in surely[0].why

@@ -129,9 +129,11 @@ def unknown_flags(ctx: FixContext) -> list[Proposal]:
     proposals: list[Proposal] = []
     for name, values in ctx.command.flags.items():
         spec = ctx.pack.flag(name)
-        if spec is None or spec.exists(ctx.version):
-            continue
-        version = ".".join(map(str, ctx.version)) if ctx.version else "current releases"
+        if spec is None or any(spec.exists(v) for v in ctx.span):
+            continue  # absent only if no version the log allows has it
+        if spec.versions.removed and not spec.never and not ctx.floor_known:
+            continue  # an older release than the range shows may still have it
+        version = readings.version_text(ctx)
         if spec.never:
             why = f"{name} has never been a vLLM flag."
         elif _removed_before(spec.versions.bounds[1], ctx):
@@ -142,7 +144,7 @@ def unknown_flags(ctx: FixContext) -> list[Proposal]:
             (
                 r
                 for r in (spec.replacement, spec.previous)
-                if r is not None and ctx.pack.spelling([r], ctx.version)
+                if r is not None and ctx.pack.spelling([r], ctx.span)
             ),
             None,
         )

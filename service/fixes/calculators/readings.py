@@ -6,9 +6,11 @@ value came from, so a fix can cite it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from service.fixes.context import FixContext
 from service.fixes.limits import default_utilization
+from service.fixes.versions import Version
 
 __all__ = [
     "STARTUP_PHASES",
@@ -20,10 +22,12 @@ __all__ = [
     "others",
     "per_gpu_reserve",
     "pipeline_parallel",
+    "span_default",
     "tensor_parallel",
     "tokens",
     "total_gib",
     "utilization",
+    "version_text",
     "weights_total",
 ]
 
@@ -47,7 +51,27 @@ def utilization(ctx: FixContext) -> tuple[float, str]:
         return ctx.facts.gpu_memory_utilization, ctx.source("gpu_memory_utilization")
     if ctx.budget is not None:
         return ctx.budget.gpu_memory_utilization, "budget"
-    return default_utilization(ctx.version), "default"
+    return min(default_utilization(v) for v in ctx.span), "default"
+
+
+def span_default(
+    ctx: FixContext,
+    default: Callable[[Version | None, str | None, float | None], int | None],
+    total: float | None,
+) -> int | None:
+    """A vLLM default that every version in the span agrees on, or None when they differ."""
+    values = {default(v, ctx.facts.gpu_name, total) for v in ctx.span}
+    return values.pop() if len(values) == 1 else None
+
+
+def version_text(ctx: FixContext) -> str:
+    """The user's vLLM version as a person would write it (a range when only that is known)."""
+    known = [v for v in ctx.span if v is not None]
+    if not known:
+        return "current releases"
+    if len(known) == 1 and len(ctx.span) == 1:
+        return "vLLM " + ".".join(map(str, known[0]))
+    return "vLLM " + " to ".join(f"{v[0]}.{v[1]}" + ("" if v[2] == 999 else f".{v[2]}") for v in known)
 
 
 def total_gib(ctx: FixContext) -> tuple[float | None, str]:

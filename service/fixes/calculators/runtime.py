@@ -38,11 +38,13 @@ def cap_request_length(ctx: FixContext) -> list[Proposal]:
 
 def watch_kv_metrics(ctx: FixContext) -> list[Proposal]:
     """Point at the `/metrics` series that show KV pressure, with this version's metric names."""
-    usage = (
-        "vllm:kv_cache_usage_perc"
-        if ctx.version is None or ctx.version >= (0, 9, 2)
-        else "vllm:gpu_cache_usage_perc"
-    )
+    renamed = [v is None or v >= (0, 9, 2) for v in ctx.span]
+    if all(renamed):
+        usage = "vllm:kv_cache_usage_perc"
+    elif not any(renamed):
+        usage = "vllm:gpu_cache_usage_perc"
+    else:
+        usage = "vllm:kv_cache_usage_perc (vllm:gpu_cache_usage_perc before 0.9.2)"
     metrics = f"{usage}, vllm:num_preemptions_total and vllm:num_requests_waiting"
     why = (
         "They show whether the KV cache is full and requests wait or are "

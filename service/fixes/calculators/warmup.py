@@ -59,7 +59,7 @@ def lower_max_num_seqs(ctx: FixContext) -> list[Proposal]:
     source = ctx.source("max_num_seqs") if origin == "fact" else origin
     total, _ = readings.total_gib(ctx)
     if current is None:
-        current = default_max_num_seqs(ctx.version, ctx.facts.gpu_name, total)
+        current = readings.span_default(ctx, default_max_num_seqs, total)
         source = "default"
     reason = {
         "warmup_oom": "the sampler warm-up runs one dummy request per sequence slot",
@@ -92,7 +92,7 @@ def lower_max_num_batched_tokens(ctx: FixContext) -> list[Proposal]:
     source = ctx.source("max_num_batched_tokens") if origin == "fact" else origin
     total, _ = readings.total_gib(ctx)
     if current is None:
-        current = default_max_num_batched_tokens(ctx.version, f.gpu_name, total)
+        current = readings.span_default(ctx, default_max_num_batched_tokens, total)
         source = "default"
     if current is None:
         return [
