@@ -20,6 +20,8 @@ RUN /opt/vramdoc/bin/pip install --no-deps .
 # ---- runtime: slim Python and the venv; NVML arrives from the driver at run time
 FROM ${PYTHON_IMAGE} AS runtime
 # tini is PID 1: it forwards SIGTERM to vramdoc and reaps children, so shutdown is graceful.
+# (Unpinned on purpose: the distribution's security updates replace old package versions.)
+# hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install --yes --no-install-recommends tini \
  && rm -rf /var/lib/apt/lists/* \

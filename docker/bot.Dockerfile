@@ -19,6 +19,8 @@ RUN /opt/vramdoc/bin/pip install --no-deps .
 # ---- runtime: slim Python and the venv; the bot reaches the service over HTTP and holds no rules
 FROM ${PYTHON_IMAGE} AS runtime
 # tini is PID 1: it forwards SIGTERM to vramdoc and reaps children, so shutdown is graceful.
+# (Unpinned on purpose: the distribution's security updates replace old package versions.)
+# hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install --yes --no-install-recommends tini \
  && rm -rf /var/lib/apt/lists/* \

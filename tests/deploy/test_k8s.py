@@ -18,7 +18,7 @@ from .test_dockerfiles import PART_COMMAND, listening_port
 
 # Variables the manifests set for the runtime or for argument expansion, not vramdoc settings.
 PLATFORM_VARIABLES = frozenset(
-    {"NODE_NAME", "POD_IP", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"}
+    {"NODE_NAME", "POD_IP", "HOST_IP", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"}
 )
 
 
