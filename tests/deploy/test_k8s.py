@@ -279,3 +279,47 @@ def test_config_map_points_parts_at_the_in_cluster_redis_and_service(manifests: 
     service_port = services["vramdoc-service"]["spec"]["ports"][0]["port"]
     assert data["VRAMDOC_REDIS_URL"] == f"redis://redis:{redis_port}/0"
     assert data["VRAMDOC_SERVICE_URL"] == f"http://vramdoc-service:{service_port}"
+
+
+def restricted_violations(obj: dict[str, Any]) -> list[str]:
+    """What keeps a workload's pods out of Pod Security's "restricted" profile (the parts we use)."""
+    pod = obj["spec"]["template"]["spec"]
+    found = [field for field in ("hostPID", "hostIPC", "hostNetwork") if pod.get(field)]
+    for container in pod["containers"] + pod.get("initContainers", []):
+        context = {**pod.get("securityContext", {}), **container.get("securityContext", {})}
+        if context.get("runAsNonRoot") is not True or context.get("runAsUser") == 0:
+            found.append(f"{container['name']}: may run as root")
+        if context.get("allowPrivilegeEscalation") is not False:
+            found.append(f"{container['name']}: privilege escalation")
+        if context.get("capabilities", {}).get("drop") != ["ALL"]:
+            found.append(f"{container['name']}: capabilities not dropped")
+        if context.get("seccompProfile", {}).get("type") not in ("RuntimeDefault", "Localhost"):
+            found.append(f"{container['name']}: no seccomp profile")
+        if any("hostPort" in port for port in container.get("ports", [])):
+            found.append(f"{container['name']}: hostPort")
+    allowed_volumes = {"emptyDir", "secret", "configMap", "projected", "downwardAPI", "persistentVolumeClaim"}
+    for volume in pod.get("volumes", []):
+        if not set(volume) - {"name"} <= allowed_volumes:
+            found.append(f"volume {volume['name']}: type not allowed")
+    return found
+
+
+def test_only_the_agents_host_pid_namespace_is_outside_the_restricted_profile(
+    manifests: list[dict[str, Any]],
+) -> None:
+    violations = {
+        obj["metadata"]["name"]: restricted_violations(obj)
+        for obj in manifests
+        if obj["kind"] in WORKLOAD_KINDS
+    }
+    assert violations.pop("vramdoc-agent") == ["hostPID"]
+    assert all(found == [] for found in violations.values()), violations
+
+
+def test_namespace_admits_the_agent_and_reports_anything_less_than_restricted(
+    manifests: list[dict[str, Any]],
+) -> None:
+    labels = _by_kind(manifests, "Namespace")["vramdoc"]["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "privileged", "baseline would reject hostPID"
+    assert labels["pod-security.kubernetes.io/warn"] == "restricted"
+    assert labels["pod-security.kubernetes.io/audit"] == "restricted"
