@@ -84,6 +84,7 @@ class FixContext:
     facts: Facts
     sources: Mapping[str, str]
     findings: Sequence[Finding] = ()
+    lines: Sequence[str] = ()
     budget: Budget | None = None
     snapshot: Snapshot | None = None
     gpu: GpuInfo | None = None

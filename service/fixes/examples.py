@@ -54,6 +54,7 @@ def run_recipe_examples(pack: FixPack) -> list[ExampleResult]:
                 pack,
                 command=example.command,
                 top=50,
+                evidence=example.evidence,
             )
             got = next((f.change for f in fixes if f.id == recipe.id), None)
             results.append(ExampleResult(recipe.id, index, example.expect, got))

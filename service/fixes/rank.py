@@ -8,6 +8,7 @@ change; two fixes never change the same flag; no fix names a flag the user's ver
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -108,9 +109,20 @@ def replace_facts(facts: Facts, changes: dict[str, object]) -> Facts:
     return msgspec.structs.replace(facts, **changes)
 
 
-def _gpus_present(snapshot: Snapshot | None) -> int | None:
-    """GPUs on the host, known only from a snapshot (a budget's count is what was asked, not what exists)."""
-    return len(snapshot.gpus) if snapshot is not None and snapshot.gpus else None
+_GPUS_AVAILABLE = re.compile(r"(?:number of available GPUs|exceeds available GPUs) \((\d+)\)")
+
+
+def _gpus_present(snapshot: Snapshot | None, evidence: Sequence[str]) -> int | None:
+    """GPUs on the host: from a snapshot, or from vLLM's "number of available GPUs (N)" error.
+
+    A budget's GPU count is what was asked for, not what exists, so it is not used here.
+    """
+    if snapshot is not None and snapshot.gpus:
+        return len(snapshot.gpus)
+    for line in evidence:
+        if match := _GPUS_AVAILABLE.search(line):
+            return int(match.group(1))
+    return None
 
 
 def _flags_exist(proposal: Proposal, pack: FixPack, span: VersionSpan) -> bool:
@@ -162,11 +174,14 @@ def rank_fixes(
     top: int = 5,
     fact_sources: Mapping[str, str] | None = None,
     version_range: str | None = None,
+    evidence: Sequence[str] = (),
 ) -> list[Fix]:
     """The `top` fixes for this failure, best first, each one change with its expected effect.
 
     `engine_version` is the stated vLLM version; without one, `version_range` (Engine.range, e.g.
     `>=0.9.1,<=0.13`) bounds it, and a flag is offered only if every version in the range has it.
+    `evidence` is the text of the decisive log lines, for numbers no fact carries (prompt tokens,
+    GPUs available, the checkpoint's quantization method).
     """
     if top <= 0:
         return []
@@ -181,6 +196,7 @@ def rank_fixes(
         facts=merged,
         sources=sources,
         findings=tuple(findings),
+        lines=tuple(evidence),
         budget=budget,
         snapshot=snapshot,
         gpu=gpu,
@@ -190,7 +206,7 @@ def rank_fixes(
         command=parsed,
         catalog=catalog,
         pack=pack,
-        gpus_present=_gpus_present(snapshot),
+        gpus_present=_gpus_present(snapshot, evidence),
     )
     fixes: list[Fix] = []
     taken: set[str] = set()

@@ -56,6 +56,8 @@ def parse_span(version: str | None, range_text: str | None = None) -> VersionSpa
         if part.startswith("<") and part.count(".") == 1:
             bound = (bound[0], bound[1], 999)
         bounds.append(bound)
+    if len(bounds) == 1 and range_text and range_text.strip().startswith(">"):
+        bounds.append(None)  # no upper bound: up to the newest release
     return tuple(bounds) or (None,)
 
 

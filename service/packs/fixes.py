@@ -98,6 +98,7 @@ class RecipeExample(_Pack, frozen=True):
     expect: str | None
     phase: Phase | None = None
     findings: list[Finding] = msgspec.field(default_factory=list)
+    evidence: list[str] = msgspec.field(default_factory=list)
     snapshot: Snapshot | None = None
     version: str | None = None
     command: str | None = None

@@ -109,6 +109,7 @@ def test_kv_cache_memory_bytes_is_never_recommended_before_0_10_2(pack: FixPack,
     ("version", "range_text", "span"),
     [
         ("0.10.2", ">=0.9.1", ((0, 10, 2),)),
+        (None, ">=0.8.0", ((0, 8, 0), None)),
         (None, ">=0.9.1,<=0.13", ((0, 9, 1), (0, 13, 999))),
         (None, "<=0.11.0", ((0, 11, 0),)),
         (None, None, (None,)),

@@ -39,9 +39,11 @@ CALCULATORS: dict[str, Calculator] = {
     "watch_kv_metrics": runtime.watch_kv_metrics,
     "fit_max_tokens": requests.fit_max_tokens,
     "raise_max_model_len": requests.raise_max_model_len,
+    "shorten_prompt": requests.shorten_prompt,
     "fix_tensor_parallel": config.fix_tensor_parallel,
     "match_quantization": config.match_quantization,
     "supported_quantization": config.supported_quantization,
+    "non_marlin_kernel": config.non_marlin_kernel,
     "float16": config.float16,
     "unknown_flags": config.unknown_flags,
 }

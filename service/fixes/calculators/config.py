@@ -53,8 +53,9 @@ def fix_tensor_parallel(ctx: FixContext) -> list[Proposal]:
 
 
 def _checkpoint_quantization(ctx: FixContext) -> str | None:
-    for finding in ctx.findings:
-        if finding.message and (match := _CHECKPOINT_QUANT.search(finding.message)):
+    """The method the checkpoint's config names, from vLLM's mismatch message."""
+    for text in [x.message or "" for x in ctx.findings] + list(ctx.lines):
+        if match := _CHECKPOINT_QUANT.search(text):
             return match.group(1)
     return None
 
@@ -63,6 +64,8 @@ def match_quantization(ctx: FixContext) -> list[Proposal]:
     """Let vLLM read the checkpoint's own quantization method instead of a conflicting `--quantization`."""
     if ctx.flag is None:
         return []
+    if _mismatch(ctx) is False:
+        return []  # the GPU refused the method: the checkpoint's own method would be refused too
     checkpoint = _checkpoint_quantization(ctx)
     given = ctx.command is not None and ctx.command.has(ctx.flag)
     if given:
@@ -87,21 +90,74 @@ def match_quantization(ctx: FixContext) -> list[Proposal]:
     ]
 
 
+_UNSUPPORTED = re.compile(
+    r"quantization method (\S+) is not supported for the current GPU\. Minimum capability: (\d+)\. "
+    r"Current capability: (\d+)|(\S+) quantization is currently not supported in"
+)
+
+
+def _unsupported_method(ctx: FixContext) -> tuple[str, int | None] | None:
+    """The method vLLM refused on this GPU and the GPU's capability as vLLM printed it (75 = 7.5)."""
+    for text in ctx.lines:
+        if match := _UNSUPPORTED.search(text):
+            if match.group(1):
+                return match.group(1), int(match.group(3))
+            return match.group(4), None
+    return None
+
+
+def _mismatch(ctx: FixContext) -> bool | None:
+    """Whether the failure is a method mismatch (True), a GPU refusal (False), or unknown (None)."""
+    texts = [x.rule for x in ctx.findings] + list(ctx.lines)
+    if any("does not match" in t or "mismatch" in t for t in texts):
+        return True
+    if _unsupported_method(ctx) is not None:
+        return False
+    return None
+
+
+def non_marlin_kernel(ctx: FixContext) -> list[Proposal]:
+    """awq_marlin / gptq_marlin need compute capability 8.0; plain awq / gptq run from 7.5 (Turing)."""
+    refused = _unsupported_method(ctx)
+    method = refused[0] if refused else ctx.facts.quantization
+    if ctx.flag is None or method is None or not method.endswith("_marlin"):
+        return []
+    cc = readings.compute_capability(ctx)
+    capability = refused[1] if refused and refused[1] is not None else (cc[0] * 10 + cc[1] if cc else None)
+    if capability is not None and (capability < 75 or capability >= 80):
+        return []
+    plain = method.removesuffix("_marlin")
+    why = (
+        f"{method} needs compute capability 8.0; the {plain} kernels run on this GPU's 7.5, a little slower."
+    )
+    return [
+        Proposal(change=f"{ctx.flag} {plain}", why=why, source=("log",) if refused else (), likelihood=0.95)
+    ]
+
+
 def supported_quantization(ctx: FixContext) -> list[Proposal]:
     """A checkpoint quantized with a method this GPU runs (AWQ/GPTQ need compute capability 7.5+)."""
-    cc = readings.compute_capability(ctx)
-    unsupported = any(
-        "not supported" in (x.message or "").lower() or "capability" in (x.message or "").lower()
-        for x in ctx.findings
-    )
-    if not unsupported and cc is None:
+    if _mismatch(ctx):
         return []
-    where = f" (compute capability {cc[0]}.{cc[1]})" if cc is not None else ""
+    cc = readings.compute_capability(ctx)
+    refused = _unsupported_method(ctx)
+    if refused is None and cc is None:
+        return []
+    if refused is not None and refused[0].endswith("_marlin"):
+        return []  # the checkpoint runs with the plain kernel (use-non-marlin-kernel)
+    if refused is not None and refused[1] is not None:
+        where = f" (compute capability {refused[1] // 10}.{refused[1] % 10})"
+    else:
+        where = f" (compute capability {cc[0]}.{cc[1]})" if cc is not None else ""
+    method = f"{refused[0]} " if refused else ""
     why = (
-        f"The method is not available on this GPU{where}; AWQ and GPTQ checkpoints "
+        f"The {method}method is not available on this GPU{where}; AWQ and GPTQ checkpoints "
         "run on compute capability 7.5 and newer."
     )
-    return [Proposal(change="serve an AWQ or GPTQ checkpoint of the model instead", why=why, likelihood=0.6)]
+    model = ctx.facts.model
+    base = model.rsplit("/", 1)[-1].removesuffix("-FP8").removesuffix("-fp8") if model else None
+    target = f"of {base} " if base else "of the model "
+    return [Proposal(change=f"serve an AWQ or GPTQ checkpoint {target}instead", why=why, likelihood=0.6)]
 
 
 def float16(ctx: FixContext) -> list[Proposal]:

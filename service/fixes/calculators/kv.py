@@ -22,10 +22,21 @@ def _kv_need_and_have(ctx: FixContext) -> tuple[float, float, tuple[str, ...]] |
     if f.needed_kv_cache_gib is not None and f.available_kv_cache_gib is not None:
         return f.needed_kv_cache_gib, f.available_kv_cache_gib, ctx.sources_of("needed_kv_cache_gib")
     b = ctx.budget
-    if b is not None:
+    if b is not None and not readings.no_cache_blocks(ctx):  # the log's measurement beats the estimate
         need = (b.kv_bytes_per_token * b.max_model_len + b.kv_bytes_per_block) / 2**30
         return need, b.available_kv_gib, ("budget",)
     return None
+
+
+def _scaled_length(configured: int, need_gib: float, have_gib: float, block_size: int | None) -> int:
+    """The longest length whose KV need fits `have`, scaling the logged need of `configured` tokens.
+
+    The log rounds both figures to 0.01, so the smaller bound of each is taken, and one block is
+    left spare for vLLM's null block: the result fits however the figures were rounded.
+    """
+    block = block_size or 16
+    tokens_fit = configured * max(have_gib - 0.005, 0.0) / (need_gib + 0.005)
+    return max(0, int(tokens_fit // block) * block - block)
 
 
 def fit_max_model_len(ctx: FixContext) -> list[Proposal]:
@@ -39,6 +50,10 @@ def fit_max_model_len(ctx: FixContext) -> list[Proposal]:
         # V0's "maximum number of tokens that can be stored in KV cache"; V1 counts the null block
         null_block = f.block_size or 16 if ctx.version is None or ctx.version >= (0, 8, 5) else 0
         estimate, source = f.kv_cache_tokens - null_block, ctx.source("kv_cache_tokens")
+    scaled = False
+    if estimate is None and configured and f.needed_kv_cache_gib and f.available_kv_cache_gib:
+        estimate = _scaled_length(configured, f.needed_kv_cache_gib, f.available_kv_cache_gib, f.block_size)
+        source, scaled = ctx.source("needed_kv_cache_gib"), True
     if estimate is None and ctx.budget is not None:
         estimate, source = ctx.budget.max_model_len_fit, "budget"
     if estimate is None:
@@ -57,11 +72,17 @@ def fit_max_model_len(ctx: FixContext) -> list[Proposal]:
         return []
     why = f"The KV cache holds one request of at most {tokens(estimate)} tokens"
     why += f" ({source})" if source.startswith("line") else ""
+    if scaled:
+        why = (
+            f"{gib(f.available_kv_cache_gib or 0)} of KV cache holds {gib(f.needed_kv_cache_gib or 0)} worth "
+            f"of {tokens(configured or 0)} tokens in proportion, rounded down with a block to spare: "
+            f"{tokens(estimate)} tokens"
+        )
     if configured is not None:
         why += f"; {tokens(configured)} does not fit."
     else:
         why += "."
-    if ctx.version is None or ctx.version >= (0, 14, 0):
+    if all(v is None or v >= (0, 14, 0) for v in ctx.span):
         why += f" `{ctx.flag} auto` (vLLM 0.14+) picks the same fit at every start."
     return [Proposal(change=f"{ctx.flag} {estimate}", why=why, source=(source,), likelihood=0.95)]
 
@@ -84,13 +105,46 @@ def _startup_ceiling(ctx: FixContext) -> tuple[float | None, str]:
     return (min(best, _MAX_UTILIZATION) if best is not None else None), source
 
 
+def _raise_without_numbers(
+    ctx: FixContext, current: float, source: str, total: float | None
+) -> list[Proposal]:
+    """No blocks and no free-memory figure: the advice holds, the value needs what is free."""
+    if current >= _MAX_UTILIZATION - 0.03:
+        return []  # already near the top: the weights or activations are what must shrink
+    f = ctx.facts
+    why = f"At {current:.2f} nothing is left for KV-cache blocks after the weights and activations"
+    if f.model_weights_gib is not None and total is not None:
+        why += f" ({gib(f.model_weights_gib)} of weights in the {gib(current * total)} vLLM may use)"
+    elif f.model_weights_gib is not None:
+        why += f" ({gib(f.model_weights_gib)} of weights)"
+    why += "; raise it as far as free memory allows (vLLM's default is 0.90 or 0.92)."
+    return [
+        Proposal(
+            change=f"raise {ctx.flag} above {current:.2f}",
+            why=why,
+            source=(source,),
+            exact=False,
+            needs=("free_gib", "total_gib"),
+            likelihood=0.9,
+        )
+    ]
+
+
 def raise_utilization(ctx: FixContext) -> list[Proposal]:
     """Give the KV cache more of the GPU, only as far as free memory still passes the startup check."""
     total, total_source = readings.total_gib(ctx)
-    if total is None or ctx.flag is None:
+    if ctx.flag is None:
         return []
     current, current_source = readings.utilization(ctx)
     ceiling, free_source = _startup_ceiling(ctx)
+    if (
+        ctx.phase == "kv_cache_capacity"
+        and readings.no_cache_blocks(ctx)
+        and (total is None or ceiling is None)
+    ):
+        return _raise_without_numbers(ctx, current, current_source, total)
+    if total is None:
+        return []
     kv = _kv_need_and_have(ctx)
     kv_source: tuple[str, ...] = ()
     if ctx.phase == "kv_cache_capacity" and kv is None:

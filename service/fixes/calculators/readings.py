@@ -19,6 +19,7 @@ __all__ = [
     "gib",
     "heads",
     "int_flag",
+    "no_cache_blocks",
     "others",
     "per_gpu_reserve",
     "pipeline_parallel",
@@ -152,3 +153,12 @@ def per_gpu_reserve(ctx: FixContext) -> float:
         return 0.0
     b = ctx.budget
     return b.activation_peak_gib + b.non_torch_gib + b.cuda_graph_gib
+
+
+def no_cache_blocks(ctx: FixContext) -> bool:
+    """vLLM found no memory at all for KV-cache blocks ("No available memory for the cache blocks")."""
+    f = ctx.facts
+    if f.num_gpu_blocks == 0 or (f.available_kv_cache_gib is not None and f.available_kv_cache_gib <= 0):
+        return True
+    texts = [x.rule for x in ctx.findings] + list(ctx.lines)
+    return any("no-cache-blocks" in t or "No available memory for the cache blocks" in t for t in texts)

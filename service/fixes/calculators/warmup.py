@@ -23,7 +23,9 @@ def _eager(ctx: FixContext) -> bool:
 
 
 def _sampler_warmup(ctx: FixContext) -> bool:
-    return any("sampler" in (x.rule + " " + (x.message or "")).lower() for x in ctx.findings)
+    """An OOM in the sampler (or pooler) warm-up, by rule id, finding or the log line itself."""
+    texts = [x.rule + " " + (x.message or "") for x in ctx.findings] + list(ctx.lines)
+    return any("sampler" in text.lower() or "warming up pooler" in text.lower() for text in texts)
 
 
 def enforce_eager(ctx: FixContext) -> list[Proposal]:

@@ -18,6 +18,8 @@ from service.fixes.limits import (
 def quantize_weights(ctx: FixContext) -> list[Proposal]:
     """Online fp8 weight quantization halves 16-bit weights without a new checkpoint."""
     f = ctx.facts
+    if ctx.phase == "kv_cache_capacity" and not readings.no_cache_blocks(ctx):
+        return []  # smaller weights matter for the KV cache only when they leave it nothing
     if ctx.flag is None or (f.quantization not in (None, "None", "none")):
         return []
     if f.dtype is not None and f.dtype not in (
@@ -31,6 +33,13 @@ def quantize_weights(ctx: FixContext) -> list[Proposal]:
         return []
     cc = readings.compute_capability(ctx)
     if cc is not None and cc < (8, 0):
+        return []
+    # fp8 weights arrived for Hopper/Ada in the 0.5 series and as Marlin weight-only for Ampere
+    # after it; an older, or unbounded-below, version range may not accept the value at all
+    oldest = (0, 5, 0) if cc is not None and cc >= (8, 9) else (0, 6, 0)
+    if not ctx.floor_known and any(v is not None for v in ctx.span):
+        return []
+    if any(v is not None and v < oldest for v in ctx.span):
         return []
     weights, source = readings.weights_total(ctx)
     split = readings.tensor_parallel(ctx) * readings.pipeline_parallel(ctx)
@@ -78,6 +87,8 @@ def _named_checkpoint(ctx: FixContext, catalog: Catalog, model: str) -> list[Pro
 def quantized_checkpoint(ctx: FixContext) -> list[Proposal]:
     """A 4-bit AWQ/GPTQ checkpoint of the same model cuts 16-bit weights to about a quarter."""
     f = ctx.facts
+    if ctx.phase == "kv_cache_capacity" and not readings.no_cache_blocks(ctx):
+        return []
     if f.quantization not in (None, "None", "none"):
         return []
     model = f.model or (ctx.budget.model if ctx.budget is not None else None)
