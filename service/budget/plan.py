@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import msgspec
+
 from service.budget.kv import KvLayout, group_layout, largest_fitting_length
 from service.budget.resolve import (
     ResolvedGpu,
@@ -21,7 +23,7 @@ from service.budget.resolve import (
     model_from_config,
 )
 from service.budget.weights import Sharding, WeightBytes, pp_layer_counts, stage_weight_bytes
-from service.errors import InputError, InvalidConfigError
+from service.errors import InputError, InvalidConfigError, UnknownGpuError
 from service.packs.catalog import Catalog, KvDtypeSpec, ModelSpec, QuantMethodSpec, version_tuple
 from service.schemas import Budget, EstimateRequest, Facts, FigureSource, StartupCheck
 
@@ -333,9 +335,20 @@ def _activation(run: Run, tp: int, catalog: Catalog) -> int:
     return int(run.max_num_batched_tokens * per_token + logits)
 
 
+def _quant_bytes(run: Run) -> float | None:
+    """Bytes per quantized weight, with the experts' hidden-size padding some MoE kernels add."""
+    if run.quant is None:
+        return None
+    multiple = run.quant.expert_hidden_multiple
+    if multiple is None or run.quant_scope != "experts":
+        return run.quant.bytes_per_weight
+    hidden = run.model.hidden_size
+    return run.quant.bytes_per_weight * math.ceil(hidden / multiple) * multiple / hidden
+
+
 def _stages(run: Run, tp: int, catalog: Catalog) -> list[Stage]:
     o = catalog.engine.overheads
-    quant_bytes = run.quant.bytes_per_weight if run.quant is not None else None
+    quant_bytes = _quant_bytes(run)
     sharding = Sharding(tp=tp, vocab_padding=catalog.engine.vocab_padding, quant_scope=run.quant_scope)
     weights = stage_weight_bytes(run.model, sharding, run.pp, run.dtype_bytes, quant_bytes)
     non_torch = int((o.non_torch_gib + (o.non_torch_tp_gib if tp * run.pp > 1 else 0)) * GIB)
@@ -611,5 +624,11 @@ def budget_from_facts(
     )
     try:
         return estimate(request, catalog)
+    except UnknownGpuError:
+        if facts.total_gib is None:
+            return None
+        return budget_from_facts(
+            msgspec.structs.replace(facts, gpu_name=None), catalog, model=model, vllm_version=vllm_version
+        )
     except InputError:
         return None
