@@ -30,6 +30,7 @@ from service.schemas import Budget, EstimateRequest, Facts, FigureSource, Startu
 __all__ = ["GIB", "budget_from_facts", "estimate", "resolve"]
 
 GIB = 2**30
+_MAX_TP = 64
 _DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "float32": 4.0}
 
 
@@ -211,6 +212,10 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
     gpu = find_gpu(catalog, request.gpu, request.gpu_total_gib)
     pp = request.pipeline_parallel_size or 1
     tp = request.tensor_parallel_size or max(1, request.gpus // pp)
+    if pp > model.num_hidden_layers:
+        raise InvalidConfigError(
+            f"pipeline_parallel_size {pp} exceeds the model's {model.num_hidden_layers} layers."
+        )
     if model.num_attention_heads % tp:
         raise InvalidConfigError(
             f"Total number of attention heads ({model.num_attention_heads}) must be divisible by "
@@ -404,13 +409,11 @@ def _min_utilization(run: Run, stage: Stage, catalog: Catalog) -> float | None:
 def _min_tensor_parallel(run: Run, requested: int, catalog: Catalog) -> int | None:
     """The smallest TP (dividing the attention heads) whose GPUs hold weights and one request."""
     heads = run.model.num_attention_heads
-    for tp in range(1, heads + 1):
-        if heads % tp:
-            continue
-        if all(_fits_without_override(run, s, requested, catalog) for s in _stages(run, tp, catalog)):
+    for tp in range(1, min(heads, _MAX_TP) + 1):
+        if heads % tp == 0 and all(
+            _fits_without_override(run, s, requested, catalog) for s in _stages(run, tp, catalog)
+        ):
             return tp
-        if tp >= 64:
-            break
     return None
 
 

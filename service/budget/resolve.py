@@ -76,9 +76,12 @@ def _build_index(catalog: Catalog) -> _Index:
             models.setdefault(_fold(name.rsplit("/", 1)[-1]), (m, m.quantization))
         names.append(m.hf_id)
     for c in catalog.models.checkpoints:
+        base = by_id[c.base]
+        if c.intermediate_size is not None:
+            base = msgspec.structs.replace(base, intermediate_size=c.intermediate_size)
         for name in (c.id, *c.aliases):
-            models[_fold(name)] = (by_id[c.base], c.quantization)
-            models.setdefault(_fold(name.rsplit("/", 1)[-1]), (by_id[c.base], c.quantization))
+            models[_fold(name)] = (base, c.quantization)
+            models.setdefault(_fold(name.rsplit("/", 1)[-1]), (base, c.quantization))
         names.append(c.id)
     gpus: dict[str, GpuSpec] = {}
     gpu_names: list[str] = []

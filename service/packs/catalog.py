@@ -223,6 +223,7 @@ class CheckpointSpec(Entry, frozen=True):
     base: str
     quantization: QuantSpec
     aliases: list[str] = msgspec.field(default_factory=list)
+    intermediate_size: int | None = None
     note: str | None = None
 
     def __post_init__(self) -> None:
