@@ -24,7 +24,14 @@ from service.budget.resolve import (
 )
 from service.budget.weights import Sharding, WeightBytes, pp_layer_counts, stage_weight_bytes
 from service.errors import InputError, InvalidConfigError, UnknownGpuError
-from service.packs.catalog import Catalog, KvDtypeSpec, ModelSpec, QuantMethodSpec, version_tuple
+from service.packs.catalog import (
+    Catalog,
+    DtypeSpec,
+    KvDtypeSpec,
+    ModelSpec,
+    QuantMethodSpec,
+    version_tuple,
+)
 from service.schemas import Budget, EstimateRequest, Facts, FigureSource, StartupCheck
 
 __all__ = ["GIB", "budget_from_facts", "estimate", "resolve"]
@@ -33,7 +40,6 @@ GIB = 2**30
 _MAX_TP = 64
 # Quantized kernels repack weights (Marlin, MoE layouts); logged figures stay within about 3 %.
 _QUANT_SPREAD = 0.03
-_DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "float32": 4.0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +55,7 @@ class Run:
     gpus: int
     tp: int
     pp: int
-    dtype: str
+    dtype_spec: DtypeSpec
     kv: KvDtypeSpec
     util: float
     block_size: int
@@ -68,8 +74,12 @@ class Run:
         return self.version_t >= version_tuple(since)
 
     @property
+    def dtype(self) -> str:
+        return self.dtype_spec.id
+
+    @property
     def dtype_bytes(self) -> float:
-        return _DTYPE_BYTES[self.dtype]
+        return self.dtype_spec.bytes
 
     @property
     def total_bytes(self) -> int:
@@ -143,24 +153,24 @@ def _derived_max_len(model: ModelSpec) -> int:
 
 def _dtype(
     request: EstimateRequest, model: ModelSpec, gpu: ResolvedGpu, catalog: Catalog, notes: list[str]
-) -> str:
+) -> DtypeSpec:
+    """The dtype vLLM runs: `auto` is the config's, float32 → bf16 (fp16 without bf16 support)."""
     bf16_ok = gpu.spec is None or gpu.spec.bf16
     wanted = (request.dtype or "auto").lower().removeprefix("torch.")
     if wanted == "auto":
-        dtype: str = model.torch_dtype
-        if dtype == "float32":
-            dtype = "bfloat16" if bf16_ok else "float16"
-        elif dtype == "bfloat16" and not bf16_ok:
-            dtype = "float16"
+        wanted = model.torch_dtype
+        if wanted == "float32":
+            wanted = "bfloat16" if bf16_ok else "float16"
+        elif wanted == "bfloat16" and not bf16_ok:
+            wanted = "float16"
             notes.append("This GPU has no bfloat16, so the auto dtype falls back to float16.")
-        return dtype
     for spec in catalog.dtypes.dtypes:
         if wanted in (spec.id, *spec.aliases):
             if spec.needs_bf16 and not bf16_ok:
                 notes.append(
                     f"vLLM refuses bfloat16 on {gpu.name} (compute capability below 8.0); use --dtype half."
                 )
-            return spec.id
+            return spec
     known = ", ".join(d.id for d in catalog.dtypes.dtypes)
     raise InvalidConfigError(f"The dtype {request.dtype!r} is not known (valid: auto, {known}).")
 
@@ -187,9 +197,8 @@ def _quantization(
     return method
 
 
-def _scheduler_defaults(
-    request: EstimateRequest, run_gpu: ResolvedGpu, catalog: Catalog, v: tuple[int, int, int]
-) -> tuple[int, int]:
+def _scheduler_defaults(run_gpu: ResolvedGpu, catalog: Catalog, v: tuple[int, int, int]) -> tuple[int, int]:
+    """max_num_seqs and max_num_batched_tokens `vllm serve` picks for this device and release."""
     era = [e for e in catalog.engine.defaults if version_tuple(e.since) <= v][-1]
     gpu_id = run_gpu.spec.id.lower() if run_gpu.spec else ""
     for tier in era.tiers:
@@ -243,7 +252,7 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
     util = request.gpu_memory_utilization
     if util is None:
         util = [s.value for s in engine.gpu_memory_utilization if version_tuple(s.since) <= version_t][-1]
-    seqs, batched = _scheduler_defaults(request, gpu, catalog, version_t)
+    seqs, batched = _scheduler_defaults(gpu, catalog, version_t)
     max_num_seqs = request.max_num_seqs or seqs
     max_num_batched_tokens = min(request.max_num_batched_tokens or batched, max_num_seqs * max_model_len)
     kv_bytes = request.kv_cache_memory_bytes
@@ -265,7 +274,7 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
         gpus=max(request.gpus, tp * pp),
         tp=tp,
         pp=pp,
-        dtype=dtype,
+        dtype_spec=dtype,
         kv=kv,
         util=util,
         block_size=request.block_size or engine.default_block_size,
