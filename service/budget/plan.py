@@ -410,7 +410,12 @@ def _fits(run: Run, stage: Stage, requested: int, catalog: Catalog) -> bool:
 
 
 def _min_utilization(run: Run, stage: Stage, catalog: Catalog) -> float | None:
-    """The smallest utilization (2 decimals) whose KV budget holds one max_model_len request."""
+    """The smallest utilization (2 decimals) whose KV budget holds one max_model_len request.
+
+    None when kv_cache_memory_bytes is set (vLLM then ignores the utilization) or nothing fits.
+    """
+    if run.kv_cache_memory_bytes is not None:
+        return None
     need = stage.layout.need_bytes(run.max_model_len) + _null_bytes(run, stage.layout, catalog)
     util = math.ceil((stage.fixed + need) / run.total_bytes * 100) / 100
     while util <= 1.0 and _requested(run, util, catalog) - stage.fixed < max(need, 1):

@@ -391,3 +391,9 @@ def test_quantized_72b_checkpoints_use_their_padded_mlp(catalog: Catalog) -> Non
         EstimateRequest(model="Qwen2.5-72B-Instruct", gpu="H100", gpus=2, quantization="awq"), catalog
     )
     assert awq.weights_gib > bf16_like.weights_gib
+
+
+def test_no_utilization_advice_when_kv_cache_memory_bytes_overrides_it(catalog: Catalog) -> None:
+    budget = estimate(EstimateRequest(model=LLAMA_8B, gpu="H100", kv_cache_memory_bytes=GIB), catalog)
+    assert budget.min_gpu_memory_utilization is None
+    assert budget.sources["num_blocks"].kind == "exact"
