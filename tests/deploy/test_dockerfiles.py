@@ -116,10 +116,7 @@ def _copy_sources(dockerfile: Dockerfile) -> list[str]:
 @pytest.mark.parametrize(
     "part",
     [
-        pytest.param(
-            "service",
-            marks=pytest.mark.xfail(strict=True, reason="rules/ is not on main yet: the classifier adds it"),
-        ),
+        "service",
         "bot",
         "agent",
     ],
