@@ -12,8 +12,8 @@ import pytest
 
 from service.budget import budget_from_facts
 from service.core import classify
-from service.fixes import with_fixes
 from service.fixes.command import edit_of
+from service.fixes.diagnosis import with_fixes
 from service.fixes.limits import passes_startup
 from service.fixes.versions import parse_span
 from service.packs import RulePacks, load_packs
