@@ -32,10 +32,7 @@ _STARTUP_PHASES = frozenset(
 
 
 def _pick_gpu(snapshot: Snapshot | None, facts: Facts, command: ParsedCommand | None) -> GpuInfo | None:
-    """The snapshot GPU vLLM ran on: CUDA_VISIBLE_DEVICES, else the one matching the logged memory, else GPU
-
-    0.
-    """
+    """The snapshot GPU vLLM ran on: CUDA_VISIBLE_DEVICES, else the one matching the log, else GPU 0."""
     if snapshot is None or not snapshot.gpus:
         return None
     by_index = {g.index: g for g in snapshot.gpus}
