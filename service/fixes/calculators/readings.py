@@ -87,7 +87,7 @@ def tensor_parallel(ctx: FixContext) -> int:
     if ctx.facts.tensor_parallel_size is not None:
         return ctx.facts.tensor_parallel_size
     if ctx.command is not None and (value := ctx.command.value("--tensor-parallel-size")):
-        return int(value) if value.isdigit() else 1
+        return max(1, int(value)) if value.isdigit() else 1
     return ctx.budget.tensor_parallel_size if ctx.budget is not None else 1
 
 
@@ -119,7 +119,7 @@ def describe_process(pid: int, used_gib: float, name: str | None) -> str:
 def int_flag(ctx: FixContext, fact: int | None, flag: str) -> tuple[int | None, str]:
     if fact is not None:
         return fact, "fact"
-    if ctx.command is not None and (value := ctx.command.value(flag)) and value.isdigit():
+    if ctx.command is not None and (value := ctx.command.value(flag)) and value.isdigit() and int(value) > 0:
         return int(value), "command"
     return None, ""
 
