@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from service.fixes import rank_fixes
 from service.fixes.command import edit_of
 from service.fixes.versions import flag_exists, parse_span, parse_version
-from service.packs.fixes import FixPack, load_fix_recipes
+from service.packs.fixes import load_fix_recipes
 from service.schemas import PHASES, Facts, Finding, OtherProcess, Phase
 
 RICH = Facts(
