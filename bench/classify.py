@@ -51,7 +51,7 @@ pipeline_parallel_size=1, quantization=None, enforce_eager=False, kv_cache_dtype
 (EngineCore_DP0 pid=210) INFO {d} [kv_cache_utils.py:4] Maximum concurrency for 32,768 tokens per request: 32.97x
 (EngineCore_DP0 pid=210) INFO {d} [gpu_model_runner.py:5] Graph capturing finished in 12 secs, took 0.54 GiB
 (APIServer pid=1) INFO:     Application startup complete.
-"""
+"""  # noqa: E501
 FAILURE = """\
 (EngineCore_DP0 pid=210) ERROR {d} [core.py:700] EngineCore encountered a fatal error.
 (EngineCore_DP0 pid=210) ERROR {d} [core.py:700] Traceback (most recent call last):
@@ -64,7 +64,7 @@ process has 78.12 GiB memory in use. Of the allocated memory 75.2 GiB is allocat
 reserved by PyTorch but unallocated.
 (APIServer pid=1) ERROR {d} [serving.py:1173] vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered \
 an issue. See stack trace (above) for the root cause.
-"""
+"""  # noqa: E501
 
 
 def synthetic_log(size: int, seed: int = 7) -> str:
