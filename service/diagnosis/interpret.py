@@ -160,10 +160,14 @@ def interpret(ctx: Context, hint: Phase | None = None) -> Verdict:
     """Choose the root phase among the hits."""
     hits = ctx.hits
     candidates: list[tuple[int, int, int, Phase, float, str, Hit]] = []
-    for hit in hits:
+    wrapped = {h.line.number for h in hits if h.compiled.rule.kind == "wrapper"}
+    decisive = [h for h in hits if h.compiled.rule.kind in ("failure", "oom")]
+    if any(h.line.number not in wrapped for h in decisive):
+        # a wrapper quoting the root message ("Worker failed with error 'CUDA out of memory…'") is
+        # only a copy of it; the original line decides
+        decisive = [h for h in decisive if h.line.number not in wrapped]
+    for hit in decisive:
         rule = hit.compiled.rule
-        if rule.kind not in ("failure", "oom"):
-            continue
         phase, confidence, basis = _decisive_phase(ctx, hit, hint)
         severity_rank = 0 if rule.severity == "error" else 1
         candidates.append((severity_rank, PHASE_STAGE[phase], hit.line.number, phase, confidence, basis, hit))
@@ -175,7 +179,6 @@ def interpret(ctx: Context, hint: Phase | None = None) -> Verdict:
         _, _, _, phase, confidence, basis, root = best
         decisive = [c[6] for c in candidates if c[3] == phase and c[0] == best[0]]
         return Verdict(phase, confidence, root, basis, decisive, first_exception, phases)
-    wrapped = {h.line.number for h in hits if h.compiled.rule.kind == "wrapper"}
     errors = [h for h in hits if h.compiled.rule.kind == "exception" and h.line.number not in wrapped]
     if errors:
         root = errors[0]
