@@ -11,21 +11,25 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import msgspec
-from litestar.openapi.spec import Components, OpenAPIMediaType, Operation, Reference, RequestBody, Schema
+from litestar.openapi.spec import OpenAPI, OpenAPIMediaType, Operation, Reference, RequestBody, Schema
 from litestar.openapi.spec.enums import OpenAPIType
 
 from service.schemas import DiagnoseRequest
 
-__all__ = ["LogBodyOperation", "request_components"]
+__all__ = ["LogBodyOperation", "add_request_components"]
 
 _REF_TEMPLATE = "#/components/schemas/{name}"
 
 
-def request_components() -> Components:
-    """Schemas for DiagnoseRequest and the types inside it (Snapshot, GpuInfo, ...)."""
-    (_,), schemas = msgspec.json.schema_components([DiagnoseRequest], ref_template=_REF_TEMPLATE)
+def add_request_components(openapi: OpenAPI) -> None:
+    """Add the schemas of DiagnoseRequest and the types inside it (Snapshot, GpuInfo, ...)."""
+    _, schemas = msgspec.json.schema_components([DiagnoseRequest], ref_template=_REF_TEMPLATE)
+    generated = openapi.components.schemas
+    if generated is None:
+        generated = openapi.components.schemas = {}
     # Litestar serialises plain dicts as given; these are JSON Schema 2020-12, as OpenAPI 3.1 expects.
-    return Components(schemas=cast(dict[str, Schema], schemas))
+    for name, schema in schemas.items():
+        generated.setdefault(name, cast(Schema, schema))
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 from litestar import Request, Response
-from litestar.exceptions import HTTPException, ValidationException
+from litestar.exceptions import HTTPException, SerializationException, ValidationException
 from litestar.status_codes import (
     HTTP_400_BAD_REQUEST,
     HTTP_422_UNPROCESSABLE_ENTITY,
@@ -127,6 +127,9 @@ def _http_exception(_: Request[Any, Any, Any], exc: HTTPException) -> Response[P
         if errors:
             first = errors[0]
             detail = _sentence(f"The {first.field} value is invalid: {first.message}")
+    elif isinstance(exc.__cause__, SerializationException):
+        slug, title = "invalid-json", "Invalid JSON"
+        detail = _sentence(f"The body is not valid JSON ({exc.detail})")
     elif status == 413:
         detail = (
             "The request body is larger than this service accepts; send a shorter log (the tail is enough)."

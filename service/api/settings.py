@@ -58,6 +58,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     """Everything the HTTP service reads from its environment (defaults suit `make run`)."""
 
     redis_url: str | None = None
+    redis_prefix: str = "vramdoc"
     sentry_dsn: str | None = None
     sentry_environment: str | None = None
     rules_dir: Path | None = None
@@ -81,6 +82,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         tokens = tuple(t.strip() for t in (text("VRAMDOC_API_TOKENS") or "").split(",") if t.strip())
         return cls(
             redis_url=text("VRAMDOC_REDIS_URL"),
+            redis_prefix=text("VRAMDOC_REDIS_PREFIX") or "vramdoc",
             sentry_dsn=text("VRAMDOC_SENTRY_DSN"),
             sentry_environment=text("VRAMDOC_SENTRY_ENVIRONMENT"),
             rules_dir=Path(rules_dir) if rules_dir else None,

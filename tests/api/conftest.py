@@ -13,6 +13,7 @@ import httpx
 import pytest
 import uvicorn
 
+from service.api.app import create_app
 from service.api.settings import Settings
 
 ServerFactory = Callable[[Settings], httpx.Client]
@@ -33,8 +34,6 @@ def unused_redis_url() -> str:
 @contextmanager
 def running(settings: Settings) -> Iterator[httpx.Client]:
     """Serve `create_app(settings)` over loopback until the block ends; yield a client for it."""
-    from service.api.app import create_app
-
     config = uvicorn.Config(
         create_app(settings),
         host="127.0.0.1",
@@ -71,3 +70,24 @@ def client() -> Iterator[httpx.Client]:
     """One server with default settings, except no rate limit (tests send many requests)."""
     with running(Settings(rate_limit=None)) as client:
         yield client
+
+
+ProblemCheck = Callable[[httpx.Response, int, str], dict[str, object]]
+
+
+def _check_problem(response: httpx.Response, status: int, kind: str) -> dict[str, object]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body: dict[str, object] = response.json()
+    assert body["type"] == f"urn:vramdoc:problem:{kind}"
+    assert body["status"] == status
+    assert isinstance(body["title"], str) and body["title"]
+    detail = body["detail"]
+    assert isinstance(detail, str) and detail.endswith(".") and "\n" not in detail
+    return body
+
+
+@pytest.fixture
+def problem() -> ProblemCheck:
+    """Check an RFC 9457 problem response (status, type URI, title, one-sentence detail); return its body."""
+    return _check_problem
