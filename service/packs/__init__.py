@@ -1,0 +1,117 @@
+"""Rule packs: YAML under `rules/` decoded, validated and compiled once, then shared read-only.
+
+`load_packs()` is the one entry point; the service loads it at startup and the CLI per run. The
+digest covers every YAML file under the rules folder, so a Diagnosis names the exact rules that
+produced it (`rules_version`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import re2
+
+from service.packs.loader import PackError
+from service.packs.signatures import OPTIONS, CompiledRule, compile_pack, pack_files
+
+__all__ = ["PackError", "RulePacks", "SignatureIndex", "default_rules_dir", "load_packs"]
+
+RULES_ENV = "VRAMDOC_RULES_DIR"
+
+
+@dataclass(frozen=True, slots=True)
+class SignatureIndex:
+    """Every active signature rule, by id and in load order, plus one OR-ed prefilter over all."""
+
+    rules: tuple[CompiledRule, ...]
+    by_id: dict[str, CompiledRule]
+    packs: tuple[str, ...]
+    prefilter: Any = field(repr=False)
+    pattern_set: Any = field(repr=False)
+    pattern_owner: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RulePacks:
+    """All loaded packs; budget adds `catalog`, fixes adds `fixes`."""
+
+    signatures: SignatureIndex
+    digest: str
+    root: Path
+
+
+def default_rules_dir() -> Path:
+    """VRAMDOC_RULES_DIR, else the repository's own `rules/` folder."""
+    given = os.environ.get(RULES_ENV)
+    if given:
+        return Path(given)
+    return Path(__file__).resolve().parents[2] / "rules"
+
+
+def _digest(root: Path, files: list[Path]) -> str:
+    sha = hashlib.sha256()
+    for path in files:
+        sha.update(path.relative_to(root).as_posix().encode() + b"\0")
+        sha.update(path.read_bytes() + b"\0")
+    return f"sha256:{sha.hexdigest()}"
+
+
+def _index(rules: list[CompiledRule], packs: list[str]) -> SignatureIndex:
+    active = tuple(r for r in rules if r.rule.status != "retired")
+    alternation = "|".join(f"(?:{p})" for r in active for p in r.prefilter)
+    prefilter = re2.compile(f"(?m){alternation}", OPTIONS) if alternation else None
+    pattern_set = re2.Set.SearchSet(OPTIONS)
+    owner: list[tuple[int, int]] = []
+    for rule_index, compiled in enumerate(active):
+        for regex_index, pattern in enumerate(compiled.prefilter):
+            pattern_set.Add(pattern)
+            owner.append((rule_index, regex_index))
+    pattern_set.Compile()
+    return SignatureIndex(
+        rules=active,
+        by_id={r.rule.id: r for r in rules},
+        packs=tuple(packs),
+        prefilter=prefilter,
+        pattern_set=pattern_set,
+        pattern_owner=tuple(owner),
+    )
+
+
+def load_signatures(root: Path) -> SignatureIndex:
+    """Compile every pack under `root/signatures`; rule ids are unique across packs."""
+    folder = root / "signatures"
+    if not folder.is_dir():
+        raise PackError(str(folder), "is not a folder of signature packs (set VRAMDOC_RULES_DIR)")
+    rules: list[CompiledRule] = []
+    packs: list[str] = []
+    owner: dict[str, str] = {}
+    for path in pack_files(folder):
+        shown = path.relative_to(root).as_posix()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PackError(shown, f"cannot be read ({exc})") from exc
+        compiled = compile_pack(text, shown)
+        for item in compiled:
+            if item.rule.id in owner:
+                raise PackError(shown, f"rule id also defined in {owner[item.rule.id]}", rule_id=item.rule.id)
+            owner[item.rule.id] = shown
+        rules.extend(compiled)
+        if compiled:
+            packs.append(compiled[0].pack)
+    if not rules:
+        raise PackError(folder.as_posix(), "holds no signature rules")
+    return _index(rules, packs)
+
+
+def load_packs(rules_dir: Path | None = None) -> RulePacks:
+    """Load and validate every pack; a malformed one raises PackError naming file, rule and field."""
+    root = (rules_dir or default_rules_dir()).resolve()
+    if not root.is_dir():
+        raise PackError(str(root), "is not a rules folder (set VRAMDOC_RULES_DIR to one)")
+    signatures = load_signatures(root)
+    return RulePacks(signatures=signatures, digest=_digest(root, pack_files(root)), root=root)

@@ -1,0 +1,45 @@
+"""The pure core facade every shell calls: classify and diagnose a log (DESIGN §2).
+
+No web framework, Slack, Redis or HTTP client is imported here or below; a test proves it.
+"""
+
+from __future__ import annotations
+
+from service.diagnosis import classify_text
+from service.errors import EmptyLogError
+from service.packs import RulePacks
+from service.schemas import DiagnoseRequest, Diagnosis
+
+__all__ = ["classify", "diagnose"]
+
+MAX_LOG_CHARS = 64 * 2**20
+
+
+def _request_facts(request: DiagnoseRequest) -> dict[str, object]:
+    facts: dict[str, object] = {}
+    if request.model:
+        facts["model"] = request.model.strip()
+    if request.gpu:
+        facts["gpu_name"] = request.gpu.strip()
+    if request.vllm_version:
+        facts["vllm_version"] = request.vllm_version.strip()
+    return facts
+
+
+def classify(request: DiagnoseRequest, packs: RulePacks) -> Diagnosis:
+    """Phase, facts, evidence and findings of a pasted log (budget None, fixes [])."""
+    if not request.log.strip():
+        raise EmptyLogError("The log is empty: paste the vLLM output that shows the failure.")
+    log = request.log[:MAX_LOG_CHARS]
+    return classify_text(
+        log,
+        packs,
+        request_facts=_request_facts(request),
+        command=request.command,
+        vllm_version=request.vllm_version.strip() if request.vllm_version else None,
+    )
+
+
+def diagnose(request: DiagnoseRequest, packs: RulePacks) -> Diagnosis:
+    """The full diagnosis; budget and ranked fixes are added by their parts as they land."""
+    return classify(request, packs)

@@ -1,0 +1,57 @@
+"""The log classifier: normalize -> scan signatures -> interpret phase, facts and evidence.
+
+Pure: takes text and loaded packs, returns a Diagnosis (budget None, fixes []); no I/O.
+"""
+
+from __future__ import annotations
+
+from service.diagnosis.evidence import collect_evidence, collect_findings
+from service.diagnosis.facts import collect_facts, infer_engine, version_tuple
+from service.diagnosis.interpret import interpret
+from service.diagnosis.normalize import Document
+from service.diagnosis.scan import scan
+from service.diagnosis.wording import describe
+from service.packs import RulePacks
+from service.schemas import Diagnosis, Phase
+
+__all__ = ["classify_text"]
+
+
+def classify_text(
+    log: str,
+    packs: RulePacks,
+    *,
+    request_facts: dict[str, object] | None = None,
+    command: str | None = None,
+    vllm_version: str | None = None,
+    hint: Phase | None = None,
+) -> Diagnosis:
+    """Classify one pasted log; request facts and a command fill what the log does not state."""
+    doc = Document(log)
+    hits = scan(doc, packs.signatures)
+    verdict = interpret(doc, hits, hint)
+    stated = next((str(h.facts["vllm_version"]) for h in hits if "vllm_version" in h.facts), None)
+    engine = infer_engine(hits, stated, vllm_version)
+    known = version_tuple(engine.version)
+    version_text = ".".join(map(str, known)) if known else None
+    decisive_lines = {h.line.number for h in verdict.decisive}
+    if verdict.root is not None:
+        decisive_lines.add(verdict.root.line.number)
+        decisive_lines.update(h.line.number for h in hits if h.line.number == verdict.root.line.number)
+    found = collect_facts(hits, decisive_lines, request_facts or {}, command, version_text)
+    facts = found.to_facts()
+    title, summary = describe(verdict, facts)
+    return Diagnosis(
+        phase=verdict.phase,
+        confidence=verdict.confidence,
+        title=title,
+        summary=summary,
+        evidence=collect_evidence(doc, verdict, hits),
+        facts=facts,
+        findings=collect_findings(verdict, hits, found.flag_issues),
+        budget=None,
+        fixes=[],
+        rules_version=packs.digest,
+        engine=engine,
+        fact_sources=found.sources,
+    )

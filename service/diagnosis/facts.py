@@ -1,0 +1,106 @@
+"""Collecting facts (DESIGN §3.2) from hits, the pasted command and the request, each with its source.
+
+Precedence: the decisive lines first (their numbers are what failed), then every other line in log
+order, then the command found in the log, then the caller's request. The vLLM version is explicit
+when a line states it; otherwise each matched wording's release range narrows where the log can be
+from (e.g. "models's" up to 0.21, the estimated-max-length sentence from 0.8.5).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import msgspec
+
+from service.diagnosis.command import FlagIssue, parse_command
+from service.diagnosis.scan import Hit
+from service.packs.signatures import parse_version
+from service.schemas import Engine, Facts
+
+__all__ = ["FactSet", "collect_facts", "infer_engine"]
+
+
+@dataclass(slots=True)
+class FactSet:
+    values: dict[str, object] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    flag_issues: list[tuple[FlagIssue, int | None]] = field(default_factory=list)
+
+    def add(self, name: str, value: object, source: str) -> None:
+        if name not in self.values and value is not None:
+            self.values[name] = value
+            self.sources[name] = source
+
+    def to_facts(self) -> Facts:
+        return msgspec.convert(self.values, Facts)
+
+
+def _command_hits(hits: list[Hit]) -> list[Hit]:
+    return [h for h in hits if "command" in h.facts]
+
+
+def collect_facts(
+    hits: list[Hit],
+    decisive_lines: set[int],
+    request_facts: dict[str, object],
+    request_command: str | None,
+    version: str | None,
+) -> FactSet:
+    """Merge facts by precedence; pasted commands also yield flag findings for `version`."""
+    found = FactSet()
+    ordered = sorted(hits, key=lambda h: (h.line.number not in decisive_lines, h.line.number))
+    for hit in ordered:
+        for name, value in hit.facts.items():
+            if name != "command":
+                found.add(name, value, f"line {hit.line.number}")
+    for hit in _command_hits(hits):
+        parsed = parse_command(str(hit.facts["command"]), version)
+        for name, value in parsed.facts.items():
+            found.add(name, value, f"line {hit.line.number}")
+        found.flag_issues.extend((issue, hit.line.number) for issue in parsed.issues)
+    for name, value in request_facts.items():
+        found.add(name, value, "request")
+    if request_command:
+        parsed = parse_command(request_command, version)
+        for name, value in parsed.facts.items():
+            found.add(name, value, "command")
+        found.flag_issues.extend((issue, None) for issue in parsed.issues)
+    return found
+
+
+def _range_text(low: tuple[int, int, int], high: tuple[int, int, int]) -> str | None:
+    parts = []
+    if low != (0, 0, 0):
+        parts.append(f">={low[0]}.{low[1]}.{low[2]}")
+    if high[0] < 999:
+        parts.append(f"<={high[0]}.{high[1]}" + ("" if high[2] == 999 else f".{high[2]}"))
+    return ",".join(parts) or None
+
+
+def infer_engine(hits: list[Hit], stated: str | None, requested: str | None) -> Engine:
+    """The vLLM version: stated by the log, else given by the caller, else a range from wording."""
+    if stated:
+        return Engine(version=stated, assumed=False)
+    if requested:
+        return Engine(version=requested, assumed=False)
+    low, high = (0, 0, 0), (999, 0, 0)
+    for hit in hits:
+        versions = hit.compiled.rule.versions
+        if versions.min is None and versions.max is None:
+            continue
+        rule_low, rule_high = versions.bounds()
+        new_low, new_high = max(low, rule_low), min(high, rule_high)
+        if new_low <= new_high:  # a contradicting rule (wrong range or mixed logs) is ignored
+            low, high = new_low, new_high
+    return Engine(version=None, assumed=True, range=_range_text(low, high))
+
+
+def version_tuple(text: str | None) -> tuple[int, int, int] | None:
+    """'0.8.5.post1' -> (0, 8, 5); None when the text is no version."""
+    if not text:
+        return None
+    digits = text.lstrip("v").split("+")[0].split(".post")[0].split(".dev")[0].split("rc")[0]
+    try:
+        return parse_version(digits)
+    except ValueError:
+        return None

@@ -1,0 +1,154 @@
+"""From rule hits to a diagnosis: the root phase, its confidence, the facts and the evidence.
+
+The root is the earliest decisive failure in startup order (DESIGN §3.1). Wrappers ("Engine core
+initialization failed", EngineDeadError) are never the root. A bare CUDA OOM says nothing about
+when it happened, so it is placed by the traceback frames printed with it, else by the last stage
+marker before it in the log ("Loading safetensors checkpoint shards", "Capturing CUDA graphs",
+"Application startup complete"), else by the caller's hints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from service.diagnosis.normalize import Document, Line
+from service.diagnosis.scan import Hit
+from service.schemas import Phase
+
+__all__ = ["PHASE_STAGE", "Placement", "Verdict", "interpret", "place_oom"]
+
+# Where in startup each failure phase happens; ties between phases break on the log line.
+PHASE_STAGE: dict[Phase, int] = {
+    "parallelism_config": 0,
+    "quantization_config": 0,
+    "dtype_unsupported": 1,
+    "startup_budget": 1,
+    "weights_oom": 2,
+    "profiling_inconsistent": 3,
+    "kv_cache_capacity": 3,
+    "warmup_oom": 4,
+    "runtime_oom": 5,
+    "request_too_long": 5,
+    "kv_preemption": 5,
+    "not_memory": 0,
+    "no_failure": 9,
+}
+
+_STAGE_PHASE: dict[str, Phase] = {
+    "config": "weights_oom",
+    "init": "weights_oom",
+    "loading": "weights_oom",
+    "profiling": "warmup_oom",
+    "warmup": "warmup_oom",
+    "serving": "runtime_oom",
+}
+
+TRACEBACK = "Traceback (most recent call last)"
+_FRAME_WINDOW = 400
+_AFTER_WINDOW = 120
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a bare CUDA OOM happened, and what told us."""
+
+    phase: Phase
+    confidence: float
+    basis: str
+    line: int | None = None
+
+
+@dataclass(slots=True)
+class Verdict:
+    phase: Phase
+    confidence: float
+    root: Hit | None
+    basis: str
+    decisive: list[Hit] = field(default_factory=list)
+    first_exception: Hit | None = None
+    hit_phases: dict[tuple[int, str], Phase] = field(default_factory=dict)
+
+
+def _traceback_start(doc: Document, line: Line, limit: int) -> int:
+    """Line number of the traceback header (same process) that `line` ends, or `line - limit`."""
+    for number in range(line.number - 1, max(0, line.number - limit), -1):
+        candidate = doc.line(number)
+        if candidate.source == line.source and candidate.text.startswith(TRACEBACK):
+            return number
+    return max(1, line.number - 60)
+
+
+def _frame_stage(frames: list[Hit], source: str) -> str | None:
+    """The stage named by the outermost stage-specific frame (tracebacks list outermost first)."""
+    for hit in frames:
+        if hit.line.source == source and hit.compiled.rule.stage is not None:
+            return hit.compiled.rule.stage
+    return None
+
+
+def place_oom(doc: Document, oom: Hit, hits: list[Hit], hint: Phase | None) -> Placement:
+    """Place a bare CUDA OOM in startup order (DESIGN §3.1)."""
+    line = oom.line
+    start = _traceback_start(doc, line, _FRAME_WINDOW)
+    frames = [h for h in hits if h.compiled.rule.kind == "frame" and start <= h.line.number <= line.number]
+    stage = _frame_stage(frames, line.source)
+    if stage is not None:
+        return Placement(_STAGE_PHASE[stage], 0.9, "traceback frames", line.number)
+    markers = [h for h in hits if h.compiled.rule.kind == "stage" and h.line.number < line.number]
+    if markers:
+        latest = markers[-1]
+        stage_name = latest.compiled.rule.stage or "loading"
+        return Placement(_STAGE_PHASE[stage_name], 0.8, "log lines before it", latest.line.number)
+    after = [
+        h
+        for h in hits
+        if h.compiled.rule.kind == "frame" and line.number < h.line.number <= line.number + _AFTER_WINDOW
+    ]
+    stage = _frame_stage(after, after[0].line.source) if after else None
+    if stage is not None:
+        return Placement(_STAGE_PHASE[stage], 0.75, "traceback frames after it", line.number)
+    if hint is not None:
+        return Placement(hint, 0.6, "the model and GPU given", None)
+    phase = oom.compiled.rule.phase or "warmup_oom"
+    return Placement(phase, 0.5, "no context around it", None)
+
+
+def _decisive_phase(doc: Document, hit: Hit, hits: list[Hit], hint: Phase | None) -> tuple[Phase, float, str]:
+    rule = hit.compiled.rule
+    if rule.kind == "oom":
+        placement = place_oom(doc, hit, hits, hint)
+        return placement.phase, placement.confidence, placement.basis
+    assert rule.phase is not None
+    return rule.phase, 0.95, "its own message"
+
+
+def interpret(doc: Document, hits: list[Hit], hint: Phase | None = None) -> Verdict:
+    """Choose the root phase among the hits."""
+    candidates: list[tuple[int, int, int, Phase, float, str, Hit]] = []
+    for hit in hits:
+        rule = hit.compiled.rule
+        if rule.kind not in ("failure", "oom"):
+            continue
+        phase, confidence, basis = _decisive_phase(doc, hit, hits, hint)
+        severity_rank = 0 if rule.severity == "error" else 1
+        candidates.append((severity_rank, PHASE_STAGE[phase], hit.line.number, phase, confidence, basis, hit))
+    phases = {(c[6].line.number, c[6].rule_id): c[3] for c in candidates}
+    exceptions = [h for h in hits if h.compiled.rule.kind in ("exception", "failure", "oom")]
+    first_exception = next((h for h in exceptions if h.compiled.rule.severity == "error"), None)
+    if candidates:
+        best = min(candidates, key=lambda c: (c[0], c[1], c[2]))
+        _, _, _, phase, confidence, basis, root = best
+        decisive = [c[6] for c in candidates if c[3] == phase and c[0] == best[0]]
+        return Verdict(phase, confidence, root, basis, decisive, first_exception, phases)
+    wrapped = {h.line.number for h in hits if h.compiled.rule.kind == "wrapper"}
+    errors = [h for h in hits if h.compiled.rule.kind == "exception" and h.line.number not in wrapped]
+    if errors:
+        root = errors[0]
+        return Verdict("not_memory", 0.6, root, "an error that is not about GPU memory", [root], root)
+    wrappers = [h for h in hits if h.compiled.rule.kind == "wrapper" and h.compiled.rule.severity == "error"]
+    if wrappers:
+        root = wrappers[0]
+        basis = "only a wrapper error; its root cause is not in the excerpt"
+        return Verdict("not_memory", 0.35, root, basis, [root], first_exception)
+    seen_vllm = any(h.compiled.rule.kind in ("info", "stage", "version") for h in hits)
+    return Verdict("no_failure", 0.9 if seen_vllm else 0.5, None, "no failure signature", [], None)

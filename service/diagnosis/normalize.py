@@ -1,0 +1,131 @@
+"""Turning a pasted log into clean lines while keeping each line's ORIGINAL 1-based number.
+
+Pasted logs arrive wrapped in Slack escaping and code fences, coloured with ANSI codes, prefixed by
+docker compose, Ray, vLLM's process tags and logger headers, and interleaved from several processes.
+Whole-text steps never add or remove a newline, so line numbers survive; prefix stripping is per line
+and lazy, because the scanner only needs it for the few lines a rule may match.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["Document", "Line", "clean_text", "decode_bytes", "split_prefixes"]
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\x1b\[[0-9;]*$|\[(?:\d{1,3};)*\d{1,3}m")
+_SLACK_LINK = re.compile(r"<((?:https?|mailto|ftp)://?[^|<>\s]*)(?:\|([^<>]*))?>")
+_SLACK_REF = re.compile(r"<[@#!][^<>\s]*(?:\|([^<>]*))?>")
+_FENCE = re.compile(r"(?m)^[ \t]*```[\w+\-.]*[ \t]*$|```")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+# One alternation per prefix family; split_prefixes strips them repeatedly until none is left.
+_PREFIX = re.compile(
+    r"""^(?:
+      (?P<quote>>[ ]?|\*\*|[ ]+(?=[A-Z(\[]))                                # markdown quote/bold, indent
+    | (?P<container>[A-Za-z0-9][\w.\-]*[ ]*\|[ ])                          # docker compose: vllm-1  |
+    | (?P<iso>\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ ]+)
+    | \((?P<proc>[A-Za-z_][\w\-]*(?:[ ]rank=\d+)?[ ]pid=\d+(?:,[ ]ip=[\w.:\-]+)?)\)[ ]*
+    | (?P<rank>\[rank\d+\]:[ ]*)
+    | (?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)[ ]+\d{2}-\d{2}[ ]+\d{2}:\d{2}:\d{2}(?:\.\d+)?[ ]+
+        (?:\[[^\]]*\][ ]*|[\w.\-]+:\d+\][ ]*)?
+    | (?P<pylog>\d{4}-\d{2}-\d{2}[ ][\d:,.]+[ ]-[ ][\w.]+[ ]-[ ](?P<pylevel>[A-Z]+)[ ]-[ ])
+    | (?P<uvicorn>(?P<ulevel>INFO|WARNING|ERROR|DEBUG):[ ]+)
+    )""",
+    re.VERBOSE,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One log line: its original number, the process that printed it, its level, and its message."""
+
+    number: int
+    source: str
+    level: str
+    text: str
+
+
+def decode_bytes(data: bytes) -> str:
+    """Decode a pasted log as UTF-8; invalid bytes become U+FFFD instead of failing."""
+    return data.decode("utf-8", errors="replace")
+
+
+def _clean_once(text: str) -> str:
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", " ")
+    if "\x1b" in text or "[0m" in text or ";0m" in text:
+        text = _ANSI.sub("", text)
+    if "<" in text:
+        text = _SLACK_LINK.sub(lambda m: m.group(2) if m.group(2) is not None else m.group(1), text)
+        text = _SLACK_REF.sub(lambda m: m.group(1) or "", text)
+    if "&" in text:
+        text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    if "```" in text:
+        text = _FENCE.sub("", text)
+    if "\t" in text:
+        text = text.replace("\t", "    ")
+    if _CONTROL.search(text):
+        text = _CONTROL.sub("", text)
+    return text
+
+
+def clean_text(text: str) -> str:
+    """Whole-text cleanup that keeps the number of lines; repeated to a fixed point (idempotent)."""
+    while True:
+        cleaned = _clean_once(text)
+        if cleaned == text:
+            return text
+        text = cleaned
+
+
+def split_prefixes(raw: str) -> tuple[str, str, str]:
+    """(source, level, message) of one cleaned line, with every known prefix removed."""
+    source = ""
+    level = ""
+    text = raw
+    for _ in range(12):
+        match = _PREFIX.match(text)
+        if match is None or match.end() == 0:
+            break
+        if match.group("proc"):
+            source = match.group("proc")
+        elif match.group("container") and not source:
+            source = match.group("container").split("|")[0].strip()
+        found_level = match.group("level") or match.group("pylevel") or match.group("ulevel")
+        if found_level:
+            level = found_level
+        text = text[match.end() :]
+    text = text.rstrip()
+    if text.endswith("**"):
+        text = text[:-2].rstrip()
+    return source, level, text
+
+
+class Document:
+    """A cleaned log: whole text for fast scans, lines on demand with their original numbers."""
+
+    __slots__ = ("_cache", "lines", "text")
+
+    def __init__(self, raw: str) -> None:
+        self.text = clean_text(raw)
+        self.lines = self.text.split("\n")
+        self._cache: dict[int, Line] = {}
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def line(self, number: int) -> Line:
+        """The normalized line with 1-based `number` (cached)."""
+        cached = self._cache.get(number)
+        if cached is None:
+            source, level, text = split_prefixes(self.lines[number - 1])
+            cached = Line(number=number, source=source, level=level, text=text)
+            self._cache[number] = cached
+        return cached
+
+    def span(self, first: int, last: int) -> list[Line]:
+        """Normalized lines first..last (inclusive, clamped to the document)."""
+        first = max(1, first)
+        last = min(len(self.lines), last)
+        return [self.line(n) for n in range(first, last + 1)]

@@ -1,0 +1,72 @@
+"""Titles and one-paragraph summaries of a verdict, written from its phase and the facts stated."""
+
+from __future__ import annotations
+
+from service.diagnosis.interpret import Verdict
+from service.schemas import Facts, Phase
+
+__all__ = ["PHASE_TITLES", "describe"]
+
+PHASE_TITLES: dict[Phase, str] = {
+    "startup_budget": "vLLM refused to start: not enough free GPU memory for the requested utilization",
+    "weights_oom": "Out of GPU memory while loading the model weights",
+    "kv_cache_capacity": "The KV cache cannot hold one request of max_model_len",
+    "warmup_oom": "Out of GPU memory during profiling, CUDA-graph capture or warm-up",
+    "runtime_oom": "Out of GPU memory while serving requests",
+    "kv_preemption": "Requests are preempted for lack of KV-cache space",
+    "request_too_long": "A request is longer than the model's maximum context length",
+    "profiling_inconsistent": "GPU memory changed during memory profiling",
+    "parallelism_config": "Tensor/pipeline parallelism does not fit the model or the GPUs",
+    "quantization_config": "The quantization method does not match the model or the GPU",
+    "dtype_unsupported": "The dtype is not supported on this GPU",
+    "not_memory": "An error that is not about GPU memory",
+    "no_failure": "No failure found",
+}
+
+_WHY: dict[Phase, str] = {
+    "startup_budget": "Free memory at startup was below utilization x total, before weights loaded.",
+    "weights_oom": "The weights do not fit at this dtype, quantization and parallelism on this GPU.",
+    "kv_cache_capacity": "Weights loaded, but the KV cache left cannot hold one full-length request.",
+    "warmup_oom": "Weights loaded; profiling, CUDA-graph capture or sampler warm-up then ran out of memory.",
+    "runtime_oom": "Startup completed; a request then needed more memory than was left.",
+    "kv_preemption": "Serving works, but requests are evicted and recomputed when the KV cache fills.",
+    "request_too_long": "The prompt plus requested output exceed max_model_len, so the API rejected it.",
+    "profiling_inconsistent": "Another process used or freed GPU memory while vLLM profiled its usage.",
+    "parallelism_config": "The parallel layout does not divide the model, or needs more GPUs than exist.",
+    "quantization_config": "The quantization disagrees with the checkpoint, or the GPU cannot run it.",
+    "dtype_unsupported": "bfloat16 needs compute capability 8.0 or newer; use --dtype half on older GPUs.",
+    "not_memory": "The failure in this log is not a GPU-memory problem vramdoc can budget.",
+    "no_failure": "The log shows no failure signature.",
+}
+
+_SHOWN = (
+    ("free_gib", "free {} GiB"),
+    ("total_gib", "total {} GiB"),
+    ("requested_gib", "requested {} GiB"),
+    ("tried_to_allocate_gib", "tried to allocate {} GiB"),
+    ("gpu_memory_utilization", "gpu_memory_utilization {}"),
+    ("max_model_len", "max_model_len {}"),
+    ("estimated_max_model_len", "estimated max length {}"),
+    ("needed_kv_cache_gib", "KV cache needed {} GiB"),
+    ("available_kv_cache_gib", "KV cache available {} GiB"),
+    ("requested_tokens", "requested {} tokens"),
+    ("context_limit", "context limit {}"),
+)
+
+
+def describe(verdict: Verdict, facts: Facts) -> tuple[str, str]:
+    """(title, summary) for a verdict."""
+    title = PHASE_TITLES[verdict.phase]
+    if verdict.root is not None and verdict.root.compiled.rule.kind == "failure":
+        title = verdict.root.compiled.rule.title
+    numbers = []
+    for name, template in _SHOWN:
+        value = getattr(facts, name)
+        if value is not None:
+            numbers.append(template.format(round(value, 2) if isinstance(value, float) else value))
+    parts = [_WHY[verdict.phase]]
+    if verdict.root is not None:
+        parts.append(f"Decided by line {verdict.root.line.number} ({verdict.basis}).")
+    if numbers:
+        parts.append("Stated: " + ", ".join(numbers) + ".")
+    return title, " ".join(parts)

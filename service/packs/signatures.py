@@ -1,0 +1,302 @@
+"""Signature rules: what a vLLM or PyTorch log line looks like, and which facts it states.
+
+A pack file is YAML decoded into `SignaturePackFile`; every regex is compiled with RE2 at load, so
+a pattern that could backtrack catastrophically (or that RE2 cannot run) is a load error naming the
+file, the rule id, the `$.path` and the line. Each named group of a pattern becomes one typed fact
+(DESIGN §3.2) with its unit normalized to GiB.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args, get_type_hints
+
+import msgspec
+import re2
+import yaml
+
+from service.packs.loader import PackError, decode_yaml, yaml_line
+from service.schemas import Facts, OtherProcess, Phase, Severity
+
+__all__ = [
+    "FACT_TYPES",
+    "CompiledRule",
+    "Example",
+    "Examples",
+    "FactSpec",
+    "RuleKind",
+    "SignaturePackFile",
+    "SignatureRule",
+    "Stage",
+    "VersionRange",
+    "compile_pack",
+    "convert_fact",
+    "parse_version",
+]
+
+RuleKind = Literal["failure", "oom", "wrapper", "exception", "stage", "frame", "info", "version"]
+Stage = Literal["config", "init", "loading", "profiling", "warmup", "serving"]
+Unit = Literal["GiB", "GB", "MiB", "KiB", "bytes", "auto", "tokens", "count", "ratio", "percent"]
+Status = Literal["stable", "experimental", "deprecated", "retired"]
+
+# `body` holds key=value pairs read through `keys`; `command` holds a pasted launch command.
+RESERVED_GROUPS = frozenset({"body", "command"})
+_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
+_UNIT_BYTES = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "GB": 2**30}
+_SIZE = re.compile(r"^\s*([0-9][0-9,]*(?:\.[0-9]+)?)\s*(bytes|KiB|MiB|GiB|GB|TiB|B)?\s*$")
+
+
+def _fact_types() -> dict[str, str]:
+    """Map each Facts field to the scalar type a value must convert to."""
+    out: dict[str, str] = {}
+    for name, hint in get_type_hints(Facts).items():
+        args = [a for a in get_args(hint) if a is not type(None)]
+        base = args[0] if args else hint
+        out[name] = "list" if getattr(base, "__origin__", None) is list else base.__name__
+    return out
+
+
+FACT_TYPES: dict[str, str] = _fact_types()
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """'0.8.5' -> (0, 8, 5); a missing patch level counts as 0."""
+    parts = [int(p) for p in text.split(".")[:3]]
+    while len(parts) < 3:
+        parts.append(0)
+    return parts[0], parts[1], parts[2]
+
+
+class Spec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """Base of pack types: strict decoding, immutable values."""
+
+
+class VersionRange(Spec, frozen=True, kw_only=True):
+    """Inclusive vLLM release range in which a wording was printed (None = open end)."""
+
+    min: str | None = None
+    max: str | None = None
+
+    def __post_init__(self) -> None:
+        for bound in (self.min, self.max):
+            if bound is not None and not _VERSION.match(bound):
+                raise ValueError(f"version {bound!r} must look like 0.8.5")
+        if self.min and self.max and parse_version(self.min) > parse_version(self.max):
+            raise ValueError(f"min {self.min} is after max {self.max}")
+
+    def bounds(self) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        """(lowest, highest) release as tuples; a bound like '0.21' covers every 0.21.x."""
+        low = parse_version(self.min) if self.min else (0, 0, 0)
+        high = parse_version(self.max) if self.max else (999, 0, 0)
+        if self.max and self.max.count(".") == 1:
+            high = (high[0], high[1], 999)
+        return low, high
+
+
+class FactSpec(Spec, frozen=True, kw_only=True):
+    """One named group -> one fact; `field` picks pid/used_gib for `other_processes`."""
+
+    fact: str
+    unit: Unit | None = None
+    field: Literal["pid", "used_gib"] | None = None
+
+    def __post_init__(self) -> None:
+        if self.fact not in FACT_TYPES:
+            raise ValueError(f"unknown fact {self.fact!r} (DESIGN §3.2 names the facts)")
+        kind = FACT_TYPES[self.fact]
+        if kind == "list" and self.field is None:
+            raise ValueError(f"fact {self.fact!r} needs field: pid or used_gib")
+        if kind != "list" and self.field is not None:
+            raise ValueError(f"fact {self.fact!r} takes no field")
+        if kind == "float" and self.fact.endswith("_gib") and self.unit is None:
+            raise ValueError(f"memory fact {self.fact!r} needs a unit (GiB, GB, MiB, KiB, bytes, auto)")
+
+
+class Example(Spec, frozen=True, kw_only=True):
+    line: str
+    facts: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Examples(Spec, frozen=True, kw_only=True):
+    match: list[Example]
+    no_match: list[str] = msgspec.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.match:
+            raise ValueError("each rule needs at least one line it must match")
+
+
+class SignatureRule(Spec, frozen=True, kw_only=True):
+    """A log signature (DESIGN §4); `kind` says how interpretation uses a match."""
+
+    id: str
+    title: str
+    kind: RuleKind
+    phase: Phase | None = None
+    severity: Severity = "info"
+    stage: Stage | None = None
+    status: Status = "stable"
+    versions: VersionRange = msgspec.field(default_factory=VersionRange)
+    patterns: list[str]
+    exclude: list[str] = msgspec.field(default_factory=list)
+    facts: dict[str, FactSpec] = msgspec.field(default_factory=dict)
+    keys: dict[str, str] = msgspec.field(default_factory=dict)
+    examples: Examples
+    todo: list[str] = msgspec.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", self.id):
+            raise ValueError(f"rule id {self.id!r} must be lowercase words joined by '-'")
+        if not self.patterns:
+            raise ValueError("a rule needs at least one pattern")
+        if self.kind in ("failure", "oom") and self.phase is None:
+            raise ValueError(f"a {self.kind} rule needs a phase")
+        if self.kind in ("stage", "frame") and self.stage is None:
+            raise ValueError(f"a {self.kind} rule needs a stage")
+        for name in self.keys.values():
+            if name not in FACT_TYPES:
+                raise ValueError(f"keys maps to unknown fact {name!r}")
+        if self.keys and "body" not in self.facts and not any("(?P<body>" in p for p in self.patterns):
+            raise ValueError("a rule with keys needs a (?P<body>...) group holding key=value pairs")
+
+
+class SignaturePackFile(Spec, frozen=True, kw_only=True):
+    pack: str
+    description: str
+    rules: list[SignatureRule]
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledRule:
+    """A rule with its RE2 patterns compiled; `prefilter` is the anchor-free form for whole-text scans."""
+
+    rule: SignatureRule
+    pack: str
+    file: str
+    regexes: tuple[Any, ...]
+    prefilter: tuple[str, ...] = field(default=())
+    excludes: tuple[Any, ...] = field(default=())
+
+
+def _options() -> Any:
+    options = re2.Options()
+    options.log_errors = False
+    return options
+
+
+OPTIONS = _options()
+
+
+def _prefilter_form(pattern: str) -> str:
+    """Drop a leading `^` and turn named groups into plain groups so many patterns can be OR-ed."""
+    body = pattern[1:] if pattern.startswith("^") else pattern
+    return re.sub(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>", "(?:", body)
+
+
+def _compile(pattern: str, file: str, path: str, node: yaml.Node | None, rule_id: str) -> Any:
+    try:
+        return re2.compile(pattern, OPTIONS)
+    except re2.error as exc:
+        reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        line = yaml_line(node, path)[0]
+        raise PackError(
+            file, f"RE2 cannot compile the pattern ({reason})", path=path, line=line, rule_id=rule_id
+        ) from exc
+
+
+def compile_pack(text: str, file: str) -> list[CompiledRule]:
+    """Decode one pack file and compile its patterns; any problem is a PackError that locates it."""
+    pack = decode_yaml(text, SignaturePackFile, file=file)
+    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    compiled: list[CompiledRule] = []
+    seen: set[str] = set()
+    for r_index, rule in enumerate(pack.rules):
+        if rule.id in seen:
+            path = f"$.rules[{r_index}].id"
+            raise PackError(file, f"duplicate rule id {rule.id!r}", path=path, line=yaml_line(node, path)[0])
+        seen.add(rule.id)
+        regexes = []
+        excludes = tuple(
+            _compile(pattern, file, f"$.rules[{r_index}].exclude[{x_index}]", node, rule.id)
+            for x_index, pattern in enumerate(rule.exclude)
+        )
+        for p_index, pattern in enumerate(rule.patterns):
+            path = f"$.rules[{r_index}].patterns[{p_index}]"
+            regex = _compile(pattern, file, path, node, rule.id)
+            groups = set(regex.groupindex)
+            unknown = sorted(groups - set(rule.facts) - RESERVED_GROUPS)
+            if unknown:
+                line = yaml_line(node, path)[0]
+                raise PackError(
+                    file,
+                    f"named group(s) {', '.join(unknown)} have no entry under facts",
+                    path=path,
+                    line=line,
+                    rule_id=rule.id,
+                )
+            regexes.append(regex)
+        compiled.append(
+            CompiledRule(
+                rule=rule,
+                pack=pack.pack,
+                file=file,
+                regexes=tuple(regexes),
+                prefilter=tuple(_prefilter_form(p) for p in rule.patterns),
+                excludes=excludes,
+            )
+        )
+    return compiled
+
+
+def _size_gib(raw: str, unit: str | None) -> float | None:
+    match = _SIZE.match(raw)
+    if not match:
+        return None
+    number = float(match.group(1).replace(",", ""))
+    written = match.group(2)
+    if unit in (None, "auto"):
+        if written is None:
+            return None
+        scale = {"B": 1, "TiB": 2**40}.get(written) or _UNIT_BYTES[written]
+    else:
+        scale = _UNIT_BYTES[unit]
+    return number * scale / 2**30
+
+
+def convert_fact(spec_fact: str, unit: str | None, raw: str) -> object | None:
+    """Turn one captured string into the fact's type and unit; None when it cannot be read."""
+    text = raw.strip().strip("'\"")
+    kind = FACT_TYPES[spec_fact]
+    try:
+        if kind == "float" and spec_fact.endswith("_gib"):
+            return _size_gib(text, unit)
+        if kind == "float":
+            value = float(text.rstrip("x%").replace(",", ""))
+            return value / 100 if unit == "percent" else value
+        if kind == "int":
+            return int(float(text.replace(",", "")))
+        if kind == "bool":
+            return {"true": True, "false": False}.get(text.lower())
+        if kind == "str":
+            if text in ("", "None", "null"):
+                return None
+            return text.removeprefix("torch.")
+    except ValueError:
+        return None
+    return None
+
+
+def other_process(pid: str, used: str, unit: str | None) -> OtherProcess | None:
+    """One `Process {pid} has {M} memory in use` sentence as a typed record."""
+    used_gib = _size_gib(used, unit)
+    if used_gib is None or not pid.isdigit():
+        return None
+    return OtherProcess(pid=int(pid), used_gib=used_gib)
+
+
+def pack_files(root: Path) -> list[Path]:
+    """All YAML files under `root`, sorted by relative path (the digest and load order)."""
+    found = (p for p in root.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+    return sorted(found, key=lambda p: p.relative_to(root).as_posix())

@@ -1,0 +1,144 @@
+"""The corpus itself is data other tests trust, so it is checked before anyone classifies it.
+
+Each failing-log case is a `<case>.log` with a `<case>.yaml` of expectations. These tests prove the
+expectations are well-formed (DESIGN §3.1 phases, §3.2 fact names and types), that every fact a
+case asserts is really stated in its log (numbers found in the text, sizes converted to GiB), and
+that the corpus covers every phase, as the classifier's judges will. They never run the classifier:
+`tests/diagnosis/` does that against these same files.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from service.packs.loader import load_yaml_file
+from service.schemas import Facts, Phase
+
+CORPUS = Path(__file__).resolve().parent
+HEALTHY = CORPUS.parent / "healthy"
+COMMON_PHASES = ("startup_budget", "weights_oom", "kv_cache_capacity", "warmup_oom", "runtime_oom")
+VERSION = re.compile(r"^\d+\.\d+\.\d+(\.post\d+)?$")
+
+
+class VersionRange(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    min: str
+    max: str
+
+
+class Hints(msgspec.Struct, forbid_unknown_fields=True, frozen=True, omit_defaults=True):
+    model: str | None = None
+    gpu: str | None = None
+    vllm_version: str | None = None
+    command: str | None = None
+
+
+class CorpusCase(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """One `<case>.yaml`: what a correct diagnosis of `<case>.log` must say."""
+
+    phase: Phase
+    vllm_version: str | None
+    facts: Facts = msgspec.field(default_factory=Facts)
+    vllm_range: VersionRange | None = None
+    hints: Hints | None = None
+    source: str
+    note: str
+
+
+def _case_names() -> list[str]:
+    return sorted(p.stem for p in CORPUS.glob("*.log"))
+
+
+def _load(name: str) -> CorpusCase:
+    return load_yaml_file(CORPUS / f"{name}.yaml", CorpusCase, root=CORPUS)
+
+
+def _text(path: Path) -> str:
+    return path.read_bytes().decode("utf-8", errors="replace")
+
+
+_UNIT = {"bytes": 2.0**-30, "B": 2.0**-30, "KiB": 2.0**-20, "MiB": 2.0**-10, "GiB": 1.0, "GB": 1.0}
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s?(bytes|KiB|MiB|GiB|GB|B)\b")
+_PAIR = re.compile(r"(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?) GiB")
+_RATIO_GIB = re.compile(r"\((\d+(?:\.\d+)?), (\d+(?:\.\d+)?) GiB\)")
+_DECIMAL = re.compile(r"(?<![\w.])(\d+\.\d+)")
+
+
+def _stated_gib(text: str) -> set[float]:
+    """Every memory size the text states, converted to GiB exactly as DESIGN §3.2 asks."""
+    values = {float(n) * _UNIT[u] for n, u in _SIZE.findall(text)}
+    for free, total in _PAIR.findall(text):
+        values |= {float(free), float(total)}
+    values |= {float(gib) for _, gib in _RATIO_GIB.findall(text)}
+    return values
+
+
+def _states_int(text: str, value: int) -> bool:
+    plain = str(value)
+    grouped = f"{value:,}"
+    return any(re.search(rf"(?<![\d.,]){re.escape(form)}(?![\d])", text) for form in {plain, grouped})
+
+
+def _unstated(facts: Facts, text: str) -> list[str]:
+    """Names of asserted facts that no line of the log states."""
+    missing: list[str] = []
+    gib = _stated_gib(text)
+    decimals = {float(d) for d in _DECIMAL.findall(text)}
+    for name, value in msgspec.structs.asdict(facts).items():
+        if value is None:
+            continue
+        if name == "other_processes":
+            for proc in value:
+                if not re.search(rf"Process {proc.pid} has ", text) or proc.used_gib not in gib:
+                    missing.append(f"{name}[pid={proc.pid}]")
+        elif isinstance(value, bool):
+            spelled = ("enforce_eager", "enforce-eager")
+            if not any(s in text for s in spelled):
+                missing.append(name)
+        elif isinstance(value, int):
+            if not _states_int(text, value):
+                missing.append(name)
+        elif isinstance(value, float):
+            pool = gib if name.endswith("_gib") else decimals
+            if value not in pool:
+                missing.append(name)
+        elif name == "dtype":
+            if not re.search(rf"\b(torch\.)?{value}\b", text) and not (
+                value == "float16" and re.search(r"\bhalf\b", text)
+            ):
+                missing.append(name)
+        elif name == "compute_capability":
+            if value not in text and value.replace(".", "") not in text:
+                missing.append(name)
+        elif str(value) not in text:
+            missing.append(name)
+    return missing
+
+
+def test_every_log_has_expectations_and_every_expectation_a_log() -> None:
+    logs = {p.stem for p in CORPUS.glob("*.log")}
+    expectations = {p.stem for p in CORPUS.glob("*.yaml")}
+    assert logs == expectations, f"unpaired: {sorted(logs ^ expectations)}"
+
+
+@pytest.mark.parametrize("name", _case_names())
+def test_expectations_use_the_design_vocabulary(name: str) -> None:
+    case = _load(name)
+    assert case.phase != "no_failure", "healthy logs belong in tests/healthy/"
+    assert case.source.strip() and case.note.strip()
+    if case.vllm_version is not None:
+        assert VERSION.match(case.vllm_version), case.vllm_version
+        if case.facts.vllm_version is not None:
+            assert case.facts.vllm_version == case.vllm_version
+    if case.vllm_range is not None:
+        assert VERSION.match(case.vllm_range.min) and VERSION.match(case.vllm_range.max)
+
+
+@pytest.mark.parametrize("name", _case_names())
+def test_every_asserted_fact_is_stated_in_the_log(name: str) -> None:
+    case = _load(name)
+    text = _text(CORPUS / f"{name}.log")
+    assert _unstated(case.facts, text) == []

@@ -1,0 +1,27 @@
+"""Fixtures for classifier tests: the real packs and a one-call classifier."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from service.core import classify
+from service.packs import RulePacks, load_packs
+from service.schemas import DiagnoseRequest, Diagnosis
+
+
+@pytest.fixture(scope="session")
+def packs() -> RulePacks:
+    """The repository's rule packs, loaded once."""
+    return load_packs()
+
+
+@pytest.fixture
+def run_classify(packs: RulePacks) -> Callable[..., Diagnosis]:
+    """classify(log, **hints) with the real packs."""
+
+    def _run(log: str, **hints: str) -> Diagnosis:
+        return classify(DiagnoseRequest(log=log, **hints), packs)  # type: ignore[arg-type]
+
+    return _run
