@@ -8,7 +8,7 @@ import time
 import msgspec
 from agent_standin import AgentStandin, h100_snapshot
 from aiohttp import web
-from conftest import closed_port_url
+from bot_loopback import closed_port_url
 
 from bot.clients import AgentClient, HostFailure, ServiceClient, ServiceError
 from service.schemas import DiagnoseRequest, EstimateRequest, Snapshot

@@ -10,7 +10,7 @@ import time
 
 import redis.asyncio as aioredis
 from agent_standin import AgentStandin
-from conftest import closed_port_url, mention, register_agent
+from bot_loopback import closed_port_url, mention, register_agent
 from slack_standin import SlackStandin
 
 from bot.blocks import Message, limit_violations

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
-from conftest import register_agent
+from bot_loopback import register_agent
 
 from bot.hosts import HostDirectory, load_hosts_file
 from service.packs.loader import PackError

@@ -7,7 +7,7 @@ import json
 import msgspec
 import redis.asyncio as aioredis
 from agent_standin import AGENT_TOKEN, AgentStandin
-from conftest import SIGNING_SECRET, closed_port_url, mention, register_agent
+from bot_loopback import SIGNING_SECRET, closed_port_url, mention, register_agent
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_standin import APP_TOKEN, BOT_TOKEN, BOT_USER, SlackStandin
 
