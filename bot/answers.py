@@ -260,14 +260,26 @@ async def post(
     return ts
 
 
-async def _reply_for(
-    backends: Backends, client: AsyncWebClient, place: Place, text: str, files: Sequence[dict[str, Any]]
-) -> tuple[Message, ThreadContext | None]:
-    ask = parse_ask(text)
-    if ask.help:
-        return await compose(backends, ThreadContext(), help_asked=True), None
-    if ask.estimate is not None:
-        return render_budget(await backends.service.estimate(ask.estimate)), None
+class _Turn:
+    """One message being answered: what it asked, and the thread context it adds up to."""
+
+    def __init__(self) -> None:
+        self.ask: Ask | None = None
+        self.context: ThreadContext | None = None
+
+
+async def _understand(
+    backends: Backends,
+    client: AsyncWebClient,
+    place: Place,
+    text: str,
+    files: Sequence[dict[str, Any]],
+    turn: _Turn,
+) -> None:
+    """Fill `turn` from the message, its files and the thread; raises UserError when nothing is usable."""
+    ask = turn.ask = parse_ask(text)
+    if ask.help or ask.estimate is not None:
+        return
     file_texts = await read_files(client, files, backends.settings)
     earlier = None
     if place.thread_ts is not None:
@@ -277,10 +289,19 @@ async def _reply_for(
             "I found no log, host name or sizing question in that message; "
             "mention me with `help` to see what I understand."
         )
-    context = merge(ask, file_texts, earlier)
-    if not context.log and not context.hosts:
+    turn.context = merge(ask, file_texts, earlier)
+    if not turn.context.log and not turn.context.hosts:
         raise UserError("This thread has no log or host for me yet; paste the log or name a host.")
-    return await compose(backends, context), context
+
+
+async def _reply(backends: Backends, turn: _Turn) -> Message:
+    if turn.ask is not None and turn.ask.help:
+        return await compose(backends, ThreadContext(), help_asked=True)
+    if turn.ask is not None and turn.ask.estimate is not None:
+        return render_budget(await backends.service.estimate(turn.ask.estimate))
+    if turn.context is None:
+        raise UserError("I found nothing to look at.")
+    return await compose(backends, turn.context)
 
 
 async def answer(
@@ -290,11 +311,16 @@ async def answer(
     text: str,
     files: Sequence[dict[str, Any]] = (),
 ) -> bool:
-    """Answer one message in its thread, swapping the working reaction for the outcome; False if unposted."""
+    """Answer one message in its thread, swapping the working reaction for the outcome; False if unposted.
+
+    The thread's context is saved even when the answer is an error (service down), so a retry or
+    a follow-up in the thread still has the log.
+    """
     await _react(client, place, WORKING)
-    context: ThreadContext | None = None
+    turn = _Turn()
     try:
-        message, context = await _reply_for(backends, client, place, text, files)
+        await _understand(backends, client, place, text, files, turn)
+        message = await _reply(backends, turn)
     except (UserError, ServiceError) as exc:
         message = render_error(str(exc))
     except Exception as exc:
@@ -307,10 +333,9 @@ async def answer(
         ts = await post(client, place, message)
     except SlackApiError as exc:
         log.error("posting the reply in %s failed: %s", place.channel, exc.response.get("error"))
-        ok = False
-        ts = ""
-    if context is not None:
-        await backends.state.save_thread(place.channel, place.thread_ts or ts, context)
+        ok, ts = False, ""
+    if turn.context is not None and (place.thread_ts or ts):
+        await backends.state.save_thread(place.channel, place.thread_ts or ts, turn.context)
     await _react(client, place, WORKING, remove=True)
     await _react(client, place, DONE if ok else FAILED)
     return bool(ts)

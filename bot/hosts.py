@@ -7,6 +7,7 @@ own registration or from the operator's file, never from the message (DESIGN §6
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -58,12 +59,13 @@ class HostDirectory:
     ) -> None:
         self._redis = redis
         self._static = dict(static or {})
-        self._pattern = f"{key_prefix}agent:"
+        self._prefix = f"{key_prefix}agent:"
+        self._pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self._prefix) + "*"
 
     async def _registered(self) -> dict[str, str]:
         if self._redis is None:
             return {}
-        keys = [key async for key in self._redis.scan_iter(match=f"{self._pattern}*", count=500)]
+        keys = [key async for key in self._redis.scan_iter(match=self._pattern, count=500)]
         if not keys:
             return {}
         found: dict[str, str] = {}
@@ -75,7 +77,7 @@ class HostDirectory:
             except msgspec.DecodeError:
                 log.warning("registry entry %r is not an AgentRegistration; skipping it", key)
                 continue
-            name = (key.decode() if isinstance(key, bytes) else str(key)).removeprefix(self._pattern)
+            name = (key.decode() if isinstance(key, bytes) else str(key)).removeprefix(self._prefix)
             if HOST_NAME.match(name) and urlsplit(entry.url).scheme in {"http", "https"}:
                 found[name] = entry.url.rstrip("/")
         return found

@@ -13,7 +13,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 import httpx
-import msgspec
 import redis.asyncio as aioredis
 import uvicorn
 from agent_standin import AGENT_TOKEN
@@ -23,6 +22,7 @@ from slack_standin import BOT_TOKEN, BOT_USER, SlackStandin
 from bot.answers import Backends
 from bot.gateway import sign
 from bot.settings import BotSettings
+from service.agent.registry import register
 from service.schemas import AgentRegistration, GpuSummary
 
 SIGNING_SECRET = "standin-signing-secret-8f14e45fceea167a"
@@ -55,7 +55,7 @@ async def serve(app: Litestar) -> tuple[str, Callable[[], Awaitable[None]]]:
 
 
 async def register_agent(client: aioredis.Redis, key_prefix: str, host: str, url: str) -> None:
-    """Write an agent's registration the way agents do: JSON AgentRegistration with a 45 s TTL."""
+    """Register an agent with the agent's own registry writer (45 s TTL), under this test's prefix."""
     entry = AgentRegistration(
         host=host,
         url=url,
@@ -63,7 +63,7 @@ async def register_agent(client: aioredis.Redis, key_prefix: str, host: str, url
         registered_at="2026-11-29T16:20:00Z",
         version="0.1.0",
     )
-    await client.set(f"{key_prefix}agent:{host}", msgspec.json.encode(entry), ex=45)
+    await register(client, entry, 45, prefix=f"{key_prefix}agent:")
 
 
 def closed_port_url() -> str:

@@ -15,6 +15,8 @@ from slack_standin import SlackStandin
 
 from bot.blocks import Message, limit_violations
 
+OOM_LINE = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has 1.2 GiB free."
+
 
 def _text_of(reply: dict[str, object]) -> str:
     return json.dumps(reply.get("blocks")) + str(reply.get("text"))
@@ -252,3 +254,29 @@ async def test_redis_down_still_replies(
     await slack.wait_for(lambda: len(slack.called("reactions.add")) == 2)
     [reply] = slack.replies()
     assert "H100 80GB HBM3" in _text_of(reply)
+
+
+async def test_follow_up_host_in_the_thread_combines_with_the_threads_log(
+    start_bot, slack: SlackStandin, agent: AgentStandin, redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    await register_agent(redis_client, key_prefix, "gpu-07", agent.url)
+    down = closed_port_url()
+    bot = await start_bot(down)
+    await bot.event(mention(f"```\n{OOM_LINE}\n```"), event_id="EvLOG")
+    await slack.wait_for(lambda: len(slack.called("reactions.add")) == 2)
+
+    follow_up = mention("and on gpu-07?", ts="1700000000.000300", thread_ts="1700000000.000100")
+    await bot.event(follow_up, event_id="EvFOLLOW")
+
+    await slack.wait_for(lambda: len(slack.called("reactions.add")) == 4)
+    first, second = slack.replies()
+    assert second["thread_ts"] == "1700000000.000100"
+    # the thread's log was sent to the service again (down here), now with gpu-07's snapshot fetched
+    assert (
+        second["text"]
+        == first["text"]
+        == f"The vramdoc service at {down} refused the connection; try again shortly."
+    )
+    assert len(agent.requests) == 1
+    stored = await redis_client.get(f"{key_prefix}bot:thread:C0CHANNEL:1700000000.000100")
+    assert stored is not None and b"gpu-07" in stored and b"Tried to allocate" in stored
