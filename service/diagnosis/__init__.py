@@ -7,14 +7,25 @@ from __future__ import annotations
 
 from service.diagnosis.evidence import collect_evidence, collect_findings
 from service.diagnosis.facts import collect_facts, infer_engine, version_tuple
+from service.diagnosis.hints import weights_hint
 from service.diagnosis.interpret import interpret
 from service.diagnosis.normalize import Document
-from service.diagnosis.scan import scan
+from service.diagnosis.scan import Hit, scan
 from service.diagnosis.wording import describe
 from service.packs import RulePacks
 from service.schemas import Diagnosis, Phase
 
 __all__ = ["classify_text"]
+
+
+def _first_facts(hits: list[Hit], request_facts: dict[str, object]) -> dict[str, object]:
+    merged: dict[str, object] = {}
+    for hit in hits:
+        for name, value in hit.facts.items():
+            merged.setdefault(name, value)
+    for name, value in request_facts.items():
+        merged.setdefault(name, value)
+    return merged
 
 
 def classify_text(
@@ -29,6 +40,8 @@ def classify_text(
     """Classify one pasted log; request facts and a command fill what the log does not state."""
     doc = Document(log)
     hits = scan(doc, packs.signatures)
+    if hint is None:
+        hint = weights_hint(_first_facts(hits, request_facts or {}))
     verdict = interpret(doc, hits, hint)
     stated = next((str(h.facts["vllm_version"]) for h in hits if "vllm_version" in h.facts), None)
     engine = infer_engine(hits, stated, vllm_version)

@@ -30,9 +30,13 @@ class Hit:
         return self.compiled.rule.id
 
 
-def parse_pairs(body: str) -> dict[str, str]:
-    """`a=1, b='x'` or `{'a': 1, 'b': 'x'}` or `Namespace(a=1)` -> {'a': '1', 'b': 'x'} (first wins)."""
-    pairs: dict[str, str] = {}
+def parse_pairs(body: str) -> dict[str, tuple[str, bool]]:
+    """`a=1, b='x'` or `{'a': 1, 'b': 'x'}` -> {'a': ('1', False), 'b': ('x', True)}; first wins.
+
+    The flag says whether the value was quoted: a model name is only trusted when it was, since
+    `LLM(model=path)` names a variable, not a model.
+    """
+    pairs: dict[str, tuple[str, bool]] = {}
     i, size = 0, len(body)
     while i < size:
         start = i
@@ -47,8 +51,9 @@ def parse_pairs(body: str) -> dict[str, str]:
         i += 1
         while i < size and body[i] == " ":
             i += 1
+        quoted = i < size and body[i] in "'\""
         value, i = _read_value(body, i)
-        pairs.setdefault(key, value)
+        pairs.setdefault(key, (value, quoted))
     return pairs
 
 
@@ -125,9 +130,9 @@ def _list_facts(compiled: CompiledRule, regex: Any, text: str) -> list[object]:
 
 
 def _pair_facts(compiled: CompiledRule, body: str, facts: dict[str, object]) -> None:
-    for key, value in parse_pairs(body).items():
+    for key, (value, quoted) in parse_pairs(body).items():
         fact = compiled.rule.keys.get(key)
-        if fact is None:
+        if fact is None or (fact == "model" and not quoted):
             continue
         converted = convert_fact(fact, None, value)
         if converted is not None:

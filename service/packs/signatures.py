@@ -280,12 +280,25 @@ def convert_fact(spec_fact: str, unit: str | None, raw: str) -> object | None:
         if kind == "bool":
             return {"true": True, "false": False}.get(text.lower())
         if kind == "str":
-            if text in ("", "None", "null"):
-                return None
-            return text.removeprefix("torch.")
+            return _string_fact(spec_fact, text)
     except ValueError:
         return None
     return None
+
+
+_DTYPES = {"half": "float16", "fp16": "float16", "float": "float32", "bf16": "bfloat16", "fp32": "float32"}
+
+
+def _string_fact(name: str, text: str) -> str | None:
+    """Strings as DESIGN §3.2 spells them: dtype 'bfloat16' (not torch.bfloat16/half), capability '8.6'."""
+    if text in ("", "None", "null"):
+        return None
+    if name == "dtype":
+        text = text.removeprefix("torch.")
+        return None if text == "auto" else _DTYPES.get(text, text)
+    if name == "compute_capability" and text.isdigit() and len(text) in (2, 3):
+        return f"{text[:-1]}.{text[-1]}"
+    return text
 
 
 def other_process(pid: str, used: str, unit: str | None) -> OtherProcess | None:

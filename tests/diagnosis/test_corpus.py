@@ -1,0 +1,117 @@
+"""The classifier against the corpus: every case's phase, the facts it lists (exactly), its version;
+every healthy log gives no_failure with no error-severity finding.
+
+The corpus (tests/corpus, tests/healthy) is written independently of the rules; a failure here is
+fixed by improving general rules or interpretation, never by special-casing a case.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from service.core import classify
+from service.diagnosis.facts import version_tuple
+from service.packs import RulePacks
+from service.packs.loader import load_yaml_file
+from service.schemas import DiagnoseRequest, Facts, Phase
+
+TESTS = Path(__file__).resolve().parent.parent
+CORPUS = TESTS / "corpus"
+HEALTHY = TESTS / "healthy"
+
+
+class VersionRange(msgspec.Struct, frozen=True):
+    min: str
+    max: str
+
+
+class Hints(msgspec.Struct, frozen=True):
+    model: str | None = None
+    gpu: str | None = None
+    vllm_version: str | None = None
+    command: str | None = None
+
+
+class Case(msgspec.Struct, frozen=True, kw_only=True):
+    phase: Phase
+    vllm_version: str | None = None
+    facts: Facts = msgspec.field(default_factory=Facts)
+    vllm_range: VersionRange | None = None
+    hints: Hints | None = None
+    source: str = ""
+    note: str = ""
+
+
+def _cases() -> list[str]:
+    return sorted(p.stem for p in CORPUS.glob("*.log"))
+
+
+def _healthy() -> list[str]:
+    return sorted(p.stem for p in HEALTHY.glob("*.log"))
+
+
+def _log(path: Path) -> str:
+    return path.read_bytes().decode("utf-8", errors="replace")
+
+
+def _same(expected: object, actual: object) -> bool:
+    if isinstance(expected, float) and isinstance(actual, float):
+        return math.isclose(expected, actual, rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(expected, list) and isinstance(actual, list):
+        return len(expected) == len(actual) and all(
+            _same(e, a) for e, a in zip(expected, actual, strict=True)
+        )
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        return expected.keys() == actual.keys() and all(_same(expected[k], actual[k]) for k in expected)
+    return expected == actual
+
+
+@pytest.mark.parametrize("name", _cases())
+def test_corpus_case_is_diagnosed(packs: RulePacks, name: str) -> None:
+    case = load_yaml_file(CORPUS / f"{name}.yaml", Case, root=CORPUS)
+    hints = msgspec.structs.asdict(case.hints) if case.hints else {}
+    diagnosis = classify(DiagnoseRequest(log=_log(CORPUS / f"{name}.log"), **hints), packs)
+    assert diagnosis.phase == case.phase, diagnosis.summary
+    expected = msgspec.to_builtins(case.facts)
+    actual = msgspec.to_builtins(diagnosis.facts)
+    wrong = {k: (v, actual.get(k)) for k, v in expected.items() if not _same(v, actual.get(k))}
+    assert not wrong, f"(expected, got): {wrong}"
+    engine = diagnosis.engine
+    if engine.version and case.vllm_version:
+        assert version_tuple(engine.version) == version_tuple(case.vllm_version)
+    if engine.range and (case.vllm_range or case.vllm_version):
+        low, high = _bounds(engine.range)
+        true_low = version_tuple(case.vllm_range.min if case.vllm_range else case.vllm_version)
+        true_high = version_tuple(case.vllm_range.max if case.vllm_range else case.vllm_version)
+        assert true_low is not None and true_high is not None
+        assert low <= true_high and true_low <= high, f"inferred {engine.range} excludes the log's version"
+
+
+def _bounds(text: str) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    low, high = (0, 0, 0), (999, 0, 0)
+    for part in text.split(","):
+        version = version_tuple(part.lstrip("<>="))
+        assert version is not None
+        if part.startswith(">="):
+            low = version
+        elif part.count(".") == 1:
+            high = (version[0], version[1], 999)
+        else:
+            high = version
+    return low, high
+
+
+@pytest.mark.parametrize("name", _healthy())
+def test_healthy_log_is_no_failure(packs: RulePacks, name: str) -> None:
+    diagnosis = classify(DiagnoseRequest(log=_log(HEALTHY / f"{name}.log")), packs)
+    assert diagnosis.phase == "no_failure", diagnosis.summary
+    errors = [f for f in diagnosis.findings if f.severity == "error"]
+    assert not errors
+
+
+def test_corpus_is_present() -> None:
+    assert len(_cases()) >= 40

@@ -1,0 +1,39 @@
+"""A context-free OOM is placed by the caller's model and GPU only when the weights cannot fit."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.diagnosis.hints import model_params_billion, weights_hint
+
+
+@pytest.mark.parametrize(
+    ("model", "billions"),
+    [
+        ("Qwen/Qwen2.5-72B-Instruct", 72.0),
+        ("mistralai/Mixtral-8x7B-Instruct-v0.1", 56.0),
+        ("Qwen/Qwen2.5-0.5B-Instruct", 0.5),
+        ("meta-llama/Llama-3.1-8B", 8.0),
+        ("facebook/opt-125m", None),
+    ],
+)
+def test_parameter_count_is_read_from_the_model_id(model: str, billions: float | None) -> None:
+    assert model_params_billion(model) == billions
+
+
+def test_weights_larger_than_the_gpu_mean_weights_oom() -> None:
+    assert (
+        weights_hint({"model": "meta-llama/Llama-3.3-70B-Instruct", "gpu_name": "RTX 4090"}) == "weights_oom"
+    )
+
+
+def test_tensor_parallel_split_and_quantization_count() -> None:
+    facts: dict[str, object] = {"model": "Qwen/Qwen2.5-72B-Instruct", "total_gib": 79.19}
+    assert weights_hint(facts) == "weights_oom"
+    assert weights_hint({**facts, "tensor_parallel_size": 4}) is None
+    assert weights_hint({**facts, "model": "Qwen/Qwen2.5-72B-Instruct-AWQ"}) is None
+
+
+def test_unknown_size_or_model_gives_no_hint() -> None:
+    assert weights_hint({"model": "Qwen/Qwen2.5-72B-Instruct"}) is None
+    assert weights_hint({"gpu_name": "H100 80GB"}) is None
