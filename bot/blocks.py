@@ -156,7 +156,7 @@ def _gib(value: float | None) -> str:
 # --- pieces ------------------------------------------------------------------------------------
 
 
-EVIDENCE_WIDTH = 400
+EVIDENCE_WIDTH = 640
 
 
 def _evidence_lines(evidence: Iterable[Evidence], width: int = EVIDENCE_WIDTH) -> list[str]:

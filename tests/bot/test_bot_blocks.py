@@ -162,3 +162,21 @@ def test_limit_checker_catches_violations() -> None:
     assert "51 blocks > 50" in problems
     assert "block 0: header of 151 chars" in problems
     assert "block 1: section text of 3001 chars" in problems
+
+
+def test_every_corpus_diagnosis_renders_within_slack_limits() -> None:
+    """Real diagnoses (the core over the shared corpus) rendered the way the bot posts them."""
+    from service.core import diagnose
+    from service.packs import load_packs
+    from service.schemas import DiagnoseRequest
+
+    packs = load_packs()
+    corpus = sorted((Path(__file__).parents[1] / "corpus").rglob("*.log"))
+    assert corpus, "the shared corpus is missing"
+    for log in corpus:
+        diagnosis = diagnose(DiagnoseRequest(log=log.read_text(encoding="utf-8", errors="replace")), packs)
+        for message in (
+            render_diagnosis(diagnosis),
+            render_diagnosis(diagnosis, all_fixes=True, hosts=["gpu-07"]),
+        ):
+            assert limit_violations(message) == [], log.name
