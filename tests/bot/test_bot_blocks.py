@@ -180,3 +180,24 @@ def test_every_corpus_diagnosis_renders_within_slack_limits() -> None:
             render_diagnosis(diagnosis, all_fixes=True, hosts=["gpu-07"]),
         ):
             assert limit_violations(message) == [], log.name
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "estimate qwen2.5-7b on L4",
+        "will Llama-3.1-70B fit on 2×A100-80GB at 32k?",
+        "will Qwen/Qwen2.5-0.5B-Instruct fit on 24GB with fp8 kv cache at 8192 tokens",
+    ],
+)
+def test_real_estimates_from_sizing_questions_render_within_slack_limits(question: str) -> None:
+    from bot.parse import parse_ask
+    from service.budget import estimate
+    from service.packs.catalog import load_catalog
+
+    request = parse_ask(question).estimate
+    assert request is not None
+    budget = estimate(request, load_catalog(Path(__file__).parents[2] / "rules"))
+    message = render_budget(budget)
+    assert limit_violations(message) == []
+    assert message.blocks[0]["text"]["text"].startswith("Fits" if budget.fits else "Does not fit")
