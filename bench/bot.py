@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import socket
 import statistics
@@ -21,7 +22,9 @@ import httpx
 import uvicorn
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "bot"))
+# This file is bench/bot.py: the script's own folder must not shadow the `bot` package.
+sys.path[0] = str(ROOT)
+sys.path.insert(1, str(ROOT / "tests" / "bot"))
 
 from slack_standin import BOT_TOKEN, BOT_USER, SlackStandin  # noqa: E402
 
@@ -105,6 +108,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 async def _run(service_url: str) -> None:
+    logging.basicConfig(level=logging.WARNING, force=True)
     slack = SlackStandin()
     await slack.start()
     settings = BotSettings(

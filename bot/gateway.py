@@ -105,4 +105,5 @@ def create_gateway(
         route_handlers=[slack_events, healthz],
         request_max_body_size=max_body_bytes,
         on_shutdown=on_shutdown or [],
+        logging_config=None,  # `vramdoc bot` configures logging; Litestar's default would replace it
     )

@@ -69,3 +69,14 @@ async def start_bot(
     yield start
     for stop in reversed(stoppers):
         await stop()
+
+
+@pytest.fixture
+async def service_url() -> AsyncIterator[str]:
+    """The real vramdoc service (packs loaded in its lifespan, in-memory state) on a loopback port."""
+    from service.api.app import create_app
+    from service.api.settings import Settings
+
+    url, stop = await serve(create_app(Settings(rate_limit=None)))
+    yield url
+    await stop()
