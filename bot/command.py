@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import signal
 import sys
 
 import uvicorn
@@ -21,11 +22,18 @@ EXIT_USAGE = 2
 
 
 async def _socket_mode(settings: BotSettings) -> None:
+    """Hold the websocket to Slack until SIGINT/SIGTERM, then close it and the backends cleanly."""
     backends = build_backends(settings)
     app = create_app(settings, backends)
     handler = AsyncSocketModeHandler(app, settings.app_token)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
     try:
-        await handler.start_async()  # type: ignore[no-untyped-call]
+        await handler.connect_async()  # type: ignore[no-untyped-call]
+        logging.getLogger(__name__).info("vramdoc bot connected to Slack in Socket Mode")
+        await stop.wait()
     finally:
         await handler.close_async()  # type: ignore[no-untyped-call]
         await backends.close()

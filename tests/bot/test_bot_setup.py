@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from slack_standin import APP_TOKEN, BOT_TOKEN, SlackStandin
 
 from bot.listeners.commands import COMMAND
 from bot.listeners.shortcuts import CALLBACK_ID
@@ -109,3 +113,24 @@ def test_bot_command_with_a_bad_hosts_file_exits_2(
     monkeypatch.setenv("VRAMDOC_HOSTS_FILE", str(hosts))
     assert main(["bot", "--http", "--port", "0"]) == 2
     assert "needs an http(s) URL" in capsys.readouterr().err
+
+
+async def test_vramdoc_bot_connects_in_socket_mode_and_stops_cleanly_on_sigterm(slack: SlackStandin) -> None:
+    env = {
+        **os.environ,
+        "SLACK_BOT_TOKEN": BOT_TOKEN,
+        "SLACK_APP_TOKEN": APP_TOKEN,
+        "VRAMDOC_SLACK_API_URL": slack.base_url,
+    }
+    env.pop("SLACK_SIGNING_SECRET", None)
+    env.pop("VRAMDOC_REDIS_URL", None)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "service.cli", "bot", env=env, stderr=asyncio.subprocess.DEVNULL
+    )
+    try:
+        await slack.wait_for_socket()
+    finally:
+        proc.terminate()
+        code = await proc.wait()
+    assert code == 0
+    assert slack.called("apps.connections.open")
