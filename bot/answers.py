@@ -250,13 +250,23 @@ async def post(
         )
     ts = str(result.get("ts") or update_ts or "")
     if message.upload is not None:
-        await client.files_upload_v2(
-            channel=place.channel,
-            thread_ts=place.thread_ts or ts,
-            content=message.upload.content,
-            filename=message.upload.filename,
-            title=message.upload.title,
-        )
+        thread = place.thread_ts or ts
+        try:
+            await client.files_upload_v2(
+                channel=place.channel,
+                thread_ts=thread,
+                content=message.upload.content,
+                filename=message.upload.filename,
+                title=message.upload.title,
+            )
+        except SlackApiError as exc:
+            error = exc.response.get("error")
+            log.error("uploading %s into %s failed: %s", message.upload.filename, place.channel, error)
+            await client.chat_postMessage(
+                channel=place.channel,
+                thread_ts=thread,
+                text=f"I could not attach the full report ({error}); the answer above is shortened.",
+            )
     return ts
 
 

@@ -37,6 +37,7 @@ class SlackStandin:
     files: dict[str, tuple[str, bytes]] = field(default_factory=dict)
     uploads: dict[str, bytes] = field(default_factory=dict)
     rate_limited: dict[str, int] = field(default_factory=dict)
+    failing: dict[str, str] = field(default_factory=dict)
     downloads: list[str] = field(default_factory=list)
     socket_acks: list[dict[str, Any]] = field(default_factory=list)
     _ts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -112,6 +113,8 @@ class SlackStandin:
         if auth != f"Bearer {expected}":
             return web.json_response({"ok": False, "error": "invalid_auth"})
         self.calls.append(Call(method, args))
+        if method in self.failing:
+            return web.json_response({"ok": False, "error": self.failing[method]})
         return web.json_response(self._answer(method, args))
 
     def _answer(self, method: str, args: dict[str, Any]) -> dict[str, Any]:

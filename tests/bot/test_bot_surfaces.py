@@ -237,3 +237,23 @@ async def test_report_file_is_uploaded_into_the_thread(slack: SlackStandin) -> N
     assert complete["channel_id"] == "C0CHANNEL" and complete["thread_ts"] == "1700000000.000100"
     [uploaded] = slack.uploads.values()
     assert b"hf_AbCd" not in uploaded and b"[REDACTED]" in uploaded
+
+
+async def test_failed_report_upload_is_told_in_the_thread(slack: SlackStandin) -> None:
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from bot.answers import Place, post
+    from bot.blocks import Upload, render_error
+
+    slack.failing["files.getUploadURLExternal"] = "not_allowed_token_type"
+    client = AsyncWebClient(token=BOT_TOKEN, base_url=slack.base_url)
+    message = msgspec.structs.replace(render_error("long"), upload=Upload("r.txt", "report", "full"))
+
+    await post(client, Place(channel="C0CHANNEL", thread_ts="1700000000.000100"), message)
+
+    first, note = slack.replies()
+    assert (
+        note["text"]
+        == "I could not attach the full report (not_allowed_token_type); the answer above is shortened."
+    )
+    assert note["thread_ts"] == "1700000000.000100"
