@@ -39,6 +39,12 @@ def _scaled_length(configured: int, need_gib: float, have_gib: float, block_size
     return max(0, int(tokens_fit // block) * block - block)
 
 
+def _too_long_for_cache(ctx: FixContext) -> bool:
+    """vLLM said one request of max_model_len does not fit (its figures may be cut off)."""
+    texts = [x.rule for x in ctx.findings] + list(ctx.lines)
+    return any("max-seq-len" in t or "max seq len" in t or "stored in KV cache" in t for t in texts)
+
+
 def fit_max_model_len(ctx: FixContext) -> list[Proposal]:
     """`--max-model-len` at most the longest request the KV cache holds (vLLM's estimate or the budget's)."""
     f = ctx.facts
@@ -57,7 +63,7 @@ def fit_max_model_len(ctx: FixContext) -> list[Proposal]:
     if estimate is None and ctx.budget is not None:
         estimate, source = ctx.budget.max_model_len_fit, "budget"
     if estimate is None:
-        if f.needed_kv_cache_gib is None:
+        if readings.no_cache_blocks(ctx) or not (f.needed_kv_cache_gib or _too_long_for_cache(ctx)):
             return []  # "No available memory for the cache blocks": no length is short enough
         return [
             Proposal(
