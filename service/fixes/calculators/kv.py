@@ -62,6 +62,8 @@ def fit_max_model_len(ctx: FixContext) -> list[Proposal]:
         source, scaled = ctx.source("needed_kv_cache_gib"), True
     if estimate is None and ctx.budget is not None:
         estimate, source = ctx.budget.max_model_len_fit, "budget"
+        if configured is not None and estimate >= configured and _too_long_for_cache(ctx):
+            estimate = None  # the log says it does not fit: the log outranks the estimate
     if estimate is None:
         if readings.no_cache_blocks(ctx) or not (f.needed_kv_cache_gib or _too_long_for_cache(ctx)):
             return []  # "No available memory for the cache blocks": no length is short enough
