@@ -98,3 +98,16 @@ def test_startup_utilization_passes_the_budgets_startup_check(pack: FixPack, loo
         vllm_version="0.29.0",
     )
     assert budget.startup_check.passes
+
+
+def test_no_utilization_is_recommended_below_what_the_model_needs(
+    pack: FixPack, lookup: CatalogLookup
+) -> None:
+    # an orphaned EngineCore holds 70.6 GiB: 0.10 passes the startup check but cannot hold the weights
+    budget = _budget(
+        model="meta-llama/Llama-3.1-8B-Instruct", gpu="H100", free_gib=8.59, vllm_version="0.10.1"
+    )
+    assert budget.min_gpu_memory_utilization is not None and budget.min_gpu_memory_utilization > 0.10
+    facts = Facts(gpu_memory_utilization=0.9, free_gib=8.59, total_gib=79.19, requested_gib=71.27)
+    fixes = rank_fixes("startup_budget", facts, [], budget, None, "0.10.1", pack, catalog=lookup)
+    assert [f.id for f in fixes] == ["free-gpu-memory"]
