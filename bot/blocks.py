@@ -28,7 +28,6 @@ __all__ = [
     "render_error",
     "render_help",
     "render_snapshots",
-    "render_working",
     "scrub",
 ]
 
@@ -459,10 +458,6 @@ def render_snapshots(
 def render_error(sentence: str) -> Message:
     """One sentence telling the person what went wrong and, where possible, what to do."""
     return _message(sentence, [_section(f":x: {sentence}")], failed=True)
-
-
-def render_working() -> Message:
-    return _message("Working on it…", [_context(":hourglass_flowing_sand: Working on it…")])
 
 
 HELP_TEXT = """*vramdoc* diagnoses vLLM GPU-memory failures.
