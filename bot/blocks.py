@@ -377,6 +377,9 @@ def render_diagnosis(
     if shown:
         blocks.append(_section(f"*Fixes* ({len(shown)} of {len(diagnosis.fixes)}, best first)"))
         blocks += [_fix_block(fix) for fix in shown]
+    if diagnosis.corrected_command:
+        command, _ = _code([diagnosis.corrected_command])
+        blocks.append(_section(f"*Corrected command* (top fix applied)\n{command}"))
     if diagnosis.budget is not None:
         blocks += _budget_blocks(diagnosis.budget)
     gpu_blocks, rows, rows_cut = _snapshot_blocks(snapshots, failures)
