@@ -282,12 +282,28 @@ def _scrub(node: Any) -> Any:
     return node
 
 
+def _recut(block: Block) -> Block:
+    """Limits again after redaction, which can lengthen a text (`password=abc` → `password=[REDACTED]`)."""
+    kind = block.get("type")
+    if kind in {"header", "section"} and "text" in block:
+        limit = LIMITS["header_text"] if kind == "header" else LIMITS["section_text"]
+        block["text"]["text"] = _cut(block["text"]["text"], limit)
+    for field in block.get("fields", []):
+        field["text"] = _cut(field["text"], LIMITS["field_text"])
+    for element in block.get("elements", []):
+        if isinstance(element.get("text"), str):
+            element["text"] = _cut(element["text"], 2000)
+        elif isinstance(element.get("text"), dict):
+            element["text"]["text"] = _cut(element["text"]["text"], LIMITS["button_text"])
+    return block
+
+
 def scrub(message: Message) -> Message:
     """The message with every secret redacted: text, blocks and the report file alike."""
     upload = message.upload
     return Message(
-        text=redact(message.text),
-        blocks=_scrub(message.blocks),
+        text=_cut(redact(message.text), LIMITS["message_text"]),
+        blocks=[_recut(block) for block in _scrub(message.blocks)],
         upload=Upload(upload.filename, upload.title, redact(upload.content)) if upload else None,
         failed=message.failed,
     )

@@ -209,3 +209,13 @@ def test_corrected_command_is_shown_copyable() -> None:
     texts = [b["text"]["text"] for b in message.blocks if b["type"] == "section" and "text" in b]
     assert any(f"```\n{command}\n```" in text for text in texts)
     assert limit_violations(message) == []
+
+
+def test_redaction_that_lengthens_text_still_keeps_slack_limits() -> None:
+    noisy = " ".join(["password=abcd"] * 400)
+    diagnosis = msgspec.structs.replace(
+        kv_capacity_diagnosis(), summary=noisy, title=noisy, evidence=[Evidence(line=1, text=noisy)]
+    )
+    message = render_diagnosis(diagnosis)
+    assert limit_violations(message) == []
+    assert "abcd" not in _all_strings(message)
