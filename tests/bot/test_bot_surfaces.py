@@ -210,10 +210,19 @@ async def test_socket_mode_acks_envelopes_and_a_retry_gets_no_second_reply(
             {**envelope, "envelope_id": "env-2", "retry_attempt": 1, "retry_reason": "timeout"}
         )
         await slack.wait_for(lambda: len(slack.socket_acks) == 2)
+        command = {
+            "envelope_id": "env-3",
+            "type": "slash_commands",
+            "accepts_response_payload": True,
+            "payload": _slash("help"),
+        }
+        await slack.send_envelope(command)
+        await slack.wait_for(lambda: len(slack.socket_acks) == 3)
     finally:
         await handler.close_async()  # type: ignore[no-untyped-call]
         await backends.close()
-    assert [ack["envelope_id"] for ack in slack.socket_acks] == ["env-1", "env-2"]
+    assert [ack["envelope_id"] for ack in slack.socket_acks] == ["env-1", "env-2", "env-3"]
+    assert "Paste a log" in json.dumps(slack.socket_acks[2]["payload"])
     assert len(slack.replies()) == 1
     assert slack.called("apps.connections.open")
 
