@@ -266,3 +266,18 @@ async def test_failed_report_upload_is_told_in_the_thread(slack: SlackStandin) -
         == "I could not attach the full report (not_allowed_token_type); the answer above is shortened."
     )
     assert note["thread_ts"] == "1700000000.000100"
+
+
+async def test_slash_command_where_the_bot_cannot_post_says_so_privately(
+    start_bot, slack: SlackStandin, agent: AgentStandin, redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    await register_agent(redis_client, key_prefix, "gpu-07", agent.url)
+    bot = await start_bot(closed_port_url())
+    slack.failing["chat.postMessage"] = "not_in_channel"
+
+    await bot.form({**_slash("gpu-07"), "response_url": f"{slack.root}respond/1"})
+
+    await slack.wait_for(lambda: bool(slack.responses))
+    [response] = slack.responses
+    assert response["response_type"] == "ephemeral"
+    assert response["text"].startswith("I could not post in this channel")
