@@ -35,12 +35,12 @@ from service.redact import redact
 from service.schemas import DiagnoseRequest, Snapshot
 
 __all__ = [
-    "help_message",
     "Backends",
     "Place",
     "UserError",
     "answer",
     "compose",
+    "help_message",
     "merge",
     "post",
     "read_files",
