@@ -110,7 +110,7 @@ def _traceback_start(doc: Document, line: Line, limit: int) -> int:
     """Line number of the traceback header (same process) that `line` ends, or a window start."""
     for number in range(line.number - 1, max(0, line.number - limit), -1):
         candidate = doc.line(number)
-        if candidate.source == line.source and candidate.text.startswith(TRACEBACK):
+        if candidate.source == line.source and TRACEBACK in candidate.text:
             return number
     return max(1, line.number - 60)
 
@@ -141,8 +141,11 @@ def place_oom(ctx: Context, oom: Hit, hint: Phase | None) -> Placement:
     stage = _frame_stage(after, after[0].line.source) if after else None
     if stage is not None:
         return Placement(_STAGE_PHASE[stage], 0.75, "traceback frames after it", line.number)
-    if hint is not None:
+    if hint is not None:  # only set when the weights alone cannot fit: then nothing else could run
         return Placement(hint, 0.6, "the model and GPU given", None)
+    serving = [h for h in ctx.hits if h.compiled.rule.kind == "wrapper" and h.compiled.rule.stage == "serving"]
+    if serving:
+        return Placement("runtime_oom", 0.65, "the engine died while serving", serving[0].line.number)
     phase = oom.compiled.rule.phase or "warmup_oom"
     return Placement(phase, 0.5, "no context around it", None)
 

@@ -36,7 +36,7 @@ _TRIGGERS = _triggers()
 # One alternation per prefix family; split_prefixes strips them repeatedly until none is left.
 _PREFIX = re.compile(
     r"""^(?:
-      (?P<quote>>[ ]?|\*\*|[ ]+(?=[A-Z(\[]))                                # markdown quote/bold, indent
+      (?P<quote>>[ ]?|\*\*|[ ]*\|[ ]+|[ ]+(?=[A-Z(\[]))               # quote, bold, CI pipe, indent
     | (?P<container>[A-Za-z0-9][\w.\-]*[ ]*\|[ ])                          # docker compose: vllm-1  |
     | (?P<iso>\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ ]+)
     | \((?P<proc>[A-Za-z_][\w\-]*(?:[ ]rank=\d+)?[ ]pid=\d+(?:,[ ]ip=[\w.:\-]+)?)\)[ ]*
