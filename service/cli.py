@@ -60,6 +60,7 @@ def _add_estimate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--kv-cache-memory-bytes", type=str)
     p.add_argument("--free-gib", type=float, help="free memory per GPU at startup, in GiB")
     p.add_argument("--vllm-version")
+    p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs (none in the budget)")
     p.add_argument("--json", action="store_true", help="print the Budget JSON contract only")
 
 

@@ -323,3 +323,4 @@ class EstimateRequest(Wire, frozen=True):
     kv_cache_memory_bytes: int | None = None
     free_gib: float | None = None
     vllm_version: str | None = None
+    enforce_eager: bool | None = None

@@ -15,6 +15,7 @@ from typing import Any
 
 import re2
 
+from service.packs.catalog import Catalog, load_catalog
 from service.packs.loader import PackError
 from service.packs.signatures import OPTIONS, CompiledRule, compile_pack, pack_files
 
@@ -64,6 +65,7 @@ class RulePacks:
     signatures: SignatureIndex
     digest: str
     root: Path
+    catalog: Catalog
 
 
 def default_rules_dir() -> Path:
@@ -140,4 +142,7 @@ def load_packs(rules_dir: Path | None = None) -> RulePacks:
     if not root.is_dir():
         raise PackError(str(root), "is not a rules folder (set VRAMDOC_RULES_DIR to one)")
     signatures = load_signatures(root)
-    return RulePacks(signatures=signatures, digest=_digest(root, pack_files(root)), root=root)
+    catalog = load_catalog(root)
+    return RulePacks(
+        signatures=signatures, digest=_digest(root, pack_files(root)), root=root, catalog=catalog
+    )

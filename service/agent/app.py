@@ -1,0 +1,133 @@
+"""The agent's HTTP surface: `GET /v1/snapshot` behind a bearer token, `GET /healthz` open.
+
+Snapshots list processes and command lines, so a request without the right token gets a bare 401
+and nothing else. The token is compared with `hmac.compare_digest`, in constant time. When Redis is
+configured the agent keeps itself registered for the bot (see `registry`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+
+from litestar import Litestar, Request, get
+from litestar.datastructures import State
+from litestar.response import Response
+from redis.asyncio import Redis
+
+from service.agent.registry import AGENT_KEY_PREFIX, Heartbeat, RegistrationBuilder
+from service.agent.settings import AgentSettings
+from service.agent.snapshot import collect_snapshot, gpu_summary, read_gpus, utc_now
+from service.schemas import AgentRegistration, Snapshot
+
+__all__ = ["AgentIdentity", "authorized", "create_app", "package_version"]
+
+log = logging.getLogger("vramdoc.agent")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentIdentity:
+    """Who this agent is: its registry name, the URL the bot should call, and its secret."""
+
+    host: str
+    url: str
+    token: str
+
+
+def package_version() -> str:
+    try:
+        return version("vramdoc")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def authorized(header: str | None, token: str) -> bool:
+    """True when the Authorization header carries exactly this bearer token (constant-time compare)."""
+    presented = ""
+    if header is not None:
+        scheme, _, value = header.strip().partition(" ")
+        if scheme.lower() == "bearer":
+            presented = value.strip()
+    return hmac.compare_digest(presented.encode(), token.encode())
+
+
+def _unauthorized() -> Response[bytes]:
+    return Response(
+        content=b"", status_code=401, headers={"WWW-Authenticate": 'Bearer realm="vramdoc-agent"'}
+    )
+
+
+@get("/v1/snapshot")
+async def snapshot(request: Request[object, object, State]) -> Response[bytes] | Snapshot:
+    identity: AgentIdentity = request.app.state.identity
+    if not authorized(request.headers.get("authorization"), identity.token):
+        return _unauthorized()
+    settings: AgentSettings = request.app.state.settings
+    return await collect_snapshot(settings, identity.host)
+
+
+@get("/healthz")
+async def healthz(request: Request[object, object, State]) -> dict[str, str]:
+    identity: AgentIdentity = request.app.state.identity
+    return {"status": "ok", "host": identity.host}
+
+
+def _registration_builder(settings: AgentSettings, identity: AgentIdentity) -> RegistrationBuilder:
+    agent_version = package_version()
+
+    async def build() -> AgentRegistration:
+        reading = await read_gpus(settings)
+        return AgentRegistration(
+            host=identity.host,
+            url=identity.url,
+            gpus=gpu_summary(reading.gpus),
+            registered_at=utc_now(),
+            version=agent_version,
+        )
+
+    return build
+
+
+@contextlib.asynccontextmanager
+async def _registration(app: Litestar) -> AsyncIterator[None]:
+    """Run the heartbeat for the app's lifetime when Redis is configured; deregister on shutdown."""
+    settings: AgentSettings = app.state.settings
+    identity: AgentIdentity = app.state.identity
+    if settings.redis_url is None:
+        log.info("VRAMDOC_REDIS_URL is not set: this agent will not register itself for the bot")
+        yield
+        return
+    redis = Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
+    heartbeat = Heartbeat(
+        redis, _registration_builder(settings, identity), settings.heartbeat_s, app.state.registry_prefix
+    )
+    app.state.heartbeat = heartbeat
+    task = asyncio.create_task(heartbeat.run(), name="vramdoc-agent-heartbeat")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await heartbeat.stop()
+        await redis.aclose()
+
+
+def create_app(
+    settings: AgentSettings, identity: AgentIdentity, *, registry_prefix: str = AGENT_KEY_PREFIX
+) -> Litestar:
+    """The agent app; `registry_prefix` only changes for test isolation."""
+    app = Litestar(
+        route_handlers=[snapshot, healthz],
+        lifespan=[_registration],
+        openapi_config=None,
+    )
+    app.state.settings = settings
+    app.state.identity = identity
+    app.state.registry_prefix = registry_prefix
+    return app

@@ -1,0 +1,345 @@
+"""Scrapes Prometheus text: the local vLLM servers' serving signals and, optionally, dcgm-exporter.
+
+vLLM V1 logs no line when it preempts a request, so `/metrics` is the only way to see preemption
+under load. Metric names follow the fact sheet §7: `vllm:kv_cache_usage_perc` (0.9.2+) or
+`vllm:gpu_cache_usage_perc` (V0, and V1 up to 0.11), `vllm:num_requests_running/waiting`,
+`vllm:num_preemptions_total`; V1 labels every sample with `model_name` and `engine`, and a server
+with several engines (data parallel) reports one sample per engine, which are combined here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import httpx
+
+from service.schemas import GpuInfo, MigInstance, SnapshotError, VllmServer
+
+__all__ = [
+    "DcgmReading",
+    "MetricsFormatError",
+    "Sample",
+    "dcgm_gpus",
+    "parse_prometheus",
+    "scrape_dcgm",
+    "scrape_vllm",
+    "scrape_vllm_servers",
+    "vllm_server",
+]
+
+MIB_PER_GIB = 1024.0
+_NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_LABEL_NAME_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+_ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
+_MAX_BODY_BYTES = 8 * 2**20
+
+
+class MetricsFormatError(ValueError):
+    """The text is not in the Prometheus exposition format; the message names the line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    name: str
+    labels: dict[str, str]
+    value: float
+
+
+def parse_prometheus(text: str) -> list[Sample]:
+    """Parse Prometheus text exposition (0.0.4): comments, labels with escapes, NaN and ±Inf."""
+    samples = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            samples.append(_parse_sample(line))
+        except MetricsFormatError as err:
+            raise MetricsFormatError(f"line {number}: {err}") from None
+    return samples
+
+
+def _parse_sample(line: str) -> Sample:
+    match = _NAME_RE.match(line)
+    if match is None:
+        raise MetricsFormatError(f"no metric name at the start of {line[:60]!r}")
+    name, pos = match.group(), match.end()
+    labels: dict[str, str] = {}
+    if pos < len(line) and line[pos] == "{":
+        labels, pos = _parse_labels(line, pos + 1)
+    rest = line[pos:].split()
+    if not rest or len(rest) > 2 or (pos < len(line) and not line[pos].isspace()):
+        raise MetricsFormatError(f"expected a value (and optional timestamp) after {name}")
+    return Sample(name=name, labels=labels, value=_parse_value(rest[0]))
+
+
+def _parse_labels(line: str, pos: int) -> tuple[dict[str, str], int]:
+    labels: dict[str, str] = {}
+    while True:
+        while pos < len(line) and line[pos] in " \t":
+            pos += 1
+        if pos < len(line) and line[pos] == "}":
+            return labels, pos + 1
+        match = _LABEL_NAME_RE.match(line, pos)
+        if match is None or line[match.end() : match.end() + 2] != '="':
+            raise MetricsFormatError(f"malformed label at column {pos + 1}")
+        value, pos = _parse_label_value(line, match.end() + 2)
+        labels[match.group()] = value
+        while pos < len(line) and line[pos] in " \t":
+            pos += 1
+        if pos < len(line) and line[pos] == ",":
+            pos += 1
+        elif pos >= len(line) or line[pos] != "}":
+            raise MetricsFormatError(f"expected ',' or '}}' at column {pos + 1}")
+
+
+def _parse_label_value(line: str, pos: int) -> tuple[str, int]:
+    out: list[str] = []
+    while pos < len(line):
+        char = line[pos]
+        if char == '"':
+            return "".join(out), pos + 1
+        if char == "\\" and pos + 1 < len(line):
+            nxt = line[pos + 1]
+            out.append(_ESCAPES.get(nxt, "\\" + nxt))
+            pos += 2
+            continue
+        out.append(char)
+        pos += 1
+    raise MetricsFormatError("unterminated label value")
+
+
+def _parse_value(text: str) -> float:
+    special = {"nan": math.nan, "+inf": math.inf, "inf": math.inf, "-inf": -math.inf}
+    if text.lower() in special:
+        return special[text.lower()]
+    try:
+        return float(text)
+    except ValueError:
+        raise MetricsFormatError(f"{text!r} is not a number") from None
+
+
+# --- vLLM --------------------------------------------------------------------------------------
+
+
+def _values(samples: Iterable[Sample], name: str) -> list[float]:
+    return [s.value for s in samples if s.name == name and not math.isnan(s.value)]
+
+
+def _total(samples: Sequence[Sample], *names: str) -> int | None:
+    for name in names:
+        values = _values(samples, name)
+        if values:
+            return int(sum(values))
+    return None
+
+
+def vllm_server(url: str, samples: Sequence[Sample]) -> VllmServer | None:
+    """The serving signals in one vLLM `/metrics` page; None when it holds no vLLM metric."""
+    vllm = [s for s in samples if s.name.startswith("vllm:")]
+    if not vllm:
+        return None
+    usage = _values(vllm, "vllm:kv_cache_usage_perc") or _values(vllm, "vllm:gpu_cache_usage_perc")
+    models = sorted({s.labels["model_name"] for s in vllm if s.labels.get("model_name")})
+    v0_only = {"vllm:num_requests_swapped", "vllm:cpu_cache_usage_perc"}
+    era: Literal["v0", "v1"] = "v0" if any(s.name in v0_only for s in vllm) else "v1"
+    return VllmServer(
+        url=url,
+        model=", ".join(models) or None,
+        # engines hold equal KV caches, so the mean is the share of all blocks in use
+        kv_cache_usage=round(sum(usage) / len(usage), 4) if usage else None,
+        requests_running=_total(vllm, "vllm:num_requests_running"),
+        requests_waiting=_total(vllm, "vllm:num_requests_waiting"),
+        preemptions_total=_total(vllm, "vllm:num_preemptions_total", "vllm:num_preemptions"),
+        metrics_era=era,
+    )
+
+
+def metrics_url(url: str) -> str:
+    """Accept a server's base URL or its /metrics URL."""
+    trimmed = url.rstrip("/")
+    return trimmed if trimmed.endswith("/metrics") else f"{trimmed}/metrics"
+
+
+async def _fetch(client: httpx.AsyncClient, url: str) -> str:
+    """The page's text, read in chunks so a huge or endless body is cut off at the limit."""
+    async with client.stream("GET", url) as response:
+        if response.status_code != 200:
+            raise httpx.HTTPStatusError(
+                f"HTTP {response.status_code}", request=response.request, response=response
+            )
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > _MAX_BODY_BYTES:
+                raise MetricsFormatError(f"the page is larger than {_MAX_BODY_BYTES // 2**20} MiB")
+    return body.decode(response.encoding or "utf-8", errors="replace")
+
+
+def _failure(url: str, err: BaseException) -> str:
+    while isinstance(err, BaseExceptionGroup) and err.exceptions:
+        err = err.exceptions[0]  # anyio groups connect errors; the first one says what happened
+    if isinstance(err, httpx.TimeoutException):
+        return f"{url} did not answer within the scrape timeout"
+    if isinstance(err, httpx.ConnectError):
+        return f"nothing answered at {url} (is the vLLM server running there?)"
+    if isinstance(err, httpx.HTTPStatusError):
+        return f"{url} answered {err} instead of metrics"
+    if isinstance(err, MetricsFormatError):
+        return f"{url} did not return Prometheus text: {err}"
+    return f"{url} could not be scraped: {err}"
+
+
+async def scrape_vllm(client: httpx.AsyncClient, url: str) -> VllmServer | SnapshotError:
+    source = f"vllm:{url}"
+    target = metrics_url(url)
+    try:
+        samples = parse_prometheus(await _fetch(client, target))
+    except Exception as err:  # every failure becomes an error entry (connect errors may come grouped)
+        return SnapshotError(source=source, reason=_failure(target, err))
+    server = vllm_server(url, samples)
+    if server is None:
+        return SnapshotError(source=source, reason=f"{target} has no vllm: metrics (not a vLLM server?)")
+    return server
+
+
+async def scrape_vllm_servers(
+    urls: Sequence[str], timeout_s: float
+) -> tuple[list[VllmServer], list[SnapshotError]]:
+    """Scrape every server at once; each failure is an error entry, never an exception."""
+    if not urls:
+        return [], []
+    async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=False) as client:
+        results = await asyncio.gather(*(scrape_vllm(client, url) for url in urls))
+    servers = [r for r in results if isinstance(r, VllmServer)]
+    errors = [r for r in results if isinstance(r, SnapshotError)]
+    return servers, errors
+
+
+# --- dcgm-exporter -----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class DcgmReading:
+    driver_version: str | None = None
+    gpus: list[GpuInfo] = field(default_factory=list)
+    errors: list[SnapshotError] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _DcgmDevice:
+    labels: dict[str, str]
+    values: dict[str, float] = field(default_factory=dict)
+
+
+def _fb(values: dict[str, float], part: str) -> float | None:
+    value = values.get(f"DCGM_FI_DEV_FB_{part}")
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _gib_from_mib(mib: float) -> float:
+    return round(mib / MIB_PER_GIB, 3)
+
+
+def dcgm_gpus(samples: Sequence[Sample]) -> DcgmReading:
+    """GPUs from dcgm-exporter framebuffer metrics (MiB), one per `gpu` label; MIG rows nest."""
+    devices: dict[tuple[int, str | None], _DcgmDevice] = {}
+    reading = DcgmReading()
+    for s in samples:
+        if not s.name.startswith("DCGM_FI_") or not s.labels.get("gpu", "").isdigit():
+            continue
+        key = (int(s.labels["gpu"]), s.labels.get("GPU_I_ID"))
+        device = devices.setdefault(key, _DcgmDevice(labels=s.labels))
+        device.values[s.name] = s.value
+        reading.driver_version = reading.driver_version or s.labels.get("DCGM_FI_DRIVER_VERSION")
+    for index in sorted({key[0] for key in devices}):
+        whole = devices.get((index, None))
+        slots = sorted((k[1] for k in devices if k[0] == index and k[1] is not None), key=_slot_order)
+        parts = [devices[(index, slot)] for slot in slots]
+        instances = [_dcgm_instance(slot, part) for slot, part in zip(slots, parts, strict=True)]
+        if whole is None and parts:
+            whole = _sum_instances(parts)
+        gpu = _dcgm_gpu(index, whole, [i for i in instances if i is not None], reading.errors)
+        if gpu is not None:
+            reading.gpus.append(gpu)
+    if not devices:
+        reading.errors.append(SnapshotError(source="dcgm", reason="dcgm-exporter reported no GPU"))
+    return reading
+
+
+def _slot_order(slot: str) -> tuple[int, str]:
+    return (int(slot), "") if slot.isdigit() else (-1, slot)
+
+
+def _sum_instances(parts: Sequence[_DcgmDevice]) -> _DcgmDevice:
+    """A GPU in MIG mode reported only per instance: its framebuffer is the sum of theirs."""
+    values: dict[str, float] = {}
+    for part in parts:
+        for name, value in part.values.items():
+            if name.startswith("DCGM_FI_DEV_FB_"):
+                values[name] = values.get(name, 0.0) + value
+    return _DcgmDevice(labels=parts[0].labels, values=values)
+
+
+def _dcgm_instance(slot: str, device: _DcgmDevice) -> MigInstance | None:
+    used, free = _fb(device.values, "USED"), _fb(device.values, "FREE")
+    if used is None or free is None:
+        return None
+    reserved = _fb(device.values, "RESERVED") or 0.0
+    labels = device.labels
+    return MigInstance(
+        index=int(slot) if slot.isdigit() else 0,
+        uuid=device.labels.get("UUID", "unknown"),
+        name=f"{labels.get('modelName', 'unknown')} MIG {labels.get('GPU_I_PROFILE', '')}".strip(),
+        total_gib=_gib_from_mib(used + free + reserved),
+        used_gib=_gib_from_mib(used),
+        free_gib=_gib_from_mib(free),
+    )
+
+
+def _dcgm_gpu(
+    index: int, whole: _DcgmDevice | None, instances: list[MigInstance], errors: list[SnapshotError]
+) -> GpuInfo | None:
+    if whole is None:
+        return None
+    used, free = _fb(whole.values, "USED"), _fb(whole.values, "FREE")
+    if used is None or free is None:
+        reason = (
+            f"GPU {index} has no DCGM_FI_DEV_FB_USED/FREE samples (enable them in the exporter's counters)"
+        )
+        errors.append(SnapshotError(source=f"dcgm:gpu{index}", reason=reason))
+        return None
+    reserved = _fb(whole.values, "RESERVED")
+    total = _fb(whole.values, "TOTAL") or (used + free + (reserved or 0.0))
+    util = whole.values.get("DCGM_FI_DEV_GPU_UTIL")
+    return GpuInfo(
+        index=index,
+        uuid=whole.labels.get("UUID", "unknown"),
+        name=whole.labels.get("modelName", "unknown"),
+        total_gib=_gib_from_mib(total),
+        used_gib=_gib_from_mib(used),
+        free_gib=_gib_from_mib(free),
+        reserved_gib=_gib_from_mib(reserved) if reserved is not None else None,
+        utilization_pct=int(util) if util is not None and math.isfinite(util) else None,
+        compute_capability=None,
+        mig_mode=bool(instances) or None,
+        memory_api="dcgm",
+        mig_instances=instances,
+    )
+
+
+async def scrape_dcgm(url: str, timeout_s: float) -> DcgmReading:
+    """GPU memory from a dcgm-exporter endpoint; failures become error entries."""
+    target = metrics_url(url)
+    try:
+        async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=False) as client:
+            samples = parse_prometheus(await _fetch(client, target))
+    except Exception as err:  # every failure, expected or not, becomes an error entry
+        reason = _failure(target, err).replace("vLLM server", "dcgm-exporter") + "; no GPU could be read"
+        return DcgmReading(errors=[SnapshotError(source=f"dcgm:{url}", reason=reason)])
+    return dcgm_gpus(samples)

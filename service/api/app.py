@@ -1,0 +1,82 @@
+"""The Litestar application: settings in, an ASGI app out.
+
+Rule packs load once per worker in the lifespan and sit read-only on `app.state`; a broken pack
+raises PackError (file, rule, field) and the worker never starts serving.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from litestar import Litestar, Router
+from litestar.datastructures import State
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import ScalarRenderPlugin
+from litestar.plugins.prometheus import PrometheusController
+
+from service.api.access import rate_limit, require_token
+from service.api.monitoring import init_sentry, prometheus_config
+from service.api.openapi import add_request_components
+from service.api.problems import exception_handlers
+from service.api.routes import V1_HANDLERS, catalog_views, health_handlers
+from service.api.settings import Settings
+from service.api.stores import SharedState
+from service.packs import load_packs
+from service.packs.catalog import load_catalog
+
+__all__ = ["create_app", "create_app_from_env"]
+
+log = logging.getLogger("vramdoc.service")
+
+
+def _lifespan(settings: Settings) -> object:
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        packs = load_packs(settings.rules_dir)
+        catalog = load_catalog(packs.root)
+        app.state.packs, app.state.catalog = packs, catalog
+        app.state.model_list, app.state.gpu_list, app.state.rules_info = catalog_views(packs, catalog)
+        shared = SharedState(
+            settings.redis_url, namespace=settings.redis_prefix, cache_max_entries=settings.cache_max_entries
+        )
+        app.state.shared = shared
+        log.info("vramdoc service ready: rules %s, redis %s", packs.digest, await shared.redis_status())
+        try:
+            yield
+        finally:
+            await shared.close()
+
+    return lifespan
+
+
+def create_app(settings: Settings) -> Litestar:
+    """Build the app; nothing is loaded until the ASGI server runs the lifespan."""
+    if settings.sentry_dsn:
+        init_sentry(settings.sentry_dsn, settings.sentry_environment)
+    v1 = Router("/v1", route_handlers=V1_HANDLERS, guards=[rate_limit, require_token])
+    metrics = prometheus_config()
+    app = Litestar(
+        route_handlers=[v1, *health_handlers, PrometheusController],
+        lifespan=[_lifespan(settings)],  # type: ignore[list-item]
+        state=State({"settings": settings}),
+        exception_handlers=exception_handlers,
+        middleware=[metrics.middleware],
+        request_max_body_size=settings.max_body_bytes,
+        openapi_config=OpenAPIConfig(
+            title="vramdoc",
+            version="1",
+            description="Diagnoses vLLM GPU-memory failures from logs, estimates budgets, ranks fixes.",
+            path="/schema",
+            render_plugins=[ScalarRenderPlugin()],
+        ),
+        debug=False,
+    )
+    add_request_components(app.openapi_schema)
+    return app
+
+
+def create_app_from_env() -> Litestar:
+    """The factory `vramdoc serve` hands to uvicorn: each worker reads the same environment."""
+    return create_app(Settings.from_env())

@@ -1,0 +1,348 @@
+"""Route handlers: decode the request, redact it, call the core (or the cache), return a Struct.
+
+`/v1/diagnose` and `/v1/classify` take a JSON `DiagnoseRequest`, or the raw log in any other content
+type with the hints as query parameters (`curl --data-binary @vllm.log '...?model=...'`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+import anyio.to_thread
+import msgspec
+from litestar import Request, Response, get, post
+from litestar.datastructures import State
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.params import JSONBody, Parameter
+
+from service import core
+from service.api.monitoring import DIAGNOSES
+from service.api.openapi import LogBodyOperation
+from service.api.problems import PROBLEM_MEDIA_TYPE, FieldError, Problem, ProblemError, decode_error
+from service.api.settings import Settings
+from service.api.stores import SharedState
+from service.budget import estimate as estimate_budget
+from service.packs import RulePacks
+from service.packs.catalog import Catalog
+from service.redact import redact
+from service.schemas import Budget, DiagnoseRequest, Diagnosis, EstimateRequest, Snapshot
+
+__all__ = ["V1_HANDLERS", "catalog_views", "health_handlers"]
+
+T = TypeVar("T", Diagnosis, Budget)
+
+MAX_TOP = 50
+# Logs above this size are diagnosed on a worker thread so health probes still answer meanwhile.
+_THREAD_ABOVE_BYTES = 256 * 1024
+
+_PROBLEMS = {
+    status: ResponseSpec(data_container=Problem, media_type=PROBLEM_MEDIA_TYPE, description=text)
+    for status, text in {
+        400: "Malformed body or parameter; `errors` names the field.",
+        401: "Missing or wrong bearer token (only when the service has API tokens).",
+        413: "Body larger than VRAMDOC_MAX_BODY_BYTES.",
+        422: "Input the core cannot use: empty log, unknown model or GPU (with `suggestions`).",
+        429: "Rate limit reached; see Retry-After.",
+    }.items()
+}
+
+_Hint = Annotated[str | None, Parameter(required=False, max_length=4096)]
+_Top = Annotated[int | None, Parameter(required=False, ge=0, le=MAX_TOP, description="fixes to return")]
+
+
+class Health(msgspec.Struct, frozen=True):
+    status: str
+
+
+class Readiness(msgspec.Struct, frozen=True):
+    status: str
+    rules_version: str
+    redis: str
+
+
+class PackSummary(msgspec.Struct, frozen=True):
+    signature_packs: list[str]
+    signature_rules: int
+    models: int
+    checkpoints: int
+    gpus: int
+
+
+class RulesInfo(msgspec.Struct, frozen=True):
+    rules_version: str
+    packs: PackSummary
+
+
+class ModelInfo(msgspec.Struct, frozen=True, omit_defaults=True):
+    id: str
+    hf_id: str | None
+    family: str | None
+    aliases: list[str]
+    max_position_embeddings: int | None = None
+    quantization: str | None = None
+    base: str | None = None
+
+
+class GpuEntry(msgspec.Struct, frozen=True):
+    id: str
+    total_gib: float
+    compute_capability: str
+    aliases: list[str]
+
+
+def catalog_views(packs: RulePacks, catalog: Catalog) -> tuple[list[ModelInfo], list[GpuEntry], RulesInfo]:
+    """What /v1/models, /v1/gpus and /v1/rules answer, computed once when the packs load."""
+    model_list = [
+        ModelInfo(
+            m.id,
+            m.hf_id,
+            m.family,
+            list(m.aliases),
+            m.max_position_embeddings,
+            m.quantization.method if m.quantization else None,
+        )
+        for m in catalog.models.models
+    ] + [
+        ModelInfo(c.id, None, None, list(c.aliases), quantization=c.quantization.method, base=c.base)
+        for c in catalog.models.checkpoints
+    ]
+    gpu_list = [GpuEntry(g.id, g.total_gib, g.compute_capability, list(g.aliases)) for g in catalog.gpus.gpus]
+    summary = PackSummary(
+        signature_packs=list(packs.signatures.packs),
+        signature_rules=len(packs.signatures.rules),
+        models=len(catalog.models.models),
+        checkpoints=len(catalog.models.checkpoints),
+        gpus=len(gpu_list),
+    )
+    return model_list, gpu_list, RulesInfo(rules_version=packs.digest, packs=summary)
+
+
+# --- decoding ----------------------------------------------------------------------------------
+
+
+def _is_json(content_type: str | None) -> bool:
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
+
+
+def _redact_snapshot(snapshot: Snapshot) -> Snapshot:
+    gpus = [
+        msgspec.structs.replace(
+            gpu,
+            processes=[
+                msgspec.structs.replace(p, cmdline=redact(p.cmdline) if p.cmdline else p.cmdline)
+                for p in gpu.processes
+            ],
+        )
+        for gpu in snapshot.gpus
+    ]
+    return msgspec.structs.replace(snapshot, gpus=gpus)
+
+
+def _redacted(req: DiagnoseRequest) -> DiagnoseRequest:
+    """Scrub secrets before the request is diagnosed, cached or echoed back in evidence."""
+    return msgspec.structs.replace(
+        req,
+        log=redact(req.log),
+        command=redact(req.command) if req.command else req.command,
+        snapshot=_redact_snapshot(req.snapshot) if req.snapshot else None,
+    )
+
+
+class LogHints(msgspec.Struct, frozen=True):
+    """The query parameters of a log request; they fill in what a JSON body leaves out."""
+
+    model: str | None
+    gpu: str | None
+    command: str | None
+    vllm_version: str | None
+    top: int | None
+
+
+def _log_request(body: bytes, is_json: bool, hints: LogHints) -> DiagnoseRequest:
+    """A JSON DiagnoseRequest, or a raw log (any bytes, decoded with replacement) plus the hints; redacted."""
+    if is_json:
+        try:
+            req = msgspec.json.decode(body, type=DiagnoseRequest)
+        except msgspec.DecodeError as exc:
+            raise decode_error(exc) from None
+        req = msgspec.structs.replace(
+            req,
+            model=req.model or hints.model,
+            gpu=req.gpu or hints.gpu,
+            command=req.command or hints.command,
+            vllm_version=req.vllm_version or hints.vllm_version,
+        )
+    else:
+        req = DiagnoseRequest(
+            log=body.decode("utf-8", errors="replace"),
+            model=hints.model,
+            gpu=hints.gpu,
+            command=hints.command,
+            vllm_version=hints.vllm_version,
+            top=5 if hints.top is None else hints.top,
+        )
+    if not 0 <= req.top <= MAX_TOP:
+        detail = f"The body field $.top must be between 0 and {MAX_TOP}, not {req.top}."
+        raise ProblemError(400, "validation-error", "Invalid request", detail, [FieldError("$.top", detail)])
+    return _redacted(req)
+
+
+# --- answering ---------------------------------------------------------------------------------
+
+
+def _cache_key(endpoint: str, packs: RulePacks, *parts: bytes) -> str:
+    """sha256 over the endpoint, the rules digest and the request exactly as received (one-way)."""
+    digest = hashlib.sha256(f"{endpoint}\0{packs.digest}".encode())
+    for part in parts:
+        digest.update(b"\0%d\0" % len(part))
+        digest.update(part)
+    return f"{endpoint}:{digest.hexdigest()}"
+
+
+async def _answer(
+    state: State,
+    endpoint: str,
+    key_parts: tuple[bytes, ...],
+    compute: Callable[[], T],
+    type_: type[T],
+    *,
+    large: bool = False,
+) -> Response[T]:
+    """The cached answer for an identical request, else compute it (redacted) and cache it.
+
+    The key hashes the request as received, so a repeat is answered before decoding or redacting
+    it; only the (redacted) answer is stored.
+    """
+    settings: Settings = state.settings
+    shared: SharedState = state.shared
+    key = _cache_key(endpoint, state.packs, *key_parts) if settings.cache_ttl_s else None
+    cached = await shared.cached(key) if key else None
+    if cached is not None:
+        result = msgspec.json.decode(cached, type=type_)
+        status = "hit"
+    else:
+        result = await anyio.to_thread.run_sync(compute) if large else compute()
+        if key:
+            await shared.store(key, msgspec.json.encode(result), settings.cache_ttl_s)
+        status = "miss" if key else "off"
+    if isinstance(result, Diagnosis):
+        DIAGNOSES.labels(endpoint, result.phase).inc()
+    return Response(result, headers={"X-Cache": status})
+
+
+async def _answer_log(
+    request: Request[Any, Any, Any],
+    state: State,
+    endpoint: str,
+    hints: LogHints,
+    run: Callable[[DiagnoseRequest, RulePacks], Diagnosis],
+) -> Response[Diagnosis]:
+    body = await request.body()
+    is_json = _is_json(request.headers.get("content-type"))
+    packs: RulePacks = state.packs
+    return await _answer(
+        state,
+        endpoint,
+        (b"json" if is_json else b"raw", msgspec.json.encode(hints), body),
+        lambda: run(_log_request(body, is_json, hints), packs),
+        Diagnosis,
+        large=len(body) > _THREAD_ABOVE_BYTES,
+    )
+
+
+_LOG_ROUTE: dict[str, Any] = {
+    "operation_class": LogBodyOperation,
+    "status_code": 200,
+    "responses": _PROBLEMS,
+    "tags": ["diagnosis"],
+}
+
+
+@post(
+    "/diagnose",
+    summary="Diagnose a vLLM log: failing phase, evidence, facts, budget and ranked fixes",
+    description=(
+        "Send a JSON DiagnoseRequest, or the raw log in any other content type with the hints as "
+        "query parameters, e.g. `curl --data-binary @vllm.log '/v1/diagnose?model=Qwen/Qwen2.5-7B'`."
+    ),
+    **_LOG_ROUTE,
+)
+async def diagnose(
+    request: Request[Any, Any, Any],
+    state: State,
+    model: _Hint = None,
+    gpu: _Hint = None,
+    command: _Hint = None,
+    vllm_version: _Hint = None,
+    top: _Top = None,
+) -> Response[Diagnosis]:
+    hints = LogHints(model, gpu, command, vllm_version, top)
+    return await _answer_log(request, state, "diagnose", hints, core.diagnose)
+
+
+@post(
+    "/classify",
+    summary="Classify a vLLM log: failing phase, evidence and facts only (no budget, no fixes)",
+    description="Same body as /v1/diagnose; faster when only the phase and the stated numbers are needed.",
+    **_LOG_ROUTE,
+)
+async def classify(
+    request: Request[Any, Any, Any],
+    state: State,
+    model: _Hint = None,
+    gpu: _Hint = None,
+    command: _Hint = None,
+    vllm_version: _Hint = None,
+    top: _Top = None,
+) -> Response[Diagnosis]:
+    hints = LogHints(model, gpu, command, vllm_version, top)
+    return await _answer_log(request, state, "classify", hints, core.classify)
+
+
+@post(
+    "/estimate",
+    summary="Estimate the per-GPU memory budget of a model on a GPU",
+    status_code=200,
+    responses=_PROBLEMS,
+    tags=["budget"],
+)
+async def estimate(data: JSONBody[EstimateRequest], state: State) -> Response[Budget]:
+    catalog: Catalog = state.catalog
+    return await _answer(
+        state, "estimate", (msgspec.json.encode(data),), lambda: estimate_budget(data, catalog), Budget
+    )
+
+
+@get("/models", summary="Models in the catalog (ids and aliases accepted by `model`)", tags=["catalog"])
+async def models(state: State) -> list[ModelInfo]:
+    return state.model_list  # type: ignore[no-any-return]
+
+
+@get("/gpus", summary="GPUs in the catalog (names and aliases accepted by `gpu`)", tags=["catalog"])
+async def gpus(state: State) -> list[GpuEntry]:
+    return state.gpu_list  # type: ignore[no-any-return]
+
+
+@get("/rules", summary="Loaded rule packs, their sizes and the digest every answer names", tags=["catalog"])
+async def rules(state: State) -> RulesInfo:
+    return state.rules_info  # type: ignore[no-any-return]
+
+
+@get("/healthz", summary="Liveness: the process answers", tags=["operations"])
+async def healthz() -> Health:
+    return Health("ok")
+
+
+@get("/readyz", summary="Readiness: rule packs loaded; Redis reachable when configured", tags=["operations"])
+async def readyz(state: State) -> Readiness:
+    shared: SharedState = state.shared
+    redis = await shared.redis_status()
+    status = "ready" if redis in {"ok", "not configured"} else "degraded"
+    return Readiness(status=status, rules_version=state.packs.digest, redis=redis)
+
+
+V1_HANDLERS = [diagnose, classify, estimate, models, gpus, rules]
+health_handlers = [healthz, readyz]

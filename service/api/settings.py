@@ -1,0 +1,109 @@
+"""Service settings, read once from `VRAMDOC_*` environment variables.
+
+A bad value stops startup with a sentence naming the variable, so a typo never runs as a default.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import msgspec
+
+from service.errors import VramdocError
+
+__all__ = ["RateLimit", "Settings", "SettingsError"]
+
+_UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
+_UNIT_ALIASES = {"s": "second", "sec": "second", "m": "minute", "min": "minute", "h": "hour", "d": "day"}
+_RATE = re.compile(r"^\s*(\d+)\s*/\s*([a-z]+?)s?\s*$")
+_OFF = {"", "0", "off", "none", "unlimited"}
+DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024
+DEFAULT_CACHE_TTL_S = 300
+DEFAULT_CACHE_MAX_ENTRIES = 4096
+
+
+class SettingsError(VramdocError):
+    """An environment variable holds a value the service cannot use."""
+
+    problem_type = "invalid-setting"
+
+
+class RateLimit(msgspec.Struct, frozen=True):
+    """At most `requests` per client in each fixed window of `window_s` seconds."""
+
+    requests: int
+    window_s: int
+
+    @classmethod
+    def parse(cls, text: str) -> RateLimit | None:
+        """`600/minute`, `10/s`, `5000/hour`; `off` or `0` disables limiting."""
+        if text.strip().lower() in _OFF:
+            return None
+        match = _RATE.match(text.lower())
+        unit = _UNIT_ALIASES.get(match.group(2), match.group(2)) if match else ""
+        if match is None or unit not in _UNIT_SECONDS or int(match.group(1)) < 1:
+            raise SettingsError(
+                f"VRAMDOC_RATE_LIMIT={text!r} is not a rate: use a count per unit such as 600/minute, or off."
+            )
+        return cls(int(match.group(1)), _UNIT_SECONDS[unit])
+
+
+DEFAULT_RATE_LIMIT = RateLimit(600, 60)
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything the HTTP service reads from its environment (defaults suit `make run`)."""
+
+    redis_url: str | None = None
+    redis_prefix: str = "vramdoc"
+    sentry_dsn: str | None = None
+    sentry_environment: str | None = None
+    rules_dir: Path | None = None
+    api_tokens: tuple[str, ...] = ()
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    rate_limit: RateLimit | None = DEFAULT_RATE_LIMIT
+    cache_ttl_s: int = DEFAULT_CACHE_TTL_S
+    cache_max_entries: int = DEFAULT_CACHE_MAX_ENTRIES
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Read the `VRAMDOC_*` variables; unset or empty means the default."""
+        env = os.environ if environ is None else environ
+
+        def text(name: str) -> str | None:
+            value = env.get(name, "").strip()
+            return value or None
+
+        rate = text("VRAMDOC_RATE_LIMIT")
+        rules_dir = text("VRAMDOC_RULES_DIR")
+        tokens = tuple(t.strip() for t in (text("VRAMDOC_API_TOKENS") or "").split(",") if t.strip())
+        return cls(
+            redis_url=text("VRAMDOC_REDIS_URL"),
+            redis_prefix=text("VRAMDOC_REDIS_PREFIX") or "vramdoc",
+            sentry_dsn=text("VRAMDOC_SENTRY_DSN"),
+            sentry_environment=text("VRAMDOC_SENTRY_ENVIRONMENT"),
+            rules_dir=Path(rules_dir) if rules_dir else None,
+            api_tokens=tokens,
+            max_body_bytes=_positive_int(env, "VRAMDOC_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, minimum=1),
+            rate_limit=RateLimit.parse(rate) if rate is not None else DEFAULT_RATE_LIMIT,
+            cache_ttl_s=_positive_int(env, "VRAMDOC_CACHE_TTL_S", DEFAULT_CACHE_TTL_S, minimum=0),
+            cache_max_entries=_positive_int(
+                env, "VRAMDOC_CACHE_MAX_ENTRIES", DEFAULT_CACHE_MAX_ENTRIES, minimum=1
+            ),
+        )
+
+
+def _positive_int(env: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw.replace("_", ""))
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        raise SettingsError(f"{name}={raw!r} must be a whole number of at least {minimum}.")
+    return value

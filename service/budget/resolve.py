@@ -1,0 +1,352 @@
+"""Turning what a person typed (a model id, a GPU name, a pasted config.json) into catalog records.
+
+Lookups ignore case and punctuation, accept Hugging Face ids, catalog ids and aliases, and fail with
+the closest catalog names (difflib) so the person can correct a typo in one step.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+import msgspec
+
+from service.errors import InvalidConfigError, UnknownGpuError, UnknownModelError
+from service.packs.catalog import (
+    Catalog,
+    GpuSpec,
+    KvDtypeSpec,
+    MlaSpec,
+    ModelSpec,
+    MoeSpec,
+    QuantMethodSpec,
+    QuantSpec,
+    RopeSpec,
+    SlidingSpec,
+)
+
+__all__ = [
+    "ResolvedGpu",
+    "find_gpu",
+    "find_kv_dtype",
+    "find_model",
+    "find_quantization",
+    "model_from_config",
+]
+
+_FOLD = re.compile(r"[^a-z0-9.]+")
+_GIB = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:gib|gb|g)?\s*$", re.IGNORECASE)
+
+
+def _fold(name: str) -> str:
+    return _FOLD.sub("", name.lower())
+
+
+@dataclass(frozen=True, slots=True)
+class _Index:
+    models: dict[str, tuple[ModelSpec, QuantSpec | None]]
+    model_names: list[str]
+    gpus: dict[str, GpuSpec]
+    gpu_names: list[str]
+
+
+_INDEXES: dict[int, tuple[Catalog, _Index]] = {}
+
+
+def _index(catalog: Catalog) -> _Index:
+    """Lookup tables for one loaded catalog, built on first use (the catalog is immutable)."""
+    held = _INDEXES.get(id(catalog))
+    if held is not None and held[0] is catalog:
+        return held[1]
+    index = _build_index(catalog)
+    _INDEXES[id(catalog)] = (catalog, index)
+    return index
+
+
+def _build_index(catalog: Catalog) -> _Index:
+    models: dict[str, tuple[ModelSpec, QuantSpec | None]] = {}
+    names: list[str] = []
+    by_id = {m.id: m for m in catalog.models.models}
+    for m in catalog.models.models:
+        for name in (m.id, m.hf_id, *m.aliases):
+            models.setdefault(_fold(name), (m, m.quantization))
+            models.setdefault(_fold(name.rsplit("/", 1)[-1]), (m, m.quantization))
+        names.append(m.hf_id)
+    for c in catalog.models.checkpoints:
+        base = by_id[c.base]
+        if c.intermediate_size is not None:
+            base = msgspec.structs.replace(base, intermediate_size=c.intermediate_size)
+        for name in (c.id, *c.aliases):
+            models[_fold(name)] = (base, c.quantization)
+            models.setdefault(_fold(name.rsplit("/", 1)[-1]), (base, c.quantization))
+        names.append(c.id)
+    gpus: dict[str, GpuSpec] = {}
+    gpu_names: list[str] = []
+    for g in catalog.gpus.gpus:
+        for name in (g.id, *g.aliases):
+            gpus.setdefault(_fold(name), g)
+            gpus.setdefault(_fold(name.removeprefix("NVIDIA ").removeprefix("Tesla ")), g)
+        gpu_names.append(g.id)
+    return _Index(models=models, model_names=names, gpus=gpus, gpu_names=gpu_names)
+
+
+def _closest(name: str, candidates: list[str]) -> list[str]:
+    folded = {_fold(c): c for c in candidates}
+    tail = _fold(name.rsplit("/", 1)[-1])
+    hits = difflib.get_close_matches(tail, list(folded), n=3, cutoff=0.5)
+    return [folded[h] for h in hits]
+
+
+def find_model(catalog: Catalog, name: str) -> tuple[ModelSpec, QuantSpec | None]:
+    """The architecture and checkpoint quantization for a catalog id, Hugging Face id or alias."""
+    index = _index(catalog)
+    key = name.strip().rstrip("/")
+    hit = index.models.get(_fold(key)) or index.models.get(_fold(key.rsplit("/", 1)[-1]))
+    if hit is None:
+        raise UnknownModelError(name, _closest(key, index.model_names))
+    return hit
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedGpu:
+    """The GPU as the budget needs it; `spec` is None when only a memory size was given."""
+
+    name: str
+    total_gib: float
+    spec: GpuSpec | None
+
+
+def find_gpu(catalog: Catalog, name: str | None, total_gib: float | None) -> ResolvedGpu:
+    """A catalog GPU by name or NVML name, or an anonymous GPU of `total_gib` (also "80", "80GiB")."""
+    spec: GpuSpec | None = None
+    if name:
+        spec = _index(catalog).gpus.get(_fold(name)) or _index(catalog).gpus.get(
+            _fold(name.removeprefix("NVIDIA ").removeprefix("Tesla "))
+        )
+        if spec is None:
+            size = _GIB.match(name)
+            if size is None:
+                raise UnknownGpuError(name, _closest(name, _index(catalog).gpu_names))
+            total_gib = total_gib if total_gib is not None else float(size.group(1))
+    if total_gib is not None:
+        if not 0 < total_gib <= 4096:
+            raise InvalidConfigError(f"A GPU with {total_gib} GiB of memory is not plausible.")
+        return ResolvedGpu(spec.id if spec else f"{total_gib:g} GiB GPU", total_gib, spec)
+    if spec is None:
+        raise InvalidConfigError(
+            "Name a GPU (e.g. H100, A100-80GB, RTX 4090) or give its total memory in GiB."
+        )
+    return ResolvedGpu(spec.id, spec.total_gib, spec)
+
+
+class _Named(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def aliases(self) -> list[str]: ...
+
+
+_N = TypeVar("_N", bound=_Named)
+
+
+def _by_name(entries: list[_N], name: str, what: str) -> _N:
+    folded = _fold(name)
+    for entry in entries:
+        if folded in {_fold(entry.id), *(_fold(a) for a in entry.aliases)}:
+            return entry
+    known = ", ".join(e.id for e in entries)
+    raise InvalidConfigError(f"The {what} {name!r} is not in the catalog (known: {known}).")
+
+
+def find_quantization(catalog: Catalog, name: str) -> QuantMethodSpec:
+    """A quantization method by id or by the `--quantization` value vLLM accepts."""
+    return _by_name(catalog.dtypes.quantization, name, "quantization method")
+
+
+def find_kv_dtype(catalog: Catalog, name: str) -> KvDtypeSpec:
+    """A `--kv-cache-dtype` value by id or alias."""
+    return _by_name(catalog.dtypes.kv_cache_dtypes, name, "KV-cache dtype")
+
+
+# --- pasted config.json ------------------------------------------------------------------------
+
+_QWEN2_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"}
+_QK_NORM = {"qwen3", "qwen3_moe", "gemma3", "gemma3_text", "olmo2"}
+_FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text"}
+
+
+def _int(config: Mapping[str, object], *keys: str, default: int | None = None) -> int:
+    for key in keys:
+        value = config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    if default is None:
+        raise InvalidConfigError(f"The config.json has no integer {keys[0]!r}, so the model cannot be sized.")
+    return default
+
+
+def _opt_int(config: Mapping[str, object], key: str) -> int | None:
+    value = config.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _rope(config: Mapping[str, object]) -> RopeSpec:
+    theta = config.get("rope_theta", 10000.0)
+    scaling = config.get("rope_scaling")
+    kind, factor, original = "default", 1.0, None
+    if isinstance(scaling, dict):
+        raw_kind = str(scaling.get("rope_type", scaling.get("type", "default")))
+        kind = {"su": "longrope", "mrope": "default"}.get(raw_kind, raw_kind)
+        factor_value = scaling.get("factor", 1.0)
+        factor = float(factor_value) if isinstance(factor_value, int | float) else 1.0
+        original = _opt_int(scaling, "original_max_position_embeddings")
+    if kind not in ("default", "linear", "dynamic", "llama3", "yarn", "longrope", "deepseek_yarn"):
+        kind = "default"
+    partial = config.get("partial_rotary_factor", 1.0)
+    try:
+        return msgspec.convert(
+            {
+                "theta": float(theta) if isinstance(theta, int | float) else 10000.0,
+                "type": kind,
+                "factor": max(factor, 1.0),
+                "original_max_position_embeddings": original,
+                "partial_rotary_factor": float(partial) if isinstance(partial, int | float) else 1.0,
+            },
+            RopeSpec,
+        )
+    except msgspec.ValidationError as exc:
+        raise InvalidConfigError(f"The config.json rope settings are not usable ({exc}).") from exc
+
+
+def _sliding(config: Mapping[str, object], model_type: str) -> SlidingSpec | None:
+    window = _opt_int(config, "sliding_window")
+    if window is None or config.get("use_sliding_window") is False:
+        return None
+    layer_types = config.get("layer_types")
+    if isinstance(layer_types, list) and layer_types:
+        full = [i for i, t in enumerate(layer_types) if t == "full_attention"]
+        if not full:
+            return SlidingSpec(window=window)
+        return SlidingSpec(window=window, global_every=full[0] + 1)
+    pattern = _opt_int(config, "sliding_window_pattern")
+    if pattern:
+        return SlidingSpec(window=window, global_every=pattern)
+    return SlidingSpec(window=window, global_every=2 if model_type == "gemma2" else 0)
+
+
+def _moe(config: Mapping[str, object]) -> MoeSpec | None:
+    experts = _opt_int(config, "num_local_experts") or _opt_int(config, "num_experts")
+    experts = experts or _opt_int(config, "n_routed_experts")
+    if not experts or experts < 2:
+        return None
+    return MoeSpec(
+        num_experts=experts,
+        experts_per_token=_int(config, "num_experts_per_tok", "moe_topk", default=2),
+        intermediate_size=_int(config, "moe_intermediate_size", "intermediate_size"),
+        shared_experts=_int(config, "n_shared_experts", default=0),
+        shared_intermediate_size=_opt_int(config, "shared_expert_intermediate_size") or None,
+        shared_expert_gate=bool(_opt_int(config, "shared_expert_intermediate_size")),
+        first_dense_layers=_int(config, "first_k_dense_replace", default=0),
+        layer_step=_int(config, "decoder_sparse_step", "moe_layer_freq", default=1),
+        score_correction_bias=config.get("topk_method") == "noaux_tc",
+    )
+
+
+def _mla(config: Mapping[str, object]) -> MlaSpec | None:
+    rank = _opt_int(config, "kv_lora_rank")
+    if not rank:
+        return None
+    return MlaSpec(
+        kv_lora_rank=rank,
+        q_lora_rank=_opt_int(config, "q_lora_rank"),
+        qk_rope_head_dim=_int(config, "qk_rope_head_dim"),
+        qk_nope_head_dim=_int(config, "qk_nope_head_dim"),
+        v_head_dim=_int(config, "v_head_dim"),
+    )
+
+
+def _quant(config: Mapping[str, object]) -> QuantSpec | None:
+    q = config.get("quantization_config")
+    if not isinstance(q, dict):
+        return None
+    method = str(q.get("quant_method", "")).lower()
+    bits = q.get("bits", 4)
+    if method == "fp8":
+        return QuantSpec(method="fp8-block" if q.get("weight_block_size") else "fp8")
+    if method in ("awq", "gptq"):
+        return QuantSpec(method=method if bits == 4 else "gptq-int8")
+    if method == "mxfp4":
+        return QuantSpec(method="mxfp4", scope="experts")
+    if method == "modelopt":
+        algo = str(q.get("quant_algo", "FP8")).upper()
+        return QuantSpec(method="nvfp4" if "FP4" in algo else "fp8")
+    if method == "bitsandbytes":
+        return QuantSpec(method="bitsandbytes-int8" if q.get("load_in_8bit") else "bitsandbytes-nf4")
+    if method == "compressed-tensors":
+        text = msgspec.json.encode(q).decode()
+        if '"num_bits":4' in text:
+            return QuantSpec(method="w4a16")
+        return QuantSpec(method="fp8" if '"type":"float"' in text else "int8-w8a8")
+    raise InvalidConfigError(f"The config.json quantization method {method!r} is not in the catalog.")
+
+
+def model_from_config(
+    config: Mapping[str, object], name: str | None = None
+) -> tuple[ModelSpec, QuantSpec | None]:
+    """A ModelSpec from a Hugging Face config.json (the text part of a multimodal config)."""
+    outer = config
+    text = config.get("text_config")
+    if isinstance(text, dict):
+        config = {**text, **{k: v for k, v in config.items() if k == "quantization_config"}}
+    model_type = str(config.get("model_type", outer.get("model_type", "unknown")))
+    heads = _int(config, "num_attention_heads", "n_head")
+    hidden = _int(config, "hidden_size", "d_model", "n_embd")
+    archs = outer.get("architectures")
+    label = name or (str(archs[0]) if isinstance(archs, list) and archs else model_type)
+    dtype = str(config.get("torch_dtype", config.get("dtype", outer.get("torch_dtype", "bfloat16"))))
+    is_opt = model_type == "opt"
+    max_len = _int(
+        config, "max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", default=2048
+    )
+    attention_bias: str = "none"
+    if model_type in _QWEN2_BIAS:
+        attention_bias = "qkv"
+    if config.get("attention_bias") is True or is_opt or model_type == "gpt_oss":
+        attention_bias = "qkvo"
+    fields: dict[str, object] = {
+        "id": label,
+        "hf_id": name if name and "/" in name else f"config/{label}",
+        "family": model_type,
+        "num_hidden_layers": _int(config, "num_hidden_layers", "n_layer", "num_layers"),
+        "hidden_size": hidden,
+        "num_attention_heads": heads,
+        "num_key_value_heads": _int(config, "num_key_value_heads", "num_kv_heads", default=heads),
+        "head_dim": _opt_int(config, "head_dim"),
+        "intermediate_size": _int(config, "intermediate_size", "ffn_dim", "n_inner", default=4 * hidden),
+        "vocab_size": _int(config, "vocab_size"),
+        "max_position_embeddings": max_len,
+        "torch_dtype": dtype if dtype in ("bfloat16", "float16", "float32") else "bfloat16",
+        "tie_word_embeddings": bool(
+            config.get("tie_word_embeddings", outer.get("tie_word_embeddings", False))
+        ),
+        "attention_bias": attention_bias,
+        "mlp": "plain" if is_opt else "gated",
+        "mlp_bias": is_opt or bool(config.get("mlp_bias", False)),
+        "norm": "layer" if is_opt else "rms",
+        "norms_per_layer": 4 if model_type in _FOUR_NORMS else 2,
+        "qk_norm": model_type in _QK_NORM,
+        "learned_positions": max_len + 2 if is_opt else 0,
+        "attention_sinks": model_type == "gpt_oss",
+        "rope": None if is_opt else _rope(config),
+        "sliding": _sliding(config, model_type),
+        "moe": _moe(config),
+        "mla": _mla(config),
+    }
+    try:
+        spec = msgspec.convert(fields, ModelSpec)
+    except msgspec.ValidationError as exc:
+        raise InvalidConfigError(f"The config.json does not describe a usable model ({exc}).") from exc
+    return spec, _quant(config)

@@ -1,0 +1,222 @@
+"""Parameter counts and weight bytes per GPU, computed from the architecture as vLLM shards it.
+
+Tensor parallelism splits attention heads, MLP/expert columns and the (padded) vocabulary; norms,
+routers and MLA's down-projections are replicated; KV projections are replicated when TP exceeds the
+KV heads. Pipeline parallelism gives each stage a slice of layers (vLLM's `get_pp_indices`), the
+embedding to the first stage and the LM head to the last. Quantized linear layers use the method's
+bytes per weight; embeddings, heads, norms, biases and routers stay in the model dtype. The rotary
+cos/sin cache is a buffer vLLM allocates while loading, so "Model loading took" includes it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from service.packs.catalog import ModelSpec
+
+__all__ = [
+    "Sharding",
+    "WeightBytes",
+    "parameter_count",
+    "pp_layer_counts",
+    "rope_cache_elements",
+    "stage_weight_bytes",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Sharding:
+    """How one GPU sees the model: TP degree, the vocabulary padding and the quantization scope."""
+
+    tp: int = 1
+    vocab_padding: int = 0
+    quant_scope: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """Elements on one GPU: quantizable linear weights (by scope) and everything kept in the dtype."""
+
+    linear: int = 0
+    experts: int = 0
+    dense: int = 0
+
+    def __add__(self, other: Split) -> Split:
+        return Split(self.linear + other.linear, self.experts + other.experts, self.dense + other.dense)
+
+    def times(self, n: int) -> Split:
+        return Split(self.linear * n, self.experts * n, self.dense * n)
+
+    @property
+    def total(self) -> int:
+        return self.linear + self.experts + self.dense
+
+
+@dataclass(frozen=True, slots=True)
+class WeightBytes:
+    """Weight bytes on the fullest GPU, and how they split."""
+
+    total: int
+    quantized: int
+    unquantized: int
+    rope_cache: int
+
+
+def _norm(model: ModelSpec) -> int:
+    return model.hidden_size * (2 if model.norm == "layer" else 1)
+
+
+def _attention(model: ModelSpec, tp: int) -> Split:
+    h = model.hidden_size
+    heads = model.num_attention_heads // tp
+    if model.mla is not None:
+        mla = model.mla
+        qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+        replicated = h * (mla.kv_lora_rank + mla.qk_rope_head_dim)
+        norms = mla.kv_lora_rank
+        if mla.q_lora_rank is not None:
+            replicated += h * mla.q_lora_rank
+            sharded_q = mla.q_lora_rank * heads * qk
+            norms += mla.q_lora_rank
+        else:
+            sharded_q = h * heads * qk
+        kv_b = mla.kv_lora_rank * heads * (mla.qk_nope_head_dim + mla.v_head_dim)
+        out = heads * mla.v_head_dim * h
+        return Split(linear=replicated + sharded_q + kv_b + out, dense=norms)
+    hd = model.kv_head_dim
+    kv = max(1, model.num_key_value_heads // tp)
+    weights = h * heads * hd + 2 * h * kv * hd + heads * hd * h
+    dense = 0
+    if model.attention_bias in ("qkv", "qkvo"):
+        dense += heads * hd + 2 * kv * hd
+    if model.attention_bias == "qkvo":
+        dense += h
+    if model.qk_norm:
+        dense += 2 * hd
+    if model.attention_sinks:
+        dense += heads
+    return Split(linear=weights, dense=dense)
+
+
+def _dense_mlp(model: ModelSpec, intermediate: int, tp: int) -> Split:
+    h = model.hidden_size
+    inter = intermediate // tp
+    if model.mlp == "gated":
+        return Split(linear=3 * h * inter, dense=(2 * inter + h) if model.mlp_bias else 0)
+    return Split(linear=2 * h * inter, dense=(inter + h) if model.mlp_bias else 0)
+
+
+def _moe_mlp(model: ModelSpec, tp: int) -> Split:
+    moe = model.moe
+    assert moe is not None
+    h = model.hidden_size
+    inter = moe.intermediate_size // tp
+    experts = moe.num_experts * 3 * h * inter
+    dense = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
+    if moe.expert_bias:
+        dense += moe.num_experts * (2 * inter + h)
+    if moe.score_correction_bias:
+        dense += moe.num_experts
+    shared = moe.shared_intermediate_size or moe.shared_experts * moe.intermediate_size
+    linear = 3 * h * (shared // tp) if shared else 0
+    if moe.shared_expert_gate:
+        dense += h
+    return Split(linear=linear, experts=experts, dense=dense)
+
+
+def _is_moe_layer(model: ModelSpec, index: int) -> bool:
+    moe = model.moe
+    return moe is not None and index >= moe.first_dense_layers and (index + 1) % moe.layer_step == 0
+
+
+def _vision(model: ModelSpec, tp: int) -> int:
+    v = model.vision
+    if v is None:
+        return 0
+    h, inter = v.hidden_size, v.intermediate_size
+    per_layer = (4 * h * h) // tp + 4 * h + (2 * h * inter) // tp + inter + h + 4 * h
+    patches = (v.image_size // v.patch_size) ** 2
+    embeddings = v.channels * v.patch_size**2 * h + h + patches * h
+    projector = h * model.hidden_size + h
+    return v.layers * per_layer + embeddings + 2 * h + projector
+
+
+def _vocab(model: ModelSpec, sharding: Sharding) -> int:
+    vocab = model.vocab_size
+    if sharding.vocab_padding:
+        vocab = math.ceil(vocab / sharding.vocab_padding) * sharding.vocab_padding
+    return math.ceil(vocab / sharding.tp)
+
+
+def pp_layer_counts(num_layers: int, pp: int) -> list[int]:
+    """Layers per pipeline stage as vLLM assigns them: the remainder goes to the stages before the last."""
+    counts = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        counts[-i] += 1
+    return counts
+
+
+def _stage(model: ModelSpec, sharding: Sharding, start: int, stop: int, first: bool, last: bool) -> Split:
+    moe_layers = sum(1 for index in range(start, stop) if _is_moe_layer(model, index))
+    dense_layers = stop - start - moe_layers
+    common = _attention(model, sharding.tp) + Split(dense=model.norms_per_layer * _norm(model))
+    total = common.times(stop - start)
+    if dense_layers:
+        total = total + _dense_mlp(model, model.intermediate_size, sharding.tp).times(dense_layers)
+    if moe_layers:
+        total = total + _moe_mlp(model, sharding.tp).times(moe_layers)
+    vocab = _vocab(model, sharding) * model.hidden_size
+    if first:
+        total = total + Split(dense=vocab + model.learned_positions * model.hidden_size)
+        total = total + Split(dense=_vision(model, sharding.tp))
+    if last:
+        head = vocab if (not model.tie_word_embeddings or not first) else 0
+        total = total + Split(dense=head + _norm(model))
+    return total
+
+
+def parameter_count(model: ModelSpec) -> int:
+    """Parameters of the served model (as loaded by vLLM, unpadded, one copy of tied embeddings)."""
+    return _stage(model, Sharding(), 0, model.num_hidden_layers, True, True).total
+
+
+def rope_cache_elements(model: ModelSpec) -> int:
+    """Elements of the rotary cos/sin cache(s) vLLM registers as buffers (rows × rotary dim)."""
+    rope = model.rope
+    if rope is None:
+        return 0
+    dim = model.mla.qk_rope_head_dim if model.mla is not None else model.kv_head_dim
+    dim = int(dim * rope.partial_rotary_factor)
+    rows = model.max_position_embeddings
+    if rope.type in ("linear", "dynamic"):
+        rows = int(rows * rope.factor)
+    elif rope.type in ("yarn", "deepseek_yarn"):
+        rows = int((rope.original_max_position_embeddings or rows) * rope.factor)
+    elif rope.type == "longrope":
+        rows += rope.original_max_position_embeddings or 0
+    if rope.local_theta is not None:
+        rows += model.max_position_embeddings
+    return rows * dim
+
+
+def stage_weight_bytes(
+    model: ModelSpec, sharding: Sharding, pp: int, dtype_bytes: float, quant_bytes: float | None
+) -> list[WeightBytes]:
+    """Weight bytes of one GPU in each pipeline stage (the figure vLLM logs per worker)."""
+    rope = int(rope_cache_elements(model) * dtype_bytes)
+    stages: list[WeightBytes] = []
+    start = 0
+    counts = pp_layer_counts(model.num_hidden_layers, pp)
+    for stage, n in enumerate(counts):
+        split = _stage(model, sharding, start, start + n, stage == 0, stage == len(counts) - 1)
+        start += n
+        quantizable = 0
+        if quant_bytes is not None and sharding.quant_scope == "linear":
+            quantizable = split.linear + split.experts
+        elif quant_bytes is not None and sharding.quant_scope == "experts":
+            quantizable = split.experts
+        q = int(quantizable * (quant_bytes or 0.0))
+        u = int((split.total - quantizable) * dtype_bytes)
+        stages.append(WeightBytes(total=q + u + rope, quantized=q, unquantized=u, rope_cache=rope))
+    return stages

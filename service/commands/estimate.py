@@ -1,0 +1,187 @@
+"""`vramdoc estimate`: the memory budget of a model on a GPU, readable or as Budget JSON (DESIGN §3.4).
+
+Exit 0 when it fits, 1 when it does not, 2 for bad input (one sentence on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import msgspec
+
+from service.budget import estimate
+from service.errors import InputError, InvalidConfigError
+from service.packs import default_rules_dir
+from service.packs.catalog import Catalog, load_catalog
+from service.packs.loader import PackError
+from service.schemas import Budget, EstimateRequest
+
+__all__ = ["human_bytes", "human_tokens", "parse_human_int", "render", "run"]
+
+_HUMAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtKMGT]?)\s*$")
+_DECIMAL = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_BAR_WIDTH = 60
+
+
+def parse_human_int(text: str, flag: str) -> int:
+    """vLLM's human-readable ints: `16M` = 16·2^20, `16m` = 16·10^6, `25.6k` = 25,600."""
+    match = _HUMAN.match(text)
+    if match is None:
+        raise InvalidConfigError(f"{flag} {text!r} is not a number such as 2048, 32k or 16M.")
+    number, suffix = match.groups()
+    if suffix in _BINARY:
+        if "." in number:
+            raise InvalidConfigError(
+                f"{flag} {text!r}: binary suffixes take whole numbers (use 16M, not 1.5M)."
+            )
+        return int(number) * _BINARY[suffix]
+    return int(float(number) * _DECIMAL[suffix])
+
+
+def human_bytes(n: float) -> str:
+    """`16M`, `128K`, `14.99G` — binary units, as vLLM accepts them back."""
+    for unit, size in (("T", 2**40), ("G", 2**30), ("M", 2**20), ("K", 2**10)):
+        if n >= size:
+            value = n / size
+            return f"{value:.0f}{unit}" if value == int(value) else f"{value:.2f}{unit}"
+    return f"{n:.0f}"
+
+
+def human_tokens(n: int) -> str:
+    """`32k`, `1.3k`, `512` for token counts."""
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.1f}M".replace(".0M", "M")
+    if n >= 1000:
+        return f"{n / 1000:.1f}k".replace(".0k", "k")
+    return str(n)
+
+
+def _request(args: argparse.Namespace) -> EstimateRequest:
+    config: dict[str, object] | None = None
+    if args.config:
+        try:
+            raw = Path(args.config).read_bytes()
+        except OSError as exc:
+            raise InvalidConfigError(
+                f"The config file {args.config} cannot be read ({exc.strerror})."
+            ) from exc
+        try:
+            config = msgspec.json.decode(raw, type=dict[str, object])
+        except msgspec.DecodeError as exc:
+            raise InvalidConfigError(f"The config file {args.config} is not a JSON object ({exc}).") from exc
+    max_len = args.max_model_len
+    if max_len is not None and max_len.strip().lower() in ("-1", "auto"):
+        max_len = None
+    return EstimateRequest(
+        model=args.model,
+        config=config,
+        gpu=args.gpu,
+        gpus=args.gpus,
+        dtype=args.dtype,
+        quantization=args.quantization,
+        kv_cache_dtype=args.kv_cache_dtype,
+        max_model_len=parse_human_int(max_len, "--max-model-len") if max_len else None,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=(
+            parse_human_int(args.max_num_batched_tokens, "--max-num-batched-tokens")
+            if args.max_num_batched_tokens
+            else None
+        ),
+        block_size=args.block_size,
+        tensor_parallel_size=args.tensor_parallel_size,
+        pipeline_parallel_size=args.pipeline_parallel_size,
+        kv_cache_memory_bytes=(
+            parse_human_int(args.kv_cache_memory_bytes, "--kv-cache-memory-bytes")
+            if args.kv_cache_memory_bytes
+            else None
+        ),
+        free_gib=args.free_gib,
+        vllm_version=args.vllm_version,
+        enforce_eager=True if getattr(args, "enforce_eager", False) else None,
+    )
+
+
+def _bar(budget: Budget) -> list[str]:
+    """A stacked bar of the GPU: weights, activation, non-torch, graphs, KV cache, the rest."""
+    graph_source = budget.sources.get("cuda_graph_gib")
+    graphs = budget.cuda_graph_gib if graph_source is None or graph_source.note is None else 0.0
+    parts = [
+        ("W", "weights", budget.weights_gib),
+        ("A", "activation peak", budget.activation_peak_gib),
+        ("N", "non-torch", budget.non_torch_gib),
+        ("G", "CUDA graphs", graphs),
+        ("K", "KV cache", max(budget.available_kv_gib, 0.0)),
+    ]
+    used = sum(p[2] for p in parts)
+    parts.append((".", "not requested", max(budget.total_gib - used, 0.0)))
+    scale = _BAR_WIDTH / max(budget.total_gib, used)
+    bar = "".join(symbol * round(size * scale) for symbol, _, size in parts)
+    legend = "  ".join(f"{symbol} {label} {size:.2f}" for symbol, label, size in parts if size > 0)
+    return [f"[{bar[:_BAR_WIDTH].ljust(_BAR_WIDTH)}] {budget.total_gib:g} GiB", f" {legend} (GiB)"]
+
+
+def render(budget: Budget) -> str:
+    """The budget for a terminal: header, bar, KV pool, checks and the verdict."""
+    quant = f", {budget.quantization}" if budget.quantization else ""
+    lines = [
+        f"{budget.model} on {budget.gpus} × {budget.gpu} ({budget.total_gib:g} GiB), "
+        f"vLLM {budget.vllm_version}",
+        f"dtype {budget.dtype}{quant}, KV {budget.kv_cache_dtype}, TP {budget.tensor_parallel_size} "
+        f"PP {budget.pipeline_parallel_size}, block {budget.block_size}, max_model_len "
+        f"{budget.max_model_len:,} ({human_tokens(budget.max_model_len)})",
+        f"gpu_memory_utilization {budget.gpu_memory_utilization} → requested "
+        f"{budget.requested_gib:.2f} GiB per GPU",
+        *_bar(budget),
+        f"KV cache: {human_bytes(budget.kv_bytes_per_token)}/token, "
+        f"{human_bytes(budget.kv_bytes_per_block)}/block, "
+        f"{budget.num_blocks:,} blocks, {budget.kv_cache_tokens:,} tokens "
+        f"({human_tokens(budget.kv_cache_tokens)}), {budget.max_concurrency:.2f}x concurrency",
+        f"largest max_model_len that fits: {budget.max_model_len_fit:,} "
+        f"({human_tokens(budget.max_model_len_fit)})",
+    ]
+    if budget.min_gpu_memory_utilization is not None:
+        lines.append(f"smallest gpu_memory_utilization that fits: {budget.min_gpu_memory_utilization}")
+    if budget.min_tensor_parallel_size is not None:
+        lines.append(f"smallest tensor_parallel_size that fits: {budget.min_tensor_parallel_size}")
+    check = budget.startup_check
+    if check.free_gib is not None:
+        state = {True: "passes", False: "FAILS", None: "not checked by this version"}[check.passes]
+        lines.append(
+            f"startup check: {check.free_gib} GiB free vs {check.requested_gib} GiB requested: {state}"
+            + (f" (≤ {check.max_passing_utilization} passes)" if check.max_passing_utilization else "")
+        )
+    estimated = [k for k, s in budget.sources.items() if s.kind == "estimated"]
+    if estimated:
+        spread = budget.sources.get("available_kv_gib")
+        plus = f" (KV memory ± {spread.uncertainty_gib:.2f} GiB)" if spread and spread.uncertainty_gib else ""
+        lines.append(f"estimated: {', '.join(estimated)}{plus}")
+    lines.extend(f"note: {n}" for n in budget.notes)
+    lines.append(("FITS: " if budget.fits else "DOES NOT FIT: ") + budget.verdict)
+    return "\n".join(lines)
+
+
+def _catalog() -> Catalog:
+    """The catalog from VRAMDOC_RULES_DIR, else the repository's rules/ (as load_packs finds it)."""
+    return load_catalog(default_rules_dir())
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the budget; exit 0 fits, 1 does not fit, 2 input error."""
+    try:
+        budget = estimate(_request(args), _catalog())
+    except InputError as exc:
+        print(f"vramdoc estimate: {exc}", file=sys.stderr)
+        return 2
+    except PackError as exc:
+        print(f"vramdoc estimate: the rule packs cannot be loaded: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        sys.stdout.write(msgspec.json.encode(budget).decode() + "\n")
+    else:
+        print(render(budget))
+    return 0 if budget.fits else 1

@@ -1,0 +1,60 @@
+"""`vramdoc serve`: the HTTP service under uvicorn, one or more worker processes.
+
+Settings and rule packs are checked once here before any worker starts, so a typo in an
+environment variable or a broken pack is one clear sentence and exit code 2, not a traceback per
+worker. Each worker then builds its own app through the `create_app_from_env` factory. SIGINT and
+SIGTERM drain in-flight requests (up to 10 s) before exiting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+import tempfile
+
+import uvicorn
+
+from service.api.settings import Settings, SettingsError
+from service.packs import PackError, load_packs
+from service.packs.catalog import load_catalog
+
+__all__ = ["run"]
+
+_GRACEFUL_SHUTDOWN_S = 10
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = Settings.from_env()
+        load_catalog(load_packs(settings.rules_dir).root)
+    except (SettingsError, PackError) as exc:
+        print(f"vramdoc serve: {exc}", file=sys.stderr)
+        return 2
+    if args.workers < 1:
+        print(f"vramdoc serve: --workers must be at least 1, not {args.workers}.", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    metrics_dir = None
+    if args.workers > 1 and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+        # Every worker writes its counters here, so /metrics sums all workers, whichever answers.
+        metrics_dir = tempfile.mkdtemp(prefix="vramdoc-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    try:
+        uvicorn.run(
+            "service.api.app:create_app_from_env",
+            factory=True,
+            host=args.host,
+            port=args.port,
+            workers=args.workers,
+            lifespan="on",
+            timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_S,
+            access_log=os.environ.get("VRAMDOC_ACCESS_LOG", "").lower() in {"1", "true", "yes", "on"},
+            server_header=False,
+        )
+    finally:
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+    return 0

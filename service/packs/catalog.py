@@ -1,0 +1,485 @@
+"""The catalogs the budget reads: models, GPUs, dtypes/quantization methods, KV dtypes, engine facts.
+
+Each YAML file under `rules/catalog/` decodes into one Struct below. Cross-field checks live in
+`__post_init__`, so a bad entry fails at load with the file, the entry id, the `$.path` and the line
+(`service.packs.loader` adds those). Tables are sorted by id so a reviewer sees one obvious place for
+each entry and duplicates cannot hide.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from service.packs.loader import PackError, load_yaml_file
+
+__all__ = [
+    "Catalog",
+    "CheckpointSpec",
+    "DtypeCatalog",
+    "DtypeSpec",
+    "EngineFacts",
+    "GpuCatalog",
+    "GpuSpec",
+    "KvDtypeSpec",
+    "MlaSpec",
+    "ModelCatalog",
+    "ModelSpec",
+    "MoeSpec",
+    "Overheads",
+    "QuantMethodSpec",
+    "QuantSpec",
+    "RopeSpec",
+    "SlidingSpec",
+    "Stepped",
+    "TierDefaults",
+    "VisionSpec",
+    "load_catalog",
+    "version_tuple",
+]
+
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
+_CAPABILITY = re.compile(r"^\d{1,2}\.\d$")
+
+
+def version_tuple(version: str) -> tuple[int, int, int]:
+    """`0.29.1`, `v0.10.1.1`, `0.11.0rc2` → (major, minor, patch) for ordering releases."""
+    match = _VERSION.match(version.strip())
+    if match is None:
+        raise ValueError(f"{version!r} is not a vLLM version such as 0.29.1")
+    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
+
+
+class Entry(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """Base of catalog records: strict, immutable, keyword-only."""
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+def _sorted_unique(ids: list[str], what: str) -> None:
+    folded = [i.lower() for i in ids]
+    for before, after, shown in zip(folded, folded[1:], ids[1:], strict=False):
+        _require(before != after, f"{what} has a duplicate id {shown!r}")
+        _require(before < after, f"{what} must be sorted by id (case-insensitive): {shown!r} comes too late")
+
+
+# --- models ------------------------------------------------------------------------------------
+
+
+class RopeSpec(Entry, frozen=True):
+    """Rotary embedding as vLLM builds it; its cos/sin cache is a buffer counted in the weights."""
+
+    theta: float = 10000.0
+    type: Literal["default", "linear", "dynamic", "llama3", "yarn", "longrope", "deepseek_yarn"] = "default"
+    factor: float = 1.0
+    original_max_position_embeddings: int | None = None
+    partial_rotary_factor: float = 1.0
+    local_theta: float | None = None
+
+    def __post_init__(self) -> None:
+        _require(self.theta > 0, "theta must be positive")
+        _require(self.factor >= 1.0, "factor must be at least 1")
+        _require(0 < self.partial_rotary_factor <= 1, "partial_rotary_factor must be in (0, 1]")
+
+
+class SlidingSpec(Entry, frozen=True):
+    """Sliding-window layout: layer i is global iff global_every > 0 and (i + 1) % global_every == 0."""
+
+    window: int
+    global_every: int = 0
+
+    def __post_init__(self) -> None:
+        _require(self.window > 0, "window must be positive")
+        _require(self.global_every >= 0, "global_every must be 0 (all sliding) or positive")
+
+
+class MoeSpec(Entry, frozen=True):
+    """Mixture-of-experts layout as in config.json (routed and shared experts, dense first layers)."""
+
+    num_experts: int
+    experts_per_token: int
+    intermediate_size: int
+    shared_experts: int = 0
+    shared_intermediate_size: int | None = None
+    shared_expert_gate: bool = False
+    first_dense_layers: int = 0
+    layer_step: int = 1
+    router_bias: bool = False
+    expert_bias: bool = False
+    score_correction_bias: bool = False
+
+    def __post_init__(self) -> None:
+        _require(self.num_experts > 1, "num_experts must be at least 2")
+        _require(
+            0 < self.experts_per_token <= self.num_experts, "experts_per_token must be in 1..num_experts"
+        )
+        _require(self.intermediate_size > 0, "intermediate_size must be positive")
+        _require(self.shared_experts >= 0 and self.first_dense_layers >= 0, "counts cannot be negative")
+        _require(self.layer_step >= 1, "layer_step must be at least 1")
+
+
+class MlaSpec(Entry, frozen=True):
+    """Multi-head latent attention (DeepSeek V2/V3): the KV cache holds one latent per token."""
+
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    qk_nope_head_dim: int
+    v_head_dim: int
+    q_lora_rank: int | None = None
+
+    def __post_init__(self) -> None:
+        _require(min(self.kv_lora_rank, self.qk_rope_head_dim, self.qk_nope_head_dim) > 0, "ranks > 0")
+        _require(self.v_head_dim > 0, "v_head_dim must be positive")
+
+
+class VisionSpec(Entry, frozen=True):
+    """A ViT encoder (SigLIP-style, biases and LayerNorm) plus a linear projector with input norm."""
+
+    layers: int
+    hidden_size: int
+    intermediate_size: int
+    patch_size: int
+    image_size: int
+    channels: int = 3
+
+    def __post_init__(self) -> None:
+        _require(self.image_size % self.patch_size == 0, "image_size must be a multiple of patch_size")
+
+
+class QuantSpec(Entry, frozen=True):
+    """How a checkpoint is quantized: the method (dtypes.yaml) and which layers it covers."""
+
+    method: str
+    scope: Literal["linear", "experts"] = "linear"
+
+
+class ModelSpec(Entry, frozen=True):
+    """One model architecture with the fields of its Hugging Face config.json."""
+
+    id: str
+    hf_id: str
+    family: str
+    num_hidden_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    intermediate_size: int
+    vocab_size: int
+    max_position_embeddings: int
+    torch_dtype: Literal["bfloat16", "float16", "float32"]
+    tie_word_embeddings: bool = False
+    head_dim: int | None = None
+    aliases: list[str] = msgspec.field(default_factory=list)
+    attention_bias: Literal["none", "qkv", "qkvo"] = "none"
+    mlp: Literal["gated", "plain"] = "gated"
+    mlp_bias: bool = False
+    norm: Literal["rms", "layer"] = "rms"
+    norms_per_layer: int = 2
+    qk_norm: bool = False
+    learned_positions: int = 0
+    attention_sinks: bool = False
+    rope: RopeSpec | None = msgspec.field(default_factory=RopeSpec)
+    sliding: SlidingSpec | None = None
+    moe: MoeSpec | None = None
+    mla: MlaSpec | None = None
+    vision: VisionSpec | None = None
+    quantization: QuantSpec | None = None
+    note: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size"):
+            _require(getattr(self, name) > 0, f"{name} must be positive")
+        _require(self.max_position_embeddings > 0, "max_position_embeddings must be positive")
+        _require(self.num_key_value_heads > 0, "num_key_value_heads must be positive")
+        _require(
+            self.num_attention_heads % self.num_key_value_heads == 0,
+            "num_attention_heads must be a multiple of num_key_value_heads",
+        )
+        if self.head_dim is None:
+            _require(
+                self.hidden_size % self.num_attention_heads == 0,
+                "hidden_size must divide by num_attention_heads when head_dim is not given",
+            )
+        _require(self.moe is not None or self.intermediate_size > 0, "intermediate_size must be positive")
+        _require(self.norms_per_layer >= 0, "norms_per_layer cannot be negative")
+        _require("/" in self.hf_id, "hf_id must read owner/name")
+
+    @property
+    def kv_head_dim(self) -> int:
+        """head_dim as vLLM derives it: the config value, else hidden_size / heads."""
+        return self.head_dim if self.head_dim is not None else self.hidden_size // self.num_attention_heads
+
+
+class CheckpointSpec(Entry, frozen=True):
+    """A published checkpoint of a catalog architecture in another format (AWQ, GPTQ, FP8 …)."""
+
+    id: str
+    base: str
+    quantization: QuantSpec
+    aliases: list[str] = msgspec.field(default_factory=list)
+    intermediate_size: int | None = None
+    note: str | None = None
+
+    def __post_init__(self) -> None:
+        _require("/" in self.id, "a checkpoint id is its Hugging Face id (owner/name)")
+
+
+class ModelCatalog(Entry, frozen=True):
+    models: list[ModelSpec]
+    checkpoints: list[CheckpointSpec] = msgspec.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        _sorted_unique([m.id for m in self.models], "models")
+        _sorted_unique([c.id for c in self.checkpoints], "checkpoints")
+        known = {m.id for m in self.models}
+        for c in self.checkpoints:
+            _require(c.base in known, f"checkpoint {c.id} names an unknown base model {c.base!r}")
+
+
+# --- GPUs --------------------------------------------------------------------------------------
+
+
+class GpuSpec(Entry, frozen=True):
+    """One NVIDIA GPU: total memory as the CUDA runtime reports it (what vLLM logs), and dtype support."""
+
+    id: str
+    total_gib: float
+    nominal_gb: float
+    compute_capability: str
+    bf16: bool
+    fp8: bool
+    fp4: bool
+    aliases: list[str] = msgspec.field(default_factory=list)
+    unified_memory: bool = False
+    note: str | None = None
+
+    def __post_init__(self) -> None:
+        _require(bool(_CAPABILITY.match(self.compute_capability)), "compute_capability reads like 8.0")
+        _require(
+            0.85 * self.nominal_gb <= self.total_gib <= self.nominal_gb,
+            "total_gib must be 85-100% of nominal_gb (the runtime reports a little less than the label)",
+        )
+        cc = self.capability
+        _require(not self.bf16 or cc >= (8, 0), "bf16 needs compute capability 8.0 or newer")
+        _require(not self.fp8 or cc >= (8, 9), "fp8 needs compute capability 8.9 or newer")
+        _require(not self.fp4 or cc >= (10, 0), "fp4 needs compute capability 10.0 or newer")
+
+    @property
+    def capability(self) -> tuple[int, int]:
+        major, minor = self.compute_capability.split(".")
+        return int(major), int(minor)
+
+
+class GpuCatalog(Entry, frozen=True):
+    gpus: list[GpuSpec]
+
+    def __post_init__(self) -> None:
+        _sorted_unique([g.id for g in self.gpus], "gpus")
+
+
+# --- dtypes and quantization -------------------------------------------------------------------
+
+
+class DtypeSpec(Entry, frozen=True):
+    """A model dtype (`--dtype`): bytes per parameter and the capability it needs."""
+
+    id: str
+    bytes: float
+    aliases: list[str] = msgspec.field(default_factory=list)
+    needs_bf16: bool = False
+
+    def __post_init__(self) -> None:
+        _require(self.bytes in (2.0, 4.0), "a model dtype has 2 or 4 bytes per parameter")
+
+
+class QuantMethodSpec(Entry, frozen=True):
+    """A quantization method: packed weight bits plus per-group scales and zero points."""
+
+    id: str
+    weight_bits: int
+    group_size: int | None = None
+    scale_bytes: float = 0.0
+    zero_bits: int = 0
+    per_row_bytes: float = 0.0
+    expert_hidden_multiple: int | None = None
+    aliases: list[str] = msgspec.field(default_factory=list)
+    min_compute_capability: str | None = None
+    note: str | None = None
+
+    def __post_init__(self) -> None:
+        _require(self.weight_bits in (2, 3, 4, 8), "weight_bits must be 2, 3, 4 or 8")
+        _require(self.group_size is None or self.group_size > 0, "group_size must be positive")
+        _require(
+            self.expert_hidden_multiple is None or self.expert_hidden_multiple > 0,
+            "expert_hidden_multiple must be positive",
+        )
+        _require(
+            self.group_size is not None or (self.scale_bytes == 0 and self.zero_bits == 0),
+            "scales and zero points need a group_size",
+        )
+        _require(
+            self.min_compute_capability is None or bool(_CAPABILITY.match(self.min_compute_capability)),
+            "min_compute_capability reads like 8.0",
+        )
+
+    @property
+    def bytes_per_weight(self) -> float:
+        """Packed weight plus its share of the group's scale and zero point."""
+        per_group = 0.0
+        if self.group_size is not None:
+            per_group = (self.scale_bytes + self.zero_bits / 8) / self.group_size
+        return self.weight_bits / 8 + per_group
+
+
+class KvDtypeSpec(Entry, frozen=True):
+    """A `--kv-cache-dtype` value: bytes per element (None = the model dtype) and extra scale bytes."""
+
+    id: str
+    bytes: float | None
+    since: str
+    scale_bytes_per_head: float = 0.0
+    mla_bytes_per_token: int | None = None
+    aliases: list[str] = msgspec.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        _require(self.bytes is None or 0 < self.bytes <= 4, "bytes must be in (0, 4]")
+        version_tuple(self.since)
+
+
+class DtypeCatalog(Entry, frozen=True):
+    dtypes: list[DtypeSpec]
+    quantization: list[QuantMethodSpec]
+    kv_cache_dtypes: list[KvDtypeSpec]
+
+    def __post_init__(self) -> None:
+        _sorted_unique([d.id for d in self.dtypes], "dtypes")
+        _sorted_unique([q.id for q in self.quantization], "quantization")
+        _sorted_unique([k.id for k in self.kv_cache_dtypes], "kv_cache_dtypes")
+
+
+# --- engine facts ------------------------------------------------------------------------------
+
+
+class Stepped(Entry, frozen=True):
+    """A value that holds from release `since` until the next step."""
+
+    since: str
+    value: float
+
+    def __post_init__(self) -> None:
+        version_tuple(self.since)
+
+
+class TierDefaults(Entry, frozen=True):
+    """Scheduler defaults for the API server on devices of at least `min_total_gib`."""
+
+    min_total_gib: float
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    exclude: list[str] = msgspec.field(default_factory=list)
+
+
+class DefaultsEra(Entry, frozen=True):
+    since: str
+    tiers: list[TierDefaults]
+
+    def __post_init__(self) -> None:
+        version_tuple(self.since)
+        mins = [t.min_total_gib for t in self.tiers]
+        _require(mins == sorted(mins, reverse=True) and mins[-1] == 0, "tiers go from largest to 0 GiB")
+
+
+class Overheads(Entry, frozen=True):
+    """Constants for what vLLM measures rather than computes; each estimate carries its uncertainty."""
+
+    non_torch_gib: float
+    non_torch_tp_gib: float
+    non_torch_uncertainty: float
+    activation_bytes_per_token_intermediate: float
+    activation_bytes_per_token_hidden: float
+    activation_logits_bytes: float
+    activation_uncertainty: float
+    cuda_graph_base_gib: float
+    cuda_graph_per_layer_gib: float
+    cuda_graph_uncertainty: float
+
+    def __post_init__(self) -> None:
+        for name in self.__struct_fields__:
+            _require(getattr(self, name) >= 0, f"{name} cannot be negative")
+
+
+class EngineFacts(Entry, frozen=True):
+    """Per-version engine behaviour (fact sheet §1–§4) the arithmetic depends on."""
+
+    latest: str
+    gpu_memory_utilization: list[Stepped]
+    startup_check_since: str
+    ceil_requested_since: str
+    null_block_since: str
+    null_block_check_since: str
+    cudagraph_profiled_since: str
+    hybrid_kv_cache_since: str
+    kv_cache_memory_bytes_since: str
+    pool_tokens_per_group_since: str
+    pool_tokens_from_concurrency_since: str
+    vocab_padding: int
+    default_block_size: int
+    defaults: list[DefaultsEra]
+    overheads: Overheads
+
+    def __post_init__(self) -> None:
+        for name in self.__struct_fields__:
+            if name.endswith("_since") or name == "latest":
+                version_tuple(getattr(self, name))
+        for steps in (self.gpu_memory_utilization, self.defaults):
+            order = [version_tuple(s.since) for s in steps]
+            _require(order == sorted(order), "version steps must be in release order")
+
+
+# --- the whole catalog -------------------------------------------------------------------------
+
+
+class Catalog(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything the budget reads, with lookup tables built once at load."""
+
+    models: ModelCatalog
+    gpus: GpuCatalog
+    dtypes: DtypeCatalog
+    engine: EngineFacts
+
+
+def _check_references(models: ModelCatalog, dtypes: DtypeCatalog, file: str) -> None:
+    methods = {q.id for q in dtypes.quantization}
+    for i, model in enumerate(models.models):
+        if model.quantization is not None and model.quantization.method not in methods:
+            raise PackError(
+                file,
+                f"names an unknown quantization method {model.quantization.method!r}",
+                path=f"$.models[{i}].quantization.method",
+                rule_id=model.id,
+            )
+    for i, ckpt in enumerate(models.checkpoints):
+        if ckpt.quantization.method not in methods:
+            raise PackError(
+                file,
+                f"names an unknown quantization method {ckpt.quantization.method!r}",
+                path=f"$.checkpoints[{i}].quantization.method",
+                rule_id=ckpt.id,
+            )
+
+
+def load_catalog(rules_dir: Path) -> Catalog:
+    """Load and validate `rules_dir/catalog/*.yaml`; raises PackError naming the file, field and line."""
+    folder = rules_dir / "catalog"
+    models = load_yaml_file(folder / "models.yaml", ModelCatalog, root=rules_dir)
+    gpus = load_yaml_file(folder / "gpus.yaml", GpuCatalog, root=rules_dir)
+    dtypes = load_yaml_file(folder / "dtypes.yaml", DtypeCatalog, root=rules_dir)
+    engine = load_yaml_file(folder / "engines.yaml", EngineFacts, root=rules_dir)
+    _check_references(models, dtypes, "catalog/models.yaml")
+    return Catalog(models=models, gpus=gpus, dtypes=dtypes, engine=engine)

@@ -1,0 +1,1 @@
+"""Tests of the GPU host agent (service/agent)."""

@@ -1,0 +1,70 @@
+"""Bearer tokens and per-client rate limits, in memory and shared through a real Redis."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import httpx
+
+from service.api.settings import RateLimit, Settings
+
+ProblemCheck = Callable[[httpx.Response, int, str], dict[str, object]]
+ServerFactory = Callable[[Settings], httpx.Client]
+LOG = "INFO 11-20 09:14:02 [api_server.py:1896] vLLM API server version 0.32.0\n"
+
+
+def test_tokens_guard_v1_but_not_health(serve: ServerFactory, problem: ProblemCheck) -> None:
+    api = serve(Settings(rate_limit=None, api_tokens=("alpha-token", "beta-token")))
+    missing = api.post("/v1/classify", content=LOG)
+    problem(missing, 401, "unauthorized")
+    assert missing.headers["www-authenticate"].startswith("Bearer")
+    wrong = api.post("/v1/classify", content=LOG, headers={"authorization": "Bearer alpha-tokenX"})
+    problem(wrong, 401, "unauthorized")
+    problem(
+        api.post("/v1/classify", content=LOG, headers={"authorization": "Basic alpha-token"}),
+        401,
+        "unauthorized",
+    )
+    for token in ("alpha-token", "beta-token"):
+        ok = api.post("/v1/classify", content=LOG, headers={"authorization": f"Bearer {token}"})
+        assert ok.status_code == 200, ok.text
+    assert api.get("/healthz").status_code == 200
+    assert api.get("/readyz").status_code == 200
+    assert api.get("/metrics").status_code == 200
+
+
+def test_rate_limit_answers_429_with_retry_after(serve: ServerFactory, problem: ProblemCheck) -> None:
+    api = serve(Settings(rate_limit=RateLimit(3, 3600)))
+    assert [api.get("/v1/gpus").status_code for _ in range(3)] == [200, 200, 200]
+    refused = api.get("/v1/gpus")
+    problem(refused, 429, "rate-limited")
+    assert 0 < int(refused.headers["retry-after"]) <= 3600
+    assert api.get("/healthz").status_code == 200
+
+
+def test_rate_limit_is_per_token_when_tokens_are_set(serve: ServerFactory) -> None:
+    api = serve(Settings(rate_limit=RateLimit(2, 3600), api_tokens=("alpha-token", "beta-token")))
+    alpha = {"authorization": "Bearer alpha-token"}
+    beta = {"authorization": "Bearer beta-token"}
+    assert [api.get("/v1/gpus", headers=alpha).status_code for _ in range(3)] == [200, 200, 429]
+    assert api.get("/v1/gpus", headers=beta).status_code == 200
+
+
+def test_rate_limit_is_shared_by_servers_on_one_redis(
+    serve: ServerFactory, redis_url: str, key_prefix: str
+) -> None:
+    settings = Settings(rate_limit=RateLimit(4, 3600), redis_url=redis_url, redis_prefix=key_prefix)
+    first, second = serve(settings), serve(settings)
+    codes = [server.get("/v1/gpus").status_code for server in (first, second, first, second, first, second)]
+    assert codes == [200, 200, 200, 200, 429, 429]
+
+
+def test_redis_down_still_diagnoses_and_readyz_reports_it(
+    serve: ServerFactory, unused_redis_url: str
+) -> None:
+    api = serve(Settings(rate_limit=RateLimit(100, 60), redis_url=unused_redis_url))
+    response = api.post("/v1/diagnose", content=LOG)
+    assert response.status_code == 200, response.text
+    ready = api.get("/readyz").json()
+    assert ready["status"] == "degraded"
+    assert ready["redis"].startswith("unreachable")
