@@ -143,7 +143,9 @@ def place_oom(ctx: Context, oom: Hit, hint: Phase | None) -> Placement:
         return Placement(_STAGE_PHASE[stage], 0.75, "traceback frames after it", line.number)
     if hint is not None:  # only set when the weights alone cannot fit: then nothing else could run
         return Placement(hint, 0.6, "the model and GPU given", None)
-    serving = [h for h in ctx.hits if h.compiled.rule.kind == "wrapper" and h.compiled.rule.stage == "serving"]
+    serving = [
+        h for h in ctx.hits if h.compiled.rule.kind == "wrapper" and h.compiled.rule.stage == "serving"
+    ]
     if serving:
         return Placement("runtime_oom", 0.65, "the engine died while serving", serving[0].line.number)
     phase = oom.compiled.rule.phase or "warmup_oom"

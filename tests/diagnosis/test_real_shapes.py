@@ -12,7 +12,8 @@ Classify = Callable[..., Diagnosis]
 OOM_TAIL = (
     "CUDA out of memory. Tried to allocate 20.00 MiB. GPU 2 has a total capacity of 14.62 GiB of which "
     "3.31 MiB is free. Including non-PyTorch memory, this process has 14.61 GiB memory in use. Of the "
-    "allocated memory 14.42 GiB is allocated by PyTorch, and 23.14 MiB is reserved by PyTorch but unallocated."
+    "allocated memory 14.42 GiB is allocated by PyTorch, and 23.14 MiB is reserved by PyTorch but "
+    "unallocated."
 )
 
 
@@ -72,8 +73,8 @@ def test_bold_markdown_around_a_pasted_line(run_classify: Classify) -> None:
 
 def test_web_wrapped_line_keeps_the_numbers_of_each_half(run_classify: Classify) -> None:
     log = (
-        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 232.00 MiB. GPU 0 has a total capacity "
-        "of 23.57 GiB of which 154.25 MiB is free. Including non-PyTorch memory, this proce\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 232.00 MiB. GPU 0 has a total "
+        "capacity of 23.57 GiB of which 154.25 MiB is free. Including non-PyTorch memory, this proce\n"
         "ss has 23.40 GiB memory in use. Of the allocated memory 22.88 GiB is allocated by PyTorch, and "
         "188.29 MiB is reserved by PyTorch but unallocated.\n"
     )
@@ -85,8 +86,8 @@ def test_web_wrapped_line_keeps_the_numbers_of_each_half(run_classify: Classify)
 
 def test_dead_engine_errors_place_a_context_free_oom_in_serving(run_classify: Classify) -> None:
     log = (
-        "ERROR 03-19 10:55:18 [serving_chat.py:677] vllm.engine.multiprocessing.MQEngineDeadError: Engine loop "
-        "is not running. Inspect the stacktrace to find the original error: OutOfMemoryError('"
+        "ERROR 03-19 10:55:18 [serving_chat.py:677] vllm.engine.multiprocessing.MQEngineDeadError: "
+        "Engine loop is not running. Inspect the stacktrace to find the original error: OutOfMemoryError('"
         + OOM_TAIL
         + "').\n"
         "ERROR 03-19 10:55:18 [engine.py:158] OutOfMemoryError('" + OOM_TAIL + "')\n"
@@ -114,7 +115,7 @@ def test_method_named_by_the_worker_wrapper_places_the_oom(run_classify: Classif
     log = (
         "(VllmWorkerProcess pid=7) ERROR 03-02 19:49:43 [multiproc_worker_utils.py:242] Exception in worker "
         "VllmWorkerProcess while processing method load_model.\n"
-        "(VllmWorkerProcess pid=7) ERROR 03-02 19:49:43 [multiproc_worker_utils.py:242] torch.OutOfMemoryError: "
-        + OOM_TAIL
+        "(VllmWorkerProcess pid=7) ERROR 03-02 19:49:43 [multiproc_worker_utils.py:242] "
+        "torch.OutOfMemoryError: " + OOM_TAIL
     )
     assert run_classify(log).phase == "weights_oom"
