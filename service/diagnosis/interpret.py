@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from service.diagnosis.normalize import Document, Line
-from service.diagnosis.scan import Hit, scan_lines
+from service.diagnosis.scan import Hit, present, scan_lines
 from service.packs import SignatureIndex
+from service.packs.signatures import CompiledRule
 from service.schemas import Phase
 
 __all__ = ["PHASE_STAGE", "Context", "Placement", "Verdict", "interpret", "place_oom"]
@@ -78,6 +79,21 @@ class Context:
         self.signatures = signatures
         self.hits = hits
         self._lazy: dict[tuple[int, int], list[Hit]] = {}
+        self._present: list[CompiledRule] | None = None
+
+    def present(self) -> list[CompiledRule]:
+        """Lazy-index rules matching anywhere in the document (one RE2 pass, cached)."""
+        if self._present is None:
+            self._present = present(self.doc, self.signatures.lazy)
+        return self._present
+
+    def serving_anywhere(self) -> Hit | CompiledRule | None:
+        """A position-free sign that the engine was serving: a dead-engine wrapper, or the person
+        saying it fails on requests."""
+        for hit in self.hits:
+            if hit.compiled.rule.kind == "wrapper" and hit.compiled.rule.stage == "serving":
+                return hit
+        return next((c for c in self.present() if c.rule.anywhere and c.rule.stage == "serving"), None)
 
     def lazy(self, first: int, last: int) -> list[Hit]:
         """Stage-marker and frame hits on lines first..last."""
@@ -143,11 +159,11 @@ def place_oom(ctx: Context, oom: Hit, hint: Phase | None) -> Placement:
         return Placement(_STAGE_PHASE[stage], 0.75, "traceback frames after it", line.number)
     if hint is not None:  # only set when the weights alone cannot fit: then nothing else could run
         return Placement(hint, 0.6, "the model and GPU given", None)
-    serving = [
-        h for h in ctx.hits if h.compiled.rule.kind == "wrapper" and h.compiled.rule.stage == "serving"
-    ]
-    if serving:
-        return Placement("runtime_oom", 0.65, "the engine died while serving", serving[0].line.number)
+    serving = ctx.serving_anywhere()
+    if isinstance(serving, Hit):
+        return Placement("runtime_oom", 0.65, "the engine died while serving", serving.line.number)
+    if serving is not None:
+        return Placement("runtime_oom", 0.6, "the report says it fails while serving", None)
     phase = oom.compiled.rule.phase or "warmup_oom"
     return Placement(phase, 0.5, "no context around it", None)
 
