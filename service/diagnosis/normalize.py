@@ -29,7 +29,10 @@ _ENTITY = re.compile("|".join(re.escape(k) for k in _ENTITIES))
 def _triggers() -> Any:
     options = re2.Options()
     options.log_errors = False
-    pattern = r"[\x00-\x09\x0b-\x1f\x7f]|\[0m|;0m|<(?:https?|mailto|ftp|[@#!])|&(?:lt|gt|amp|quot|#39|#x27);|```"
+    pattern = (
+        r"[\x00-\x09\x0b-\x1f\x7f]|\[0m|;0m|<(?:https?|mailto|ftp|[@#!])"
+        r"|&(?:lt|gt|amp|quot|#39|#x27);|```"
+    )
     return re2.compile(pattern, options)
 
 
