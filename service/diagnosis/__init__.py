@@ -55,7 +55,7 @@ def classify_text(
         confidence=verdict.confidence,
         title=title,
         summary=summary,
-        evidence=collect_evidence(doc, verdict, hits),
+        evidence=collect_evidence(doc, verdict, hits, found.sources),
         facts=facts,
         findings=collect_findings(verdict, hits, found.flag_issues),
         budget=None,

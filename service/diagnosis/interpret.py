@@ -47,6 +47,7 @@ _STAGE_PHASE: dict[str, Phase] = {
 
 TRACEBACK = "Traceback (most recent call last)"
 _FRAME_WINDOW = 400
+MAX_PLACED_OOMS = 16
 _AFTER_WINDOW = 120
 
 
@@ -187,6 +188,10 @@ def interpret(ctx: Context, hint: Phase | None = None) -> Verdict:
         # a wrapper quoting the root message ("Worker failed with error 'CUDA out of memory…'") is
         # only a copy of it; the original line decides
         decisive = [h for h in decisive if h.line.number not in wrapped]
+    ooms = [h for h in decisive if h.compiled.rule.kind == "oom"]
+    if len(ooms) > MAX_PLACED_OOMS:  # every rank and request may repeat it; the first ones decide
+        extra = {id(h) for h in ooms[MAX_PLACED_OOMS:]}
+        decisive = [h for h in decisive if id(h) not in extra]
     for hit in decisive:
         rule = hit.compiled.rule
         phase, confidence, basis = _decisive_phase(ctx, hit, hint)
