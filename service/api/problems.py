@@ -102,16 +102,27 @@ def _response(problem: Problem, headers: dict[str, str] | None = None) -> Respon
 
 
 def _field_errors(extra: Any) -> list[FieldError]:
-    """Litestar's validation `extra` is a list of {message, key, source}; keep the field and message."""
+    """Litestar's validation `extra` is a list of {message, key, source}; body fields as `$.path`."""
     if not isinstance(extra, list):
         return []
     errors = []
     for item in extra:
         if isinstance(item, dict) and item.get("message"):
-            where = item.get("key") or "body"
-            source = item.get("source")
-            errors.append(FieldError(f"{source}.{where}" if source else str(where), str(item["message"])))
+            source = str(getattr(item.get("source"), "value", item.get("source")) or "body")
+            key = str(item.get("key") or "")
+            if source == "body":
+                field = key if key.startswith("$") else f"$.{key}" if key else "$"
+            else:
+                field = f"{source}.{key}"
+            errors.append(FieldError(field, str(item["message"])))
     return errors
+
+
+def _field_sentence(error: FieldError) -> str:
+    where, _, name = error.field.partition(".")
+    if where == "$":
+        return _sentence(f"The body field {error.field} is invalid: {error.message}")
+    return _sentence(f"The {where} parameter `{name}` is invalid: {error.message}")
 
 
 def _http_exception(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Problem]:
@@ -125,8 +136,7 @@ def _http_exception(_: Request[Any, Any, Any], exc: HTTPException) -> Response[P
         slug, title = "validation-error", "Invalid request"
         errors = _field_errors(exc.extra)
         if errors:
-            first = errors[0]
-            detail = _sentence(f"The {first.field} value is invalid: {first.message}")
+            detail = _field_sentence(errors[0])
     elif isinstance(exc.__cause__, SerializationException):
         slug, title = "invalid-json", "Invalid JSON"
         detail = _sentence(f"The body is not valid JSON ({exc.detail})")
