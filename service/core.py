@@ -5,12 +5,16 @@ No web framework, Slack, Redis or HTTP client is imported here or below; a test 
 
 from __future__ import annotations
 
+import msgspec
+
+from service.budget import budget_from_facts
+from service.budget import estimate as estimate_budget
 from service.diagnosis import classify_text
 from service.errors import EmptyLogError
 from service.packs import RulePacks
-from service.schemas import DiagnoseRequest, Diagnosis
+from service.schemas import Budget, DiagnoseRequest, Diagnosis, EstimateRequest
 
-__all__ = ["classify", "diagnose"]
+__all__ = ["classify", "diagnose", "estimate"]
 
 MAX_LOG_CHARS = 64 * 2**20
 
@@ -42,4 +46,11 @@ def classify(request: DiagnoseRequest, packs: RulePacks) -> Diagnosis:
 
 def diagnose(request: DiagnoseRequest, packs: RulePacks) -> Diagnosis:
     """The full diagnosis; budget and ranked fixes are added by their parts as they land."""
-    return classify(request, packs)
+    diagnosis = classify(request, packs)
+    budget = budget_from_facts(diagnosis.facts, packs.catalog)
+    return msgspec.structs.replace(diagnosis, budget=budget)
+
+
+def estimate(request: EstimateRequest, packs: RulePacks) -> Budget:
+    """The per-GPU memory budget of a model, GPU and vLLM configuration (DESIGN §3.4)."""
+    return estimate_budget(request, packs.catalog)

@@ -3,6 +3,7 @@
 Each agent rewrites its key on every heartbeat with a TTL of three intervals, so an agent that dies
 disappears within three heartbeats; a clean shutdown deletes the key at once. Readers (the bot) list
 agents with SCAN, never KEYS, and skip entries they cannot decode instead of failing.
+`registered_at` is the time of the latest heartbeat write, so a reader can tell how fresh it is.
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import msgspec
+
 from service.budget.kv import KvLayout, group_layout, largest_fitting_length
 from service.budget.resolve import (
     ResolvedGpu,
@@ -21,14 +23,23 @@ from service.budget.resolve import (
     model_from_config,
 )
 from service.budget.weights import Sharding, WeightBytes, pp_layer_counts, stage_weight_bytes
-from service.errors import InputError, InvalidConfigError
-from service.packs.catalog import Catalog, KvDtypeSpec, ModelSpec, QuantMethodSpec, version_tuple
+from service.errors import InputError, InvalidConfigError, UnknownGpuError
+from service.packs.catalog import (
+    Catalog,
+    DtypeSpec,
+    KvDtypeSpec,
+    ModelSpec,
+    QuantMethodSpec,
+    version_tuple,
+)
 from service.schemas import Budget, EstimateRequest, Facts, FigureSource, StartupCheck
 
 __all__ = ["GIB", "budget_from_facts", "estimate", "resolve"]
 
 GIB = 2**30
-_DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "float32": 4.0}
+_MAX_TP = 64
+# Quantized kernels repack weights (Marlin, MoE layouts); logged figures stay within about 3 %.
+_QUANT_SPREAD = 0.03
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +55,7 @@ class Run:
     gpus: int
     tp: int
     pp: int
-    dtype: str
+    dtype_spec: DtypeSpec
     kv: KvDtypeSpec
     util: float
     block_size: int
@@ -63,8 +74,12 @@ class Run:
         return self.version_t >= version_tuple(since)
 
     @property
+    def dtype(self) -> str:
+        return self.dtype_spec.id
+
+    @property
     def dtype_bytes(self) -> float:
-        return _DTYPE_BYTES[self.dtype]
+        return self.dtype_spec.bytes
 
     @property
     def total_bytes(self) -> int:
@@ -138,24 +153,24 @@ def _derived_max_len(model: ModelSpec) -> int:
 
 def _dtype(
     request: EstimateRequest, model: ModelSpec, gpu: ResolvedGpu, catalog: Catalog, notes: list[str]
-) -> str:
+) -> DtypeSpec:
+    """The dtype vLLM runs: `auto` is the config's, float32 → bf16 (fp16 without bf16 support)."""
     bf16_ok = gpu.spec is None or gpu.spec.bf16
-    wanted = (request.dtype or "auto").lower()
+    wanted = (request.dtype or "auto").lower().removeprefix("torch.")
     if wanted == "auto":
-        dtype: str = model.torch_dtype
-        if dtype == "float32":
-            dtype = "bfloat16" if bf16_ok else "float16"
-        elif dtype == "bfloat16" and not bf16_ok:
-            dtype = "float16"
+        wanted = model.torch_dtype
+        if wanted == "float32":
+            wanted = "bfloat16" if bf16_ok else "float16"
+        elif wanted == "bfloat16" and not bf16_ok:
+            wanted = "float16"
             notes.append("This GPU has no bfloat16, so the auto dtype falls back to float16.")
-        return dtype
     for spec in catalog.dtypes.dtypes:
         if wanted in (spec.id, *spec.aliases):
             if spec.needs_bf16 and not bf16_ok:
                 notes.append(
                     f"vLLM refuses bfloat16 on {gpu.name} (compute capability below 8.0); use --dtype half."
                 )
-            return spec.id
+            return spec
     known = ", ".join(d.id for d in catalog.dtypes.dtypes)
     raise InvalidConfigError(f"The dtype {request.dtype!r} is not known (valid: auto, {known}).")
 
@@ -166,7 +181,8 @@ def _quantization(
     method = find_quantization(catalog, request.quantization) if request.quantization else None
     if checkpoint is not None:
         native = find_quantization(catalog, checkpoint)
-        if method is not None and method.id != native.id:
+        generic = (request.quantization or "").lower() == "compressed-tensors"
+        if method is not None and method.id != native.id and not generic:
             notes.append(
                 f"The checkpoint is {native.id}-quantized; "
                 f"vLLM rejects --quantization {request.quantization}."
@@ -181,9 +197,8 @@ def _quantization(
     return method
 
 
-def _scheduler_defaults(
-    request: EstimateRequest, run_gpu: ResolvedGpu, catalog: Catalog, v: tuple[int, int, int]
-) -> tuple[int, int]:
+def _scheduler_defaults(run_gpu: ResolvedGpu, catalog: Catalog, v: tuple[int, int, int]) -> tuple[int, int]:
+    """max_num_seqs and max_num_batched_tokens `vllm serve` picks for this device and release."""
     era = [e for e in catalog.engine.defaults if version_tuple(e.since) <= v][-1]
     gpu_id = run_gpu.spec.id.lower() if run_gpu.spec else ""
     for tier in era.tiers:
@@ -209,6 +224,10 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
     gpu = find_gpu(catalog, request.gpu, request.gpu_total_gib)
     pp = request.pipeline_parallel_size or 1
     tp = request.tensor_parallel_size or max(1, request.gpus // pp)
+    if pp > model.num_hidden_layers:
+        raise InvalidConfigError(
+            f"pipeline_parallel_size {pp} exceeds the model's {model.num_hidden_layers} layers."
+        )
     if model.num_attention_heads % tp:
         raise InvalidConfigError(
             f"Total number of attention heads ({model.num_attention_heads}) must be divisible by "
@@ -233,7 +252,7 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
     util = request.gpu_memory_utilization
     if util is None:
         util = [s.value for s in engine.gpu_memory_utilization if version_tuple(s.since) <= version_t][-1]
-    seqs, batched = _scheduler_defaults(request, gpu, catalog, version_t)
+    seqs, batched = _scheduler_defaults(gpu, catalog, version_t)
     max_num_seqs = request.max_num_seqs or seqs
     max_num_batched_tokens = min(request.max_num_batched_tokens or batched, max_num_seqs * max_model_len)
     kv_bytes = request.kv_cache_memory_bytes
@@ -255,7 +274,7 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
         gpus=max(request.gpus, tp * pp),
         tp=tp,
         pp=pp,
-        dtype=dtype,
+        dtype_spec=dtype,
         kv=kv,
         util=util,
         block_size=request.block_size or engine.default_block_size,
@@ -333,9 +352,20 @@ def _activation(run: Run, tp: int, catalog: Catalog) -> int:
     return int(run.max_num_batched_tokens * per_token + logits)
 
 
+def _quant_bytes(run: Run) -> float | None:
+    """Bytes per quantized weight, with the experts' hidden-size padding some MoE kernels add."""
+    if run.quant is None:
+        return None
+    multiple = run.quant.expert_hidden_multiple
+    if multiple is None or run.quant_scope != "experts":
+        return run.quant.bytes_per_weight
+    hidden = run.model.hidden_size
+    return run.quant.bytes_per_weight * math.ceil(hidden / multiple) * multiple / hidden
+
+
 def _stages(run: Run, tp: int, catalog: Catalog) -> list[Stage]:
     o = catalog.engine.overheads
-    quant_bytes = run.quant.bytes_per_weight if run.quant is not None else None
+    quant_bytes = _quant_bytes(run)
     sharding = Sharding(tp=tp, vocab_padding=catalog.engine.vocab_padding, quant_scope=run.quant_scope)
     weights = stage_weight_bytes(run.model, sharding, run.pp, run.dtype_bytes, quant_bytes)
     non_torch = int((o.non_torch_gib + (o.non_torch_tp_gib if tp * run.pp > 1 else 0)) * GIB)
@@ -380,7 +410,12 @@ def _fits(run: Run, stage: Stage, requested: int, catalog: Catalog) -> bool:
 
 
 def _min_utilization(run: Run, stage: Stage, catalog: Catalog) -> float | None:
-    """The smallest utilization (2 decimals) whose KV budget holds one max_model_len request."""
+    """The smallest utilization (2 decimals) whose KV budget holds one max_model_len request.
+
+    None when kv_cache_memory_bytes is set (vLLM then ignores the utilization) or nothing fits.
+    """
+    if run.kv_cache_memory_bytes is not None:
+        return None
     need = stage.layout.need_bytes(run.max_model_len) + _null_bytes(run, stage.layout, catalog)
     util = math.ceil((stage.fixed + need) / run.total_bytes * 100) / 100
     while util <= 1.0 and _requested(run, util, catalog) - stage.fixed < max(need, 1):
@@ -391,13 +426,11 @@ def _min_utilization(run: Run, stage: Stage, catalog: Catalog) -> float | None:
 def _min_tensor_parallel(run: Run, requested: int, catalog: Catalog) -> int | None:
     """The smallest TP (dividing the attention heads) whose GPUs hold weights and one request."""
     heads = run.model.num_attention_heads
-    for tp in range(1, heads + 1):
-        if heads % tp:
-            continue
-        if all(_fits_without_override(run, s, requested, catalog) for s in _stages(run, tp, catalog)):
+    for tp in range(1, min(heads, _MAX_TP) + 1):
+        if heads % tp == 0 and all(
+            _fits_without_override(run, s, requested, catalog) for s in _stages(run, tp, catalog)
+        ):
             return tp
-        if tp >= 64:
-            break
     return None
 
 
@@ -457,8 +490,11 @@ def _sources(run: Run, stage: Stage, catalog: Catalog) -> dict[str, FigureSource
         + (stage.cuda_graph * o.cuda_graph_uncertainty if stage.graph_in_budget else 0)
     )
     derived = (
-        FigureSource(kind="given") if given else FigureSource(kind="estimated", uncertainty_gib=_gib(spread))
+        FigureSource(kind="exact", note="from the given kv_cache_memory_bytes")
+        if given
+        else FigureSource(kind="estimated", uncertainty_gib=_gib(spread))
     )
+    repack = _QUANT_SPREAD * stage.weights.quantized
     weights_note = (
         "computed from the pasted config.json"
         if run.from_config
@@ -466,7 +502,11 @@ def _sources(run: Run, stage: Stage, catalog: Catalog) -> dict[str, FigureSource
     )
     return {
         "total_gib": FigureSource(kind="catalog" if run.gpu.spec else "given"),
-        "weights_gib": FigureSource(kind="given" if run.from_config else "catalog", note=weights_note),
+        "weights_gib": FigureSource(
+            kind="given" if run.from_config else "catalog",
+            uncertainty_gib=_gib(repack) if repack else None,
+            note=weights_note,
+        ),
         "kv_bytes_per_token": FigureSource(kind="exact"),
         "kv_bytes_per_block": FigureSource(kind="exact"),
         "requested_gib": FigureSource(kind="exact", note="ceil(total × gpu_memory_utilization)"),
@@ -479,7 +519,7 @@ def _sources(run: Run, stage: Stage, catalog: Catalog) -> dict[str, FigureSource
             uncertainty_gib=_gib(stage.cuda_graph * o.cuda_graph_uncertainty),
             note=None if stage.graph_in_budget else "not subtracted from the KV budget in this version",
         ),
-        "available_kv_gib": derived,
+        "available_kv_gib": FigureSource(kind="given") if given else derived,
         "num_blocks": derived,
         "kv_cache_tokens": derived,
         "max_model_len_fit": derived,
@@ -611,5 +651,11 @@ def budget_from_facts(
     )
     try:
         return estimate(request, catalog)
+    except UnknownGpuError:
+        if facts.total_gib is None:
+            return None
+        return budget_from_facts(
+            msgspec.structs.replace(facts, gpu_name=None), catalog, model=model, vllm_version=vllm_version
+        )
     except InputError:
         return None

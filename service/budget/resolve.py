@@ -10,6 +10,7 @@ import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 import msgspec
 
@@ -75,9 +76,12 @@ def _build_index(catalog: Catalog) -> _Index:
             models.setdefault(_fold(name.rsplit("/", 1)[-1]), (m, m.quantization))
         names.append(m.hf_id)
     for c in catalog.models.checkpoints:
+        base = by_id[c.base]
+        if c.intermediate_size is not None:
+            base = msgspec.structs.replace(base, intermediate_size=c.intermediate_size)
         for name in (c.id, *c.aliases):
-            models[_fold(name)] = (by_id[c.base], c.quantization)
-            models.setdefault(_fold(name.rsplit("/", 1)[-1]), (by_id[c.base], c.quantization))
+            models[_fold(name)] = (base, c.quantization)
+            models.setdefault(_fold(name.rsplit("/", 1)[-1]), (base, c.quantization))
         names.append(c.id)
     gpus: dict[str, GpuSpec] = {}
     gpu_names: list[str] = []
@@ -138,24 +142,33 @@ def find_gpu(catalog: Catalog, name: str | None, total_gib: float | None) -> Res
     return ResolvedGpu(spec.id, spec.total_gib, spec)
 
 
+class _Named(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def aliases(self) -> list[str]: ...
+
+
+_N = TypeVar("_N", bound=_Named)
+
+
+def _by_name(entries: list[_N], name: str, what: str) -> _N:
+    folded = _fold(name)
+    for entry in entries:
+        if folded in {_fold(entry.id), *(_fold(a) for a in entry.aliases)}:
+            return entry
+    known = ", ".join(e.id for e in entries)
+    raise InvalidConfigError(f"The {what} {name!r} is not in the catalog (known: {known}).")
+
+
 def find_quantization(catalog: Catalog, name: str) -> QuantMethodSpec:
     """A quantization method by id or by the `--quantization` value vLLM accepts."""
-    folded = _fold(name)
-    for q in catalog.dtypes.quantization:
-        if folded in {_fold(q.id), *(_fold(a) for a in q.aliases)}:
-            return q
-    known = ", ".join(q.id for q in catalog.dtypes.quantization)
-    raise InvalidConfigError(f"The quantization method {name!r} is not in the catalog (known: {known}).")
+    return _by_name(catalog.dtypes.quantization, name, "quantization method")
 
 
 def find_kv_dtype(catalog: Catalog, name: str) -> KvDtypeSpec:
     """A `--kv-cache-dtype` value by id or alias."""
-    folded = _fold(name)
-    for k in catalog.dtypes.kv_cache_dtypes:
-        if folded in {_fold(k.id), *(_fold(a) for a in k.aliases)}:
-            return k
-    known = ", ".join(k.id for k in catalog.dtypes.kv_cache_dtypes)
-    raise InvalidConfigError(f"The KV-cache dtype {name!r} is not known (valid: {known}).")
+    return _by_name(catalog.dtypes.kv_cache_dtypes, name, "KV-cache dtype")
 
 
 # --- pasted config.json ------------------------------------------------------------------------

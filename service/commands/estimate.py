@@ -6,7 +6,6 @@ Exit 0 when it fits, 1 when it does not, 2 for bad input (one sentence on stderr
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ import msgspec
 
 from service.budget import estimate
 from service.errors import InputError, InvalidConfigError
+from service.packs import default_rules_dir
 from service.packs.catalog import Catalog, load_catalog
 from service.packs.loader import PackError
 from service.schemas import Budget, EstimateRequest
@@ -166,10 +166,8 @@ def render(budget: Budget) -> str:
 
 
 def _catalog() -> Catalog:
-    """The catalog from VRAMDOC_RULES_DIR, else the repository's rules/."""
-    configured = os.environ.get("VRAMDOC_RULES_DIR")
-    rules = Path(configured) if configured else Path(__file__).resolve().parents[2] / "rules"
-    return load_catalog(rules)
+    """The catalog from VRAMDOC_RULES_DIR, else the repository's rules/ (as load_packs finds it)."""
+    return load_catalog(default_rules_dir())
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,9 +8,9 @@ from __future__ import annotations
 from service.diagnosis.evidence import collect_evidence, collect_findings
 from service.diagnosis.facts import collect_facts, infer_engine, version_tuple
 from service.diagnosis.hints import weights_hint
-from service.diagnosis.interpret import interpret
+from service.diagnosis.interpret import Context, interpret
 from service.diagnosis.normalize import Document
-from service.diagnosis.scan import Hit, scan
+from service.diagnosis.scan import Hit, present, scan
 from service.diagnosis.wording import describe
 from service.packs import RulePacks
 from service.schemas import Diagnosis, Phase
@@ -39,12 +39,17 @@ def classify_text(
 ) -> Diagnosis:
     """Classify one pasted log; request facts and a command fill what the log does not state."""
     doc = Document(log)
-    hits = scan(doc, packs.signatures)
+    hits = scan(doc, packs.signatures.eager)
     if hint is None:
         hint = weights_hint(_first_facts(hits, request_facts or {}))
-    verdict = interpret(doc, hits, hint)
+    verdict = interpret(Context(doc, packs.signatures, hits), hint)
+    if verdict.phase == "no_failure" and verdict.confidence < 0.9 and present(doc, packs.signatures.lazy):
+        verdict.confidence = 0.9  # vLLM's own stage lines are there, and none of them failed
     stated = next((str(h.facts["vllm_version"]) for h in hits if "vllm_version" in h.facts), None)
-    engine = infer_engine(hits, stated, vllm_version)
+    matched_rules = [h.compiled.rule for h in hits]
+    if not stated and not vllm_version:  # only then do the wordings of stage lines matter
+        matched_rules += [c.rule for c in present(doc, packs.signatures.lazy)]
+    engine = infer_engine(matched_rules, stated, vllm_version)
     known = version_tuple(engine.version)
     version_text = ".".join(map(str, known)) if known else None
     decisive_lines = {h.line.number for h in verdict.decisive}

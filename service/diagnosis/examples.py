@@ -47,7 +47,8 @@ def _same(expected: object, actual: object) -> bool:
 
 def _facts_of(packs: RulePacks, compiled: CompiledRule, line: str) -> dict[str, object] | None:
     """Facts this rule yields on `line` when run through the real scanner (prefilter included)."""
-    for hit in scan(Document(line), packs.signatures):
+    doc = Document(line)
+    for hit in scan(doc, packs.signatures.eager) + scan(doc, packs.signatures.lazy):
         if hit.compiled is compiled:
             facts = {k: v for k, v in hit.facts.items() if k != "command"}
             return dict(msgspec.to_builtins(facts))

@@ -14,7 +14,7 @@ import msgspec
 
 from service.diagnosis.command import FlagIssue, parse_command
 from service.diagnosis.scan import Hit
-from service.packs.signatures import parse_version
+from service.packs.signatures import SignatureRule, parse_version
 from service.schemas import Engine, Facts
 
 __all__ = ["FactSet", "collect_facts", "infer_engine"]
@@ -77,15 +77,15 @@ def _range_text(low: tuple[int, int, int], high: tuple[int, int, int]) -> str | 
     return ",".join(parts) or None
 
 
-def infer_engine(hits: list[Hit], stated: str | None, requested: str | None) -> Engine:
+def infer_engine(rules: list[SignatureRule], stated: str | None, requested: str | None) -> Engine:
     """The vLLM version: stated by the log, else given by the caller, else a range from wording."""
     if stated:
         return Engine(version=stated, assumed=False)
     if requested:
         return Engine(version=requested, assumed=False)
     low, high = (0, 0, 0), (999, 0, 0)
-    for hit in hits:
-        versions = hit.compiled.rule.versions
+    for rule in rules:
+        versions = rule.versions
         if versions.min is None and versions.max is None:
             continue
         rule_low, rule_high = versions.bounds()

@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from service.diagnosis.normalize import Document, Line
-from service.diagnosis.scan import Hit
+from service.diagnosis.scan import Hit, scan_lines
+from service.packs import SignatureIndex
 from service.schemas import Phase
 
-__all__ = ["PHASE_STAGE", "Placement", "Verdict", "interpret", "place_oom"]
+__all__ = ["PHASE_STAGE", "Context", "Placement", "Verdict", "interpret", "place_oom"]
 
 # Where in startup each failure phase happens; ties between phases break on the log line.
 PHASE_STAGE: dict[Phase, int] = {
@@ -69,8 +70,44 @@ class Verdict:
     hit_phases: dict[tuple[int, str], Phase] = field(default_factory=dict)
 
 
+class Context:
+    """The document, its eager hits, and lazy stage/frame lookups by line range (cached)."""
+
+    def __init__(self, doc: Document, signatures: SignatureIndex, hits: list[Hit]) -> None:
+        self.doc = doc
+        self.signatures = signatures
+        self.hits = hits
+        self._lazy: dict[tuple[int, int], list[Hit]] = {}
+
+    def lazy(self, first: int, last: int) -> list[Hit]:
+        """Stage-marker and frame hits on lines first..last."""
+        key = (first, last)
+        if key not in self._lazy:
+            self._lazy[key] = scan_lines(self.doc, self.signatures.lazy, first, last)
+        return self._lazy[key]
+
+    def last_marker(self, before: int) -> Hit | None:
+        """The last stage marker (lazy or a fact line with a stage) before line `before`."""
+        eager = [
+            h
+            for h in self.hits
+            if h.compiled.rule.stage is not None
+            and h.compiled.rule.kind != "frame"
+            and h.line.number < before
+        ]
+        floor = eager[-1].line.number if eager else 0
+        high, size = before - 1, 200
+        while high > floor:
+            low = max(floor + 1, high - size + 1)
+            found = [h for h in self.lazy(low, high) if h.compiled.rule.kind == "stage"]
+            if found:
+                return found[-1]
+            high, size = low - 1, size * 4
+        return eager[-1] if eager else None
+
+
 def _traceback_start(doc: Document, line: Line, limit: int) -> int:
-    """Line number of the traceback header (same process) that `line` ends, or `line - limit`."""
+    """Line number of the traceback header (same process) that `line` ends, or a window start."""
     for number in range(line.number - 1, max(0, line.number - limit), -1):
         candidate = doc.line(number)
         if candidate.source == line.source and candidate.text.startswith(TRACEBACK):
@@ -78,31 +115,28 @@ def _traceback_start(doc: Document, line: Line, limit: int) -> int:
     return max(1, line.number - 60)
 
 
-def _frame_stage(frames: list[Hit], source: str) -> str | None:
+def _frame_stage(frames: list[Hit], source: str | None) -> str | None:
     """The stage named by the outermost stage-specific frame (tracebacks list outermost first)."""
     for hit in frames:
-        if hit.line.source == source and hit.compiled.rule.stage is not None:
+        if (source is None or hit.line.source == source) and hit.compiled.rule.stage is not None:
             return hit.compiled.rule.stage
     return None
 
 
-def place_oom(doc: Document, oom: Hit, hits: list[Hit], hint: Phase | None) -> Placement:
+def place_oom(ctx: Context, oom: Hit, hint: Phase | None) -> Placement:
     """Place a bare CUDA OOM in startup order (DESIGN §3.1)."""
     line = oom.line
-    start = _traceback_start(doc, line, _FRAME_WINDOW)
-    frames = [h for h in hits if h.compiled.rule.kind == "frame" and start <= h.line.number <= line.number]
+    start = _traceback_start(ctx.doc, line, _FRAME_WINDOW)
+    frames = [h for h in ctx.lazy(start, line.number) if h.compiled.rule.kind == "frame"]
     stage = _frame_stage(frames, line.source)
     if stage is not None:
         return Placement(_STAGE_PHASE[stage], 0.9, "traceback frames", line.number)
-    markers = [h for h in hits if h.compiled.rule.kind == "stage" and h.line.number < line.number]
-    if markers:
-        latest = markers[-1]
-        stage_name = latest.compiled.rule.stage or "loading"
-        return Placement(_STAGE_PHASE[stage_name], 0.8, "log lines before it", latest.line.number)
+    marker = ctx.last_marker(line.number)
+    if marker is not None:
+        stage_name = marker.compiled.rule.stage or "loading"
+        return Placement(_STAGE_PHASE[stage_name], 0.8, "log lines before it", marker.line.number)
     after = [
-        h
-        for h in hits
-        if h.compiled.rule.kind == "frame" and line.number < h.line.number <= line.number + _AFTER_WINDOW
+        h for h in ctx.lazy(line.number + 1, line.number + _AFTER_WINDOW) if h.compiled.rule.kind == "frame"
     ]
     stage = _frame_stage(after, after[0].line.source) if after else None
     if stage is not None:
@@ -113,23 +147,28 @@ def place_oom(doc: Document, oom: Hit, hits: list[Hit], hint: Phase | None) -> P
     return Placement(phase, 0.5, "no context around it", None)
 
 
-def _decisive_phase(doc: Document, hit: Hit, hits: list[Hit], hint: Phase | None) -> tuple[Phase, float, str]:
+def _decisive_phase(ctx: Context, hit: Hit, hint: Phase | None) -> tuple[Phase, float, str]:
     rule = hit.compiled.rule
     if rule.kind == "oom":
-        placement = place_oom(doc, hit, hits, hint)
+        placement = place_oom(ctx, hit, hint)
         return placement.phase, placement.confidence, placement.basis
     assert rule.phase is not None
     return rule.phase, 0.95, "its own message"
 
 
-def interpret(doc: Document, hits: list[Hit], hint: Phase | None = None) -> Verdict:
+def interpret(ctx: Context, hint: Phase | None = None) -> Verdict:
     """Choose the root phase among the hits."""
+    hits = ctx.hits
     candidates: list[tuple[int, int, int, Phase, float, str, Hit]] = []
-    for hit in hits:
+    wrapped = {h.line.number for h in hits if h.compiled.rule.kind == "wrapper"}
+    decisive = [h for h in hits if h.compiled.rule.kind in ("failure", "oom")]
+    if any(h.line.number not in wrapped for h in decisive):
+        # a wrapper quoting the root message ("Worker failed with error 'CUDA out of memory…'") is
+        # only a copy of it; the original line decides
+        decisive = [h for h in decisive if h.line.number not in wrapped]
+    for hit in decisive:
         rule = hit.compiled.rule
-        if rule.kind not in ("failure", "oom"):
-            continue
-        phase, confidence, basis = _decisive_phase(doc, hit, hits, hint)
+        phase, confidence, basis = _decisive_phase(ctx, hit, hint)
         severity_rank = 0 if rule.severity == "error" else 1
         candidates.append((severity_rank, PHASE_STAGE[phase], hit.line.number, phase, confidence, basis, hit))
     phases = {(c[6].line.number, c[6].rule_id): c[3] for c in candidates}
@@ -140,7 +179,6 @@ def interpret(doc: Document, hits: list[Hit], hint: Phase | None = None) -> Verd
         _, _, _, phase, confidence, basis, root = best
         decisive = [c[6] for c in candidates if c[3] == phase and c[0] == best[0]]
         return Verdict(phase, confidence, root, basis, decisive, first_exception, phases)
-    wrapped = {h.line.number for h in hits if h.compiled.rule.kind == "wrapper"}
     errors = [h for h in hits if h.compiled.rule.kind == "exception" and h.line.number not in wrapped]
     if errors:
         root = errors[0]
@@ -150,5 +188,5 @@ def interpret(doc: Document, hits: list[Hit], hint: Phase | None = None) -> Verd
         root = wrappers[0]
         basis = "only a wrapper error; its root cause is not in the excerpt"
         return Verdict("not_memory", 0.35, root, basis, [root], first_exception)
-    seen_vllm = any(h.compiled.rule.kind in ("info", "stage", "version") for h in hits)
+    seen_vllm = any(h.compiled.rule.kind in ("info", "version") for h in hits)
     return Verdict("no_failure", 0.9 if seen_vllm else 0.5, None, "no failure signature", [], None)

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
+
+import re2
 
 __all__ = ["Document", "Line", "clean_text", "decode_bytes", "split_prefixes"]
 
@@ -18,6 +21,17 @@ _SLACK_LINK = re.compile(r"<((?:https?|mailto|ftp)://?[^|<>\s]*)(?:\|([^<>]*))?>
 _SLACK_REF = re.compile(r"<[@#!][^<>\s]*(?:\|([^<>]*))?>")
 _FENCE = re.compile(r"(?m)^[ \t]*```[\w+\-.]*[ \t]*$|```")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _triggers() -> Any:
+    options = re2.Options()
+    options.log_errors = False
+    pattern = r"[\x00-\x09\x0b-\x1f\x7f]|\[0m|;0m|<(?:https?|mailto|ftp|[@#!])|&(?:lt|gt|amp);|```"
+    return re2.compile(pattern, options)
+
+
+# Anything clean_text would change; a log without any is used as is (one fast RE2 pass instead).
+_TRIGGERS = _triggers()
 
 # One alternation per prefix family; split_prefixes strips them repeatedly until none is left.
 _PREFIX = re.compile(
@@ -105,12 +119,23 @@ def split_prefixes(raw: str) -> tuple[str, str, str]:
 class Document:
     """A cleaned log: whole text for fast scans, lines on demand with their original numbers."""
 
-    __slots__ = ("_cache", "lines", "text")
+    __slots__ = ("_cache", "_data", "lines", "text")
 
     def __init__(self, raw: str) -> None:
-        self.text = clean_text(raw)
-        self.lines = self.text.split("\n")
+        data: bytes | None = raw.encode("utf-8", errors="replace")
+        if _TRIGGERS.search(data) is not None:
+            raw, data = clean_text(raw), None
+        self.text = raw
+        self.lines = raw.split("\n")
         self._cache: dict[int, Line] = {}
+        self._data = data
+
+    @property
+    def data(self) -> bytes:
+        """The cleaned text as UTF-8, for RE2 scans (encoded once)."""
+        if self._data is None:
+            self._data = self.text.encode("utf-8", errors="replace")
+        return self._data
 
     def __len__(self) -> int:
         return len(self.lines)

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.diagnosis.normalize import Document, Line
-from service.packs import SignatureIndex
+from service.packs import PatternIndex
 from service.packs.signatures import CompiledRule, convert_fact, other_process
 
-__all__ = ["Hit", "match_line", "parse_pairs", "scan"]
+__all__ = ["Hit", "match_line", "parse_pairs", "present", "scan", "scan_lines"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,17 +80,25 @@ def _read_value(body: str, i: int) -> tuple[str, int]:
     return body[start:i].strip(), i + 1
 
 
-def match_line(compiled: CompiledRule, text: str, only: int | None = None) -> dict[str, object] | None:
-    """Facts stated by `text` under this rule, or None when no pattern matches."""
+def match_line(compiled: CompiledRule, text: str, only: set[int] | None = None) -> dict[str, object] | None:
+    """Facts stated by `text` under this rule, or None when no pattern matches.
+
+    `only` names the patterns the prefilter set already matched on this line; a plain one (no
+    groups, no anchors) then needs no second run.
+    """
     rule = compiled.rule
     if any(exclude.search(text) for exclude in compiled.excludes):
         return None
     facts: dict[str, object] = {}
     matched = False
+    listed = any(spec.field for spec in rule.facts.values())
     for index, regex in enumerate(compiled.regexes):
-        if only is not None and index != only:
+        if only is not None and index not in only:
             continue
-        if any(spec.field for spec in rule.facts.values()):
+        if only is not None and compiled.plain[index]:
+            matched = True
+            continue
+        if listed:
             found = _list_facts(compiled, regex, text)
             if found:
                 matched = True
@@ -139,20 +147,42 @@ def _pair_facts(compiled: CompiledRule, body: str, facts: dict[str, object]) -> 
             facts.setdefault(fact, converted)
 
 
-def scan(doc: Document, index: SignatureIndex) -> list[Hit]:
-    """Every rule hit in the document, in line order."""
+def scan(doc: Document, index: PatternIndex) -> list[Hit]:
+    """Every hit of `index`'s rules in the whole document, in line order."""
+    return _scan_bytes(doc, index, doc.data, 1)
+
+
+def scan_lines(doc: Document, index: PatternIndex, first: int, last: int) -> list[Hit]:
+    """Hits of `index`'s rules on lines first..last only (for lazy stage/frame lookups)."""
+    first, last = max(1, first), min(len(doc.lines), last)
+    if first > last:
+        return []
+    data = "\n".join(doc.lines[first - 1 : last]).encode("utf-8", errors="replace")
+    return _scan_bytes(doc, index, data, first)
+
+
+def present(doc: Document, index: PatternIndex) -> list[CompiledRule]:
+    """Rules of `index` with a pattern matching anywhere in the document (one RE2 pass)."""
+    if not index.pattern_owner:
+        return []
+    found = {index.pattern_owner[i][0] for i in index.pattern_set.Match(doc.data) or ()}
+    return [index.rules[i] for i in sorted(found)]
+
+
+def _scan_bytes(doc: Document, index: PatternIndex, data: bytes, first_line: int) -> list[Hit]:
     if index.prefilter is None:
         return []
-    data = doc.text.encode("utf-8")
     hits: list[Hit] = []
-    pos, line_no, counted_to = 0, 1, 0
+    pos, line_no, counted_to = 0, first_line, 0
     size = len(data)
+    search = index.prefilter.search
     while pos < size:
-        match = index.prefilter.search(data, pos)
+        match = search(data, pos)
         if match is None:
             break
-        start = data.rfind(b"\n", 0, match.start()) + 1
-        end = data.find(b"\n", match.start())
+        begin = match.start()
+        start = data.rfind(b"\n", 0, begin) + 1
+        end = data.find(b"\n", begin)
         end = size if end < 0 else end
         line_no += data.count(b"\n", counted_to, start)
         counted_to = start
@@ -161,17 +191,16 @@ def scan(doc: Document, index: SignatureIndex) -> list[Hit]:
     return hits
 
 
-def _hits_on_line(doc: Document, index: SignatureIndex, number: int, raw: bytes) -> list[Hit]:
+def _hits_on_line(doc: Document, index: PatternIndex, number: int, raw: bytes) -> list[Hit]:
     line = doc.line(number)
-    hits: list[Hit] = []
-    seen: set[int] = set()
-    for pattern_index in sorted(index.pattern_set.Match(raw)):
+    by_rule: dict[int, set[int]] = {}
+    for pattern_index in index.pattern_set.Match(raw) or ():
         rule_index, regex_index = index.pattern_owner[pattern_index]
-        if rule_index in seen:
-            continue
+        by_rule.setdefault(rule_index, set()).add(regex_index)
+    hits: list[Hit] = []
+    for rule_index in sorted(by_rule):
         compiled = index.rules[rule_index]
-        facts = match_line(compiled, line.text)
+        facts = match_line(compiled, line.text, by_rule[rule_index])
         if facts is not None:
-            seen.add(rule_index)
             hits.append(Hit(compiled=compiled, line=line, facts=facts))
     return hits

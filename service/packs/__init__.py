@@ -15,24 +15,47 @@ from typing import Any
 
 import re2
 
+from service.packs.catalog import Catalog, load_catalog
 from service.packs.loader import PackError
 from service.packs.signatures import OPTIONS, CompiledRule, compile_pack, pack_files
 
-__all__ = ["PackError", "RulePacks", "SignatureIndex", "default_rules_dir", "load_packs"]
+__all__ = [
+    "LAZY_KINDS",
+    "PackError",
+    "PatternIndex",
+    "RulePacks",
+    "SignatureIndex",
+    "default_rules_dir",
+    "load_packs",
+]
 
 RULES_ENV = "VRAMDOC_RULES_DIR"
 
 
+# Stage markers and traceback frames repeat on every serving line; they are only read near a bare
+# OOM, so they get their own index and are scanned lazily (see service.diagnosis.scan).
+LAZY_KINDS = frozenset({"stage", "frame"})
+
+
+@dataclass(frozen=True, slots=True)
+class PatternIndex:
+    """Some rules, one OR-ed prefilter over all their patterns, and an RE2 set naming which matched."""
+
+    rules: tuple[CompiledRule, ...]
+    prefilter: Any = field(repr=False)
+    pattern_set: Any = field(repr=False)
+    pattern_owner: tuple[tuple[int, int], ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class SignatureIndex:
-    """Every active signature rule, by id and in load order, plus one OR-ed prefilter over all."""
+    """Every active signature rule, by id and in load order; eager and lazy pattern indexes."""
 
     rules: tuple[CompiledRule, ...]
     by_id: dict[str, CompiledRule]
     packs: tuple[str, ...]
-    prefilter: Any = field(repr=False)
-    pattern_set: Any = field(repr=False)
-    pattern_owner: tuple[tuple[int, int], ...] = ()
+    eager: PatternIndex
+    lazy: PatternIndex
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +65,7 @@ class RulePacks:
     signatures: SignatureIndex
     digest: str
     root: Path
+    catalog: Catalog
 
 
 def default_rules_dir() -> Path:
@@ -60,24 +84,28 @@ def _digest(root: Path, files: list[Path]) -> str:
     return f"sha256:{sha.hexdigest()}"
 
 
-def _index(rules: list[CompiledRule], packs: list[str]) -> SignatureIndex:
-    active = tuple(r for r in rules if r.rule.status != "retired")
-    alternation = "|".join(f"(?:{p})" for r in active for p in r.prefilter)
+def _pattern_index(rules: tuple[CompiledRule, ...]) -> PatternIndex:
+    alternation = "|".join(f"(?:{p})" for r in rules for p in r.prefilter)
     prefilter = re2.compile(f"(?m){alternation}", OPTIONS) if alternation else None
     pattern_set = re2.Set.SearchSet(OPTIONS)
     owner: list[tuple[int, int]] = []
-    for rule_index, compiled in enumerate(active):
-        for regex_index, pattern in enumerate(compiled.prefilter):
+    for rule_index, compiled in enumerate(rules):
+        for regex_index, pattern in enumerate(compiled.set_forms):
             pattern_set.Add(pattern)
             owner.append((rule_index, regex_index))
-    pattern_set.Compile()
+    if owner:
+        pattern_set.Compile()
+    return PatternIndex(rules=rules, prefilter=prefilter, pattern_set=pattern_set, pattern_owner=tuple(owner))
+
+
+def _index(rules: list[CompiledRule], packs: list[str]) -> SignatureIndex:
+    active = tuple(r for r in rules if r.rule.status != "retired")
     return SignatureIndex(
         rules=active,
         by_id={r.rule.id: r for r in rules},
         packs=tuple(packs),
-        prefilter=prefilter,
-        pattern_set=pattern_set,
-        pattern_owner=tuple(owner),
+        eager=_pattern_index(tuple(r for r in active if r.rule.kind not in LAZY_KINDS)),
+        lazy=_pattern_index(tuple(r for r in active if r.rule.kind in LAZY_KINDS)),
     )
 
 
@@ -114,4 +142,7 @@ def load_packs(rules_dir: Path | None = None) -> RulePacks:
     if not root.is_dir():
         raise PackError(str(root), "is not a rules folder (set VRAMDOC_RULES_DIR to one)")
     signatures = load_signatures(root)
-    return RulePacks(signatures=signatures, digest=_digest(root, pack_files(root)), root=root)
+    catalog = load_catalog(root)
+    return RulePacks(
+        signatures=signatures, digest=_digest(root, pack_files(root)), root=root, catalog=catalog
+    )

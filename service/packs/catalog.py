@@ -64,8 +64,9 @@ def _require(condition: bool, message: str) -> None:
 
 def _sorted_unique(ids: list[str], what: str) -> None:
     folded = [i.lower() for i in ids]
-    _require(folded == sorted(folded), f"{what} must be sorted by id (case-insensitive)")
-    _require(len(set(folded)) == len(folded), f"{what} has a duplicate id")
+    for before, after, shown in zip(folded, folded[1:], ids[1:], strict=False):
+        _require(before != after, f"{what} has a duplicate id {shown!r}")
+        _require(before < after, f"{what} must be sorted by id (case-insensitive): {shown!r} comes too late")
 
 
 # --- models ------------------------------------------------------------------------------------
@@ -222,6 +223,7 @@ class CheckpointSpec(Entry, frozen=True):
     base: str
     quantization: QuantSpec
     aliases: list[str] = msgspec.field(default_factory=list)
+    intermediate_size: int | None = None
     note: str | None = None
 
     def __post_init__(self) -> None:
@@ -305,6 +307,7 @@ class QuantMethodSpec(Entry, frozen=True):
     scale_bytes: float = 0.0
     zero_bits: int = 0
     per_row_bytes: float = 0.0
+    expert_hidden_multiple: int | None = None
     aliases: list[str] = msgspec.field(default_factory=list)
     min_compute_capability: str | None = None
     note: str | None = None
@@ -312,6 +315,10 @@ class QuantMethodSpec(Entry, frozen=True):
     def __post_init__(self) -> None:
         _require(self.weight_bits in (2, 3, 4, 8), "weight_bits must be 2, 3, 4 or 8")
         _require(self.group_size is None or self.group_size > 0, "group_size must be positive")
+        _require(
+            self.expert_hidden_multiple is None or self.expert_hidden_multiple > 0,
+            "expert_hidden_multiple must be positive",
+        )
         _require(
             self.group_size is not None or (self.scale_bytes == 0 and self.zero_bits == 0),
             "scales and zero points need a group_size",

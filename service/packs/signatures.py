@@ -177,7 +177,9 @@ class CompiledRule:
     file: str
     regexes: tuple[Any, ...]
     prefilter: tuple[str, ...] = field(default=())
+    set_forms: tuple[str, ...] = field(default=())
     excludes: tuple[Any, ...] = field(default=())
+    plain: tuple[bool, ...] = field(default=())
 
 
 def _options() -> Any:
@@ -189,10 +191,35 @@ def _options() -> Any:
 OPTIONS = _options()
 
 
-def _prefilter_form(pattern: str) -> str:
+def set_form(pattern: str) -> str:
     """Drop a leading `^` and turn named groups into plain groups so many patterns can be OR-ed."""
     body = pattern[1:] if pattern.startswith("^") else pattern
     return re.sub(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>", "(?:", body)
+
+
+def prefilter_form(pattern: str) -> str:
+    """The pattern cut before its first group: a looser, group-free form that keeps the whole-text
+    DFA small. It matches every line the pattern matches; too short a cut keeps the full form."""
+    body = set_form(pattern)
+    escaped = in_class = False
+    for index, char in enumerate(body):
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif in_class:
+            in_class = char != "]" or body[index - 1] == "["
+        elif char == "[":
+            in_class = True
+        elif char == "(":
+            cut = body[:index]
+            return cut if len(cut) >= 12 and not cut.endswith("|") else body
+    return body
+
+
+def _is_plain(pattern: str) -> bool:
+    """A pattern with no groups to read and no anchors: its prefilter hit on the raw line suffices."""
+    return "(?P<" not in pattern and not pattern.startswith("^") and not pattern.endswith("$")
 
 
 def _compile(pattern: str, file: str, path: str, node: yaml.Node | None, rule_id: str) -> Any:
@@ -243,8 +270,10 @@ def compile_pack(text: str, file: str) -> list[CompiledRule]:
                 pack=pack.pack,
                 file=file,
                 regexes=tuple(regexes),
-                prefilter=tuple(_prefilter_form(p) for p in rule.patterns),
+                prefilter=tuple(prefilter_form(p) for p in rule.patterns),
+                set_forms=tuple(set_form(p) for p in rule.patterns),
                 excludes=excludes,
+                plain=tuple(_is_plain(p) and not rule.exclude for p in rule.patterns),
             )
         )
     return compiled

@@ -140,3 +140,14 @@ def test_an_unexpected_failure_on_one_gpu_keeps_the_others(fake_nvml: InstallNvm
     [error] = reading.errors
     assert error.source == "nvml:gpu0"
     assert error.reason.startswith("GPU 0 could not be read: UnicodeDecodeError")
+
+
+def test_privileged_mig_parent_list_is_merged_with_instances_without_duplicates(
+    fake_nvml: InstallNvml,
+) -> None:
+    lib, procfs = fake_nvml("a100_mig")
+    parent = lib.devices[0].spec
+    del parent["errors"]["nvmlDeviceGetComputeRunningProcesses_v3"]
+    parent["processes"] = lib.devices[0].mig[0].spec["processes"]  # the aggregate view holds the same PID
+    reading = read_nvml(procfs)
+    assert [p.pid for p in reading.gpus[0].processes] == [7001]

@@ -64,6 +64,8 @@ async def test_registration_is_listed_read_back_and_carries_a_ttl(redis: Redis, 
     assert [r.host for r in await list_agents(redis, prefix)] == ["gpu-a", "gpu-b"]
     assert await get_agent(redis, "GPU-A", prefix) == registration("gpu-a", free_gib=40.0)
     assert await get_agent(redis, "gpu-z", prefix) is None
+    with pytest.raises(InvalidHostError):
+        await get_agent(redis, "gpu-a*", prefix)  # a typed name is a key, never a pattern
     assert 0 < await redis.pttl(f"{prefix}gpu-a") <= 45_000
     stored = msgspec.json.decode(await redis.get(f"{prefix}gpu-a"))
     assert set(stored) == {"host", "url", "gpus", "registered_at", "version"}

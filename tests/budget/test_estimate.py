@@ -344,3 +344,56 @@ def test_budget_core_imports_no_framework() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_more_pipeline_stages_than_layers_is_an_input_error(catalog: Catalog) -> None:
+    with pytest.raises(InvalidConfigError, match="exceeds the model's 24 layers"):
+        estimate(EstimateRequest(model="Qwen2.5-0.5B-Instruct", gpu="L4", pipeline_parallel_size=25), catalog)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {**LLAMA_8B_CONFIG, "num_hidden_layers": -3},
+        {**LLAMA_8B_CONFIG, "num_attention_heads": 0},
+        {**LLAMA_8B_CONFIG, "vocab_size": "lots"},
+        {**LLAMA_8B_CONFIG, "num_key_value_heads": 7},
+        {**LLAMA_8B_CONFIG, "rope_scaling": {"rope_type": "llama3", "factor": "eight"}},
+        {**LLAMA_8B_CONFIG, "quantization_config": {"quant_method": "mystery"}},
+    ],
+)
+def test_hostile_config_values_are_one_sentence_input_errors(
+    catalog: Catalog, config: dict[str, object]
+) -> None:
+    try:
+        budget = estimate(EstimateRequest(config=config, gpu="H100"), catalog)
+    except InvalidConfigError as exc:
+        assert str(exc).endswith(".") and "\n" not in str(exc)
+    else:
+        assert budget.weights_gib > 0  # an unusable optional field falls back to its default
+
+
+def test_prime_head_count_does_not_make_the_tp_search_slow(catalog: Catalog) -> None:
+    config = {
+        **LLAMA_8B_CONFIG,
+        "num_attention_heads": 1_000_003,
+        "num_key_value_heads": 1_000_003,
+        "head_dim": 4,
+        "hidden_size": 4096,
+    }
+    budget = estimate(EstimateRequest(config=config, gpu="H100"), catalog)
+    assert budget.min_tensor_parallel_size in (1, None)
+
+
+def test_quantized_72b_checkpoints_use_their_padded_mlp(catalog: Catalog) -> None:
+    awq = estimate(EstimateRequest(model="Qwen/Qwen2.5-72B-Instruct-AWQ", gpu="H100", gpus=2), catalog)
+    bf16_like = estimate(
+        EstimateRequest(model="Qwen2.5-72B-Instruct", gpu="H100", gpus=2, quantization="awq"), catalog
+    )
+    assert awq.weights_gib > bf16_like.weights_gib
+
+
+def test_no_utilization_advice_when_kv_cache_memory_bytes_overrides_it(catalog: Catalog) -> None:
+    budget = estimate(EstimateRequest(model=LLAMA_8B, gpu="H100", kv_cache_memory_bytes=GIB), catalog)
+    assert budget.min_gpu_memory_utilization is None
+    assert budget.sources["num_blocks"].kind == "exact"

@@ -10,13 +10,14 @@ that the corpus covers every phase, as the classifier's judges will. They never 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 
 import msgspec
 import pytest
 
 from service.packs.loader import load_yaml_file
-from service.schemas import Facts, Phase
+from service.schemas import PHASES, Facts, Phase
 
 CORPUS = Path(__file__).resolve().parent
 HEALTHY = CORPUS.parent / "healthy"
@@ -142,3 +143,37 @@ def test_every_asserted_fact_is_stated_in_the_log(name: str) -> None:
     case = _load(name)
     text = _text(CORPUS / f"{name}.log")
     assert _unstated(case.facts, text) == []
+
+
+def test_corpus_covers_every_phase_the_classifier_must_tell_apart() -> None:
+    counts = Counter(_load(name).phase for name in _case_names())
+    assert sum(counts.values()) >= 45
+    for phase in PHASES:
+        if phase == "no_failure":
+            continue
+        wanted = 5 if phase in COMMON_PHASES else 2
+        assert counts[phase] >= wanted, f"{phase}: {counts[phase]} cases, want {wanted}"
+
+
+def test_most_cases_are_modelled_on_real_issue_threads() -> None:
+    thread = re.compile(r"\b(issue|pull request) #\d+")
+    modelled = [n for n in _case_names() if thread.search(_load(n).source)]
+    assert len(modelled) >= 20
+
+
+def test_corpus_spans_v0_and_v1_engine_eras() -> None:
+    versions = [_load(n).vllm_version for n in _case_names()]
+    minors = {tuple(int(x) for x in v.split(".")[:2]) for v in versions if v}
+    assert any(m < (0, 8) for m in minors), "no V0-era (<0.8) case"
+    assert any(m >= (0, 20) for m in minors), "no recent V1 (>=0.20) case"
+
+
+def test_healthy_corpus_is_large_and_has_no_expectation_files() -> None:
+    logs = sorted(HEALTHY.glob("*.log"))
+    assert len(logs) >= 12
+    assert not list(HEALTHY.glob("*.yaml")), "a healthy log's only expectation is no_failure"
+    sizing = re.compile(r"# (GPU|cuda) blocks: \d|KV cache size: [\d,]+ tokens|Available KV cache memory")
+    for path in logs:
+        text = _text(path)
+        assert sizing.search(text), f"{path.name} never states how its KV cache was sized"
+        assert "Application startup complete" in text, f"{path.name} never finishes starting"

@@ -1,0 +1,388 @@
+"""From what a person gave to the message the bot posts: the one flow every Slack surface shares.
+
+Parse → add the thread's earlier context → read uploaded files → resolve hosts → fetch snapshots →
+ask the service → render → post in the thread → remember the thread. Every failure on the way is
+turned into one sentence in the thread; nothing is swallowed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import msgspec
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.blocks import (
+    Message,
+    render_budget,
+    render_diagnosis,
+    render_error,
+    render_help,
+    render_snapshots,
+    scrub,
+)
+from bot.clients import AgentClient, HostFailure, ServiceClient, ServiceError
+from bot.hosts import HostDirectory
+from bot.parse import Ask, parse_ask
+from bot.settings import BotSettings
+from bot.state import State, ThreadContext
+from service.redact import redact
+from service.schemas import DiagnoseRequest, Snapshot
+
+__all__ = ["Backends", "Place", "UserError", "answer", "compose", "merge", "post", "read_files", "refresh"]
+
+log = logging.getLogger(__name__)
+
+WORKING = "hourglass_flowing_sand"
+DONE = "white_check_mark"
+FAILED = "x"
+
+
+class UserError(Exception):
+    """Something the person can fix; `str(exc)` is the one sentence they see."""
+
+
+class Backends:
+    """Everything a listener needs besides Slack's client, built once per process."""
+
+    def __init__(
+        self,
+        settings: BotSettings,
+        *,
+        state: State,
+        directory: HostDirectory,
+        service: ServiceClient,
+        agents: AgentClient,
+    ) -> None:
+        self.settings = settings
+        self.state = state
+        self.directory = directory
+        self.service = service
+        self.agents = agents
+
+    async def close(self) -> None:
+        await self.service.close()
+        await self.agents.close()
+        await self.state.close()
+        await self.directory.close()
+
+
+class Place(msgspec.Struct, frozen=True, kw_only=True):
+    """Where to answer: the channel, the thread (None: start one) and the message to react on."""
+
+    channel: str
+    thread_ts: str | None = None
+    react_ts: str | None = None
+
+
+# --- files -------------------------------------------------------------------------------------
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
+
+
+def _download_allowed(url: str, settings: BotSettings) -> bool:
+    """The bot token goes only to Slack's file host (or the configured stand-in of Slack's API)."""
+    host = urlsplit(url).hostname or ""
+    allowed = {"files.slack.com"}
+    if settings.slack_api_url:
+        allowed.add(urlsplit(settings.slack_api_url).hostname or "")
+    return urlsplit(url).scheme in {"https", "http"} and host in allowed
+
+
+async def _read_file(client: AsyncWebClient, file_id: str, settings: BotSettings) -> str:
+    info = await client.files_info(file=file_id)
+    meta: dict[str, Any] = info.get("file") or {}
+    name = str(meta.get("name") or file_id)
+    size = int(meta.get("size") or 0)
+    limit = settings.max_file_bytes
+    if size > limit:
+        raise UserError(
+            f"The file {name} is {_size(size)}; I read files up to {_size(limit)}, "
+            "so upload the failing part."
+        )
+    url = str(meta.get("url_private_download") or meta.get("url_private") or "")
+    if not _download_allowed(url, settings):
+        raise UserError(f"I cannot download the file {name}: Slack gave no download link I trust.")
+    data = bytearray()
+    headers = {"Authorization": f"Bearer {settings.bot_token}"}
+    try:
+        async with (
+            httpx.AsyncClient(timeout=10.0, follow_redirects=False) as http,
+            http.stream("GET", url, headers=headers) as response,
+        ):
+            if response.status_code != 200:
+                raise UserError(
+                    f"Slack answered HTTP {response.status_code} when I downloaded the file {name}."
+                )
+            async for chunk in response.aiter_bytes():
+                data += chunk
+                if len(data) > limit:
+                    raise UserError(
+                        f"The file {name} is larger than {_size(limit)}, the most I read; "
+                        "upload the failing part."
+                    )
+    except httpx.HTTPError as exc:
+        raise UserError(f"I could not download the file {name} from Slack ({type(exc).__name__}).") from exc
+    return data.decode("utf-8", errors="replace")
+
+
+async def read_files(
+    client: AsyncWebClient, files: Sequence[dict[str, Any]], settings: BotSettings
+) -> list[str]:
+    """The text of each uploaded file, in order; the first unusable one raises UserError."""
+    texts = []
+    for file in files:
+        file_id = file.get("id")
+        if isinstance(file_id, str) and file_id:
+            texts.append(await _read_file(client, file_id, settings))
+    return texts
+
+
+# --- the flow ----------------------------------------------------------------------------------
+
+
+def _join(parts: Sequence[str | None]) -> str | None:
+    text = "\n".join(p for p in parts if p and p.strip())
+    return text or None
+
+
+async def _live(
+    backends: Backends, hosts: Sequence[str]
+) -> tuple[list[Snapshot], list[HostFailure], list[str]]:
+    """Snapshots of the named hosts, failures per host, and notes about names nobody registered."""
+    if not hosts:
+        return [], [], []
+    found = await backends.directory.resolve(tuple(hosts))
+    notes: list[str] = []
+    if found.unknown:
+        known = ", ".join(found.known) if found.known else "none are registered"
+        down = " (the agent registry is unreachable right now)" if found.registry_down else ""
+        names = ("host " if len(found.unknown) == 1 else "hosts ") + ", ".join(found.unknown)
+        notes.append(f"I don't know the {names}{down}; known hosts: {known}.")
+    results = await backends.agents.snapshots(found.found)
+    snapshots = [r for r in results if isinstance(r, Snapshot)]
+    failures = [r for r in results if isinstance(r, HostFailure)]
+    return snapshots, failures, notes
+
+
+async def compose(
+    backends: Backends, context: ThreadContext, *, all_fixes: bool = False, help_asked: bool = False
+) -> Message:
+    """The reply for everything the thread has given so far (already merged into `context`)."""
+    if help_asked:
+        known, _ = await backends.directory.known()
+        return render_help(sorted(known))
+    snapshots, failures, notes = await _live(backends, context.hosts)
+    if context.log:
+        request = DiagnoseRequest(
+            log=context.log,
+            command=context.command,
+            vllm_version=context.vllm_version,
+            snapshot=snapshots[0] if snapshots else None,
+        )
+        diagnosis = await backends.service.diagnose(request)
+        return render_diagnosis(
+            diagnosis,
+            snapshots=snapshots,
+            failures=failures,
+            hosts=[s.host for s in snapshots] + [f.host for f in failures],
+            notes=notes,
+            all_fixes=all_fixes,
+        )
+    if not snapshots and not failures:
+        raise UserError(notes[0] if notes else "I found nothing to look at.")
+    return render_snapshots(
+        snapshots, failures, hosts=[*(s.host for s in snapshots), *(f.host for f in failures)], notes=notes
+    )
+
+
+def merge(ask: Ask, files: Sequence[str], earlier: ThreadContext | None) -> ThreadContext:
+    """A follow-up combines with the thread: a new log replaces the old, new hosts replace old hosts."""
+    earlier = earlier or ThreadContext()
+    new_log = _join([ask.log, *files])
+    return ThreadContext(
+        log=redact(new_log) if new_log else earlier.log,
+        command=ask.command if new_log else earlier.command,
+        hosts=ask.hosts or earlier.hosts,
+        vllm_version=ask.vllm_version or earlier.vllm_version,
+    )
+
+
+async def _react(client: AsyncWebClient, place: Place, name: str, *, remove: bool = False) -> None:
+    if place.react_ts is None:
+        return
+    try:
+        if remove:
+            await client.reactions_remove(channel=place.channel, timestamp=place.react_ts, name=name)
+        else:
+            await client.reactions_add(channel=place.channel, timestamp=place.react_ts, name=name)
+    except SlackApiError as exc:
+        log.warning("reaction %s on %s failed: %s", name, place.react_ts, exc.response.get("error"))
+
+
+async def post(
+    client: AsyncWebClient, place: Place, message: Message, *, update_ts: str | None = None
+) -> str:
+    """Post (or update) the message in the thread, then upload its report file there; returns its ts.
+
+    Everything leaves through here, so everything is scrubbed here, whatever rendered it.
+    """
+    message = scrub(message)
+    if update_ts is not None:
+        result = await client.chat_update(
+            channel=place.channel, ts=update_ts, text=message.text, blocks=message.blocks
+        )
+    else:
+        result = await client.chat_postMessage(
+            channel=place.channel,
+            thread_ts=place.thread_ts,
+            text=message.text,
+            blocks=message.blocks,
+            unfurl_links=False,
+            unfurl_media=False,
+        )
+    ts = str(result.get("ts") or update_ts or "")
+    if message.upload is not None:
+        thread = place.thread_ts or ts
+        try:
+            await client.files_upload_v2(
+                channel=place.channel,
+                thread_ts=thread,
+                content=message.upload.content,
+                filename=message.upload.filename,
+                title=message.upload.title,
+            )
+        except SlackApiError as exc:
+            error = exc.response.get("error")
+            log.error("uploading %s into %s failed: %s", message.upload.filename, place.channel, error)
+            await client.chat_postMessage(
+                channel=place.channel,
+                thread_ts=thread,
+                text=f"I could not attach the full report ({error}); the answer above is shortened.",
+            )
+    return ts
+
+
+class _Turn:
+    """One message being answered: what it asked, and the thread context it adds up to."""
+
+    def __init__(self) -> None:
+        self.ask: Ask | None = None
+        self.context: ThreadContext | None = None
+
+
+async def _understand(
+    backends: Backends,
+    client: AsyncWebClient,
+    place: Place,
+    text: str,
+    files: Sequence[dict[str, Any]],
+    turn: _Turn,
+) -> None:
+    """Fill `turn` from the message, its files and the thread; raises UserError when nothing is usable."""
+    ask = turn.ask = parse_ask(text)
+    if ask.help or ask.estimate is not None:
+        return
+    file_texts = await read_files(client, files, backends.settings)
+    earlier = None
+    if place.thread_ts is not None:
+        earlier = await backends.state.load_thread(place.channel, place.thread_ts)
+    if ask.empty and not file_texts and earlier is None:
+        raise UserError(
+            "I found no log, host name or sizing question in that message; "
+            "mention me with `help` to see what I understand."
+        )
+    turn.context = merge(ask, file_texts, earlier)
+    if not turn.context.log and not turn.context.hosts:
+        raise UserError("This thread has no log or host for me yet; paste the log or name a host.")
+
+
+async def _reply(backends: Backends, turn: _Turn) -> Message:
+    if turn.ask is not None and turn.ask.help:
+        return await compose(backends, ThreadContext(), help_asked=True)
+    if turn.ask is not None and turn.ask.estimate is not None:
+        return render_budget(await backends.service.estimate(turn.ask.estimate))
+    if turn.context is None:
+        raise UserError("I found nothing to look at.")
+    return await compose(backends, turn.context)
+
+
+async def answer(
+    backends: Backends,
+    client: AsyncWebClient,
+    place: Place,
+    text: str,
+    files: Sequence[dict[str, Any]] = (),
+) -> bool:
+    """Answer one message in its thread, swapping the working reaction for the outcome; False if unposted.
+
+    The thread's context is saved even when the answer is an error (service down), so a retry or
+    a follow-up in the thread still has the log.
+    """
+    await _react(client, place, WORKING)
+    turn = _Turn()
+    try:
+        await _understand(backends, client, place, text, files, turn)
+        message = await _reply(backends, turn)
+    except (UserError, ServiceError) as exc:
+        message = render_error(str(exc))
+    except Exception as exc:
+        log.exception("answering a message in %s failed", place.channel)
+        message = render_error(
+            f"Something went wrong inside vramdoc ({type(exc).__name__}); it is logged, please try again."
+        )
+    ok = not message.failed
+    try:
+        ts = await post(client, place, message)
+    except SlackApiError as exc:
+        log.error("posting the reply in %s failed: %s", place.channel, exc.response.get("error"))
+        ok, ts = False, ""
+    if turn.context is not None and (place.thread_ts or ts):
+        await backends.state.save_thread(place.channel, place.thread_ts or ts, turn.context)
+    await _react(client, place, WORKING, remove=True)
+    await _react(client, place, DONE if ok else FAILED)
+    return bool(ts)
+
+
+async def refresh(
+    backends: Backends,
+    client: AsyncWebClient,
+    place: Place,
+    message_ts: str,
+    *,
+    hosts: tuple[str, ...] | None = None,
+    all_fixes: bool = False,
+) -> None:
+    """Rebuild a posted answer in place (all fixes, or fresh snapshots) from the thread's context."""
+    thread_ts = place.thread_ts or message_ts
+    earlier = await backends.state.load_thread(place.channel, thread_ts) or ThreadContext()
+    context = earlier if hosts is None else msgspec.structs.replace(earlier, hosts=hosts)
+    update: str | None = message_ts
+    try:
+        if not context.log and not context.hosts:
+            raise UserError("I no longer remember this thread's log; paste it again and I will answer anew.")
+        message = await compose(backends, context, all_fixes=all_fixes)
+    except (UserError, ServiceError) as exc:
+        message, update = render_error(str(exc)), None
+    except Exception as exc:
+        log.exception("refreshing %s in %s failed", message_ts, place.channel)
+        message, update = (
+            render_error(
+                f"Something went wrong inside vramdoc ({type(exc).__name__}); it is logged, please try again."
+            ),
+            None,
+        )
+    try:
+        await post(client, msgspec.structs.replace(place, thread_ts=thread_ts), message, update_ts=update)
+    except SlackApiError as exc:
+        log.error("updating %s in %s failed: %s", message_ts, place.channel, exc.response.get("error"))
+        return
+    if hosts is not None and update is not None:
+        await backends.state.save_thread(place.channel, thread_ts, context)

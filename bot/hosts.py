@@ -1,0 +1,106 @@
+"""Which GPU hosts the bot may contact: the agents' Redis registry plus a static hosts file.
+
+A host name typed in Slack is only a key into these two tables; the URL always comes from an agent's
+own registration or from the operator's file, never from the message (DESIGN §6: no SSRF).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import msgspec
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from bot.parse import HOST_NAME
+from service.packs.loader import PackError, load_yaml_file
+from service.schemas import AgentRegistration
+
+__all__ = ["HostDirectory", "Resolution", "load_hosts_file"]
+
+log = logging.getLogger(__name__)
+
+
+class Resolution(msgspec.Struct, frozen=True, kw_only=True):
+    """Names split into those with an agent URL and those nobody registered."""
+
+    found: dict[str, str]
+    unknown: tuple[str, ...]
+    known: tuple[str, ...]
+    registry_down: bool = False
+
+
+def load_hosts_file(path: Path) -> dict[str, str]:
+    """The operator's `name: url` table; raises PackError naming the bad entry."""
+    table = load_yaml_file(path, dict[str, str])
+    hosts: dict[str, str] = {}
+    for name, url in table.items():
+        key = name.strip().lower()
+        if not HOST_NAME.match(key):
+            raise PackError(str(path), f"host name {name!r} must match {HOST_NAME.pattern}")
+        if urlsplit(url).scheme not in {"http", "https"} or not urlsplit(url).netloc:
+            raise PackError(str(path), f"host {name!r} needs an http(s) URL, not {url!r}")
+        hosts[key] = url.rstrip("/")
+    return hosts
+
+
+class HostDirectory:
+    """Looks host names up in the registry (live agents) first, then in the static file."""
+
+    def __init__(
+        self,
+        redis: aioredis.Redis | None,
+        static: dict[str, str] | None = None,
+        *,
+        key_prefix: str = "vramdoc:",
+    ) -> None:
+        self._redis = redis
+        self._static = dict(static or {})
+        self._prefix = f"{key_prefix}agent:"
+        self._pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self._prefix) + "*"
+
+    async def _registered(self) -> dict[str, str]:
+        if self._redis is None:
+            return {}
+        keys = [key async for key in self._redis.scan_iter(match=self._pattern, count=500)]
+        if not keys:
+            return {}
+        found: dict[str, str] = {}
+        for key, raw in zip(keys, await self._redis.mget(keys), strict=True):
+            if raw is None:
+                continue
+            try:
+                entry = msgspec.json.decode(raw, type=AgentRegistration)
+            except msgspec.DecodeError:
+                log.warning("registry entry %r is not an AgentRegistration; skipping it", key)
+                continue
+            name = (key.decode() if isinstance(key, bytes) else str(key)).removeprefix(self._prefix)
+            if HOST_NAME.match(name) and urlsplit(entry.url).scheme in {"http", "https"}:
+                found[name] = entry.url.rstrip("/")
+        return found
+
+    async def known(self) -> tuple[dict[str, str], bool]:
+        """All hosts by name, and whether the registry could not be read."""
+        try:
+            registered = await self._registered()
+        except (RedisError, OSError) as exc:
+            log.warning("the agent registry in Redis is unreachable (%s); using the hosts file only", exc)
+            return dict(self._static), True
+        return {**self._static, **registered}, False
+
+    async def close(self) -> None:
+        if self._redis is not None:
+            await self._redis.aclose()
+
+    async def resolve(self, names: tuple[str, ...]) -> Resolution:
+        table, down = await self.known()
+        wanted = [name.lower() for name in names]
+        return Resolution(
+            found={name: table[name] for name in wanted if name in table},
+            unknown=tuple(name for name in wanted if name not in table),
+            known=tuple(sorted(table)),
+            registry_down=down,
+        )

@@ -1,0 +1,43 @@
+"""The `/vramdoc` slash command: same grammar as a mention; `help` answers privately at once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.answers import Place, answer, compose
+from bot.listeners import backends_of
+from bot.parse import parse_ask
+from bot.state import ThreadContext
+
+__all__ = ["COMMAND", "register"]
+
+COMMAND = "/vramdoc"
+
+
+async def on_command(
+    ack: AsyncAck,
+    command: dict[str, Any],
+    client: AsyncWebClient,
+    context: AsyncBoltContext,
+    respond: AsyncRespond,
+) -> None:
+    backends = backends_of(context)
+    text = str(command.get("text") or "")
+    if not text.strip() or parse_ask(text).help:
+        message = await compose(backends, ThreadContext(), help_asked=True)
+        await ack(text=message.text, blocks=message.blocks)
+        return
+    await ack(text="Working on it… the answer will appear in this channel.")
+    delivered = await answer(backends, client, Place(channel=str(command["channel_id"])), text)
+    if not delivered:
+        await respond(
+            text="I could not post in this channel; invite me (`/invite @vramdoc`) or message me directly.",
+            response_type="ephemeral",
+        )
+
+
+def register(app: AsyncApp) -> None:
+    app.command(COMMAND)(on_command)

@@ -1,0 +1,220 @@
+"""What a person asked the bot, read from Slack message text (pure: no I/O).
+
+A message may carry a pasted log (inside or outside code fences, Slack-escaped), a `vllm serve`
+command, host names ("on gpu-07 and gpu-08") and a sizing question ("will Llama-3.1-70B fit on
+2×A100-80GB at 32k?"). Host names found here are only lookup keys: the bot resolves them through
+the registry, so nothing typed in Slack ever becomes a URL.
+"""
+
+from __future__ import annotations
+
+import re
+
+import msgspec
+
+from service.schemas import EstimateRequest
+
+__all__ = [
+    "HOST_NAME",
+    "Ask",
+    "parse_ask",
+    "parse_length",
+    "parse_sizing",
+    "split_log",
+    "unescape_slack",
+]
+
+HOST_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+
+_MENTION = re.compile(r"<[@!][^>]*>")
+_CHANNEL = re.compile(r"<#[A-Z0-9]+\|([^>]*)>")
+_LINK = re.compile(r"<((?:https?|mailto|ftp):[^>|]*)(?:\|([^>]*))?>")
+_FENCE = re.compile(r"```(.*?)(?:```|\Z)", re.DOTALL)
+_INLINE_CODE = re.compile(r"`([^`\n]+)`")
+_COMMAND = re.compile(r"^\s*(?:\$\s*)?(?:vllm\s+serve\b|python3?\s+-m\s+vllm\.entrypoints\.)", re.IGNORECASE)
+_LOG_MARKER = re.compile(
+    r"(?i)(?:error|warning|traceback|exception|out of memory|tried to allocate|raise)\b"
+    r"|\bINFO\b|\d{2}:\d{2}:\d{2}|\d\s*GiB\b|File \"|gpu_memory_utilization=|max_model_len="
+)
+_WORD_SPLIT = re.compile(r"[\s,;!?()\[\]{}\"'“”]+")
+_HOST_KEYWORDS = frozenset({"on", "host", "hosts", "node", "nodes", "machine", "server", "box", "check"})
+_STOPWORDS = frozenset(
+    {"and", "or", "the", "a", "an", "is", "are", "of", "to", "in", "on", "at", "for", "with", "please"}
+    | {"what", "why", "how", "check", "host", "hosts", "node", "nodes", "gpu", "gpus", "now", "it", "me"}
+    | {"machine", "server", "box", "status", "state", "memory", "vramdoc", "help", "again", "also"}
+    | {"my", "our", "your", "their", "this", "that", "these", "those", "there", "here", "its"}
+)
+_VERSION_WORD = re.compile(r"^v?\d+(?:\.\d+)+[a-z0-9.+-]*$|^\d+$")
+_GPU_WORD = re.compile(r"^(?:[abhltv]\d{1,3}[a-z]?|rtx[\w-]*|mi\d+\w*|a10g|gh200|gb200)(?:-\d+g(?:i?b)?)?$")
+_SIZING_TRIGGER = re.compile(r"(?i)^\s*(?:estimate|size|sizing)\b|\bfits?\b")
+_SIZING = re.compile(
+    r"""(?ix)
+    ^\s*(?:(?:will|would|does|do|can|could)\s+)?(?:estimate|size|sizing)?\s*:?\s*
+    (?P<model>[a-z0-9][\w./:-]*)\s+
+    (?:fit\s+)?(?:on|in|into|across)\s+
+    (?:(?P<count>\d+)\s*[x×*]\s*|(?P<count_spaced>\d+)\s+)?
+    (?P<gpu>[a-z0-9][\w.-]*)
+    (?P<rest>.*)$
+    """
+)
+_LENGTH_AT = re.compile(r"(?i)\b(?:at|with|for)\s+(\d+(?:\.\d+)?\s*[km]?)\b(?!\s*gi?b)")
+_LENGTH_WORD = re.compile(r"(?i)\b(\d+(?:\.\d+)?\s*[km]?)\s*(?:context|ctx|tokens|token context|len)\b")
+_TP = re.compile(r"(?i)\b(?:tp|tensor[- _]parallel(?:[- _]size)?)\s*[=:]?\s*(\d+)\b")
+_UTIL = re.compile(
+    r"(?i)\b(?:util(?:ization)?|gpu[-_]memory[-_]utilization)\s*[=:]?\s*(0?\.\d+|1(?:\.0+)?)\b"
+)
+_KV_FP8 = re.compile(r"(?i)\b(?:fp8\s+kv(?:[- ]cache)?|kv(?:[- ]cache)?\s*(?:dtype\s*)?[=:]?\s*(fp8\w*))\b")
+_QUANT = re.compile(r"(?i)\b(awq|gptq|fp8|bitsandbytes|bnb|gguf|int4|int8)\b")
+_DTYPE = re.compile(r"(?i)\b(bf16|bfloat16|fp16|float16|half|fp32|float32)\b")
+_VLLM_VERSION = re.compile(r"(?i)\bvllm\s*(?:==|v)?\s*(\d+\.\d+(?:\.\d+)?)\b")
+_GIB = re.compile(r"(?i)^(\d+(?:\.\d+)?)\s*gi?b$")
+_DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32"}
+
+
+class Ask(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything one message asked for; empty fields mean the message did not say."""
+
+    log: str | None = None
+    command: str | None = None
+    hosts: tuple[str, ...] = ()
+    estimate: EstimateRequest | None = None
+    vllm_version: str | None = None
+    help: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return not (self.log or self.hosts or self.estimate or self.help)
+
+
+def unescape_slack(text: str) -> str:
+    """Slack's wire text back to what the person typed: mentions dropped, links and entities undone."""
+    text = _MENTION.sub("", text)
+    text = _CHANNEL.sub(lambda m: "#" + m.group(1), text)
+    text = _LINK.sub(lambda m: m.group(2) or m.group(1).removeprefix("mailto:"), text)
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def split_log(text: str) -> tuple[str | None, str]:
+    """(log, prose): fenced blocks are the log; without fences, log-looking text is the log."""
+    fenced = [m.group(1).strip("\n") for m in _FENCE.finditer(text)]
+    if fenced:
+        prose = _FENCE.sub(" ", text)
+        log = "\n".join(block for block in fenced if block.strip())
+        return (log or None), prose
+    lines = [line for line in text.splitlines() if line.strip()]
+    log_lines = [line for line in lines if _LOG_MARKER.search(line) or _COMMAND.match(line)]
+    if len(lines) >= 3 or log_lines:
+        prose = "\n".join(line for line in lines if line not in log_lines and len(line) < 120)
+        if len(lines) >= 3 and not log_lines:
+            prose = ""
+        return text.strip(), prose
+    return None, text
+
+
+def _command(log: str | None) -> str | None:
+    if log is None:
+        return None
+    lines = log.splitlines()
+    for i, line in enumerate(lines):
+        if _COMMAND.match(line):
+            parts = [line.strip().removeprefix("$").strip()]
+            j = i
+            while parts[-1].endswith("\\") and j + 1 < len(lines):
+                parts[-1] = parts[-1][:-1].rstrip()
+                j += 1
+                parts.append(lines[j].strip())
+            return " ".join(part for part in parts if part)
+    return None
+
+
+def _hosts(prose: str) -> tuple[str, ...]:
+    """Words shaped like host names (letters and digits), or any word right after "on"/"host"/"and"."""
+    words = [w.strip(".:").lower() for w in _WORD_SPLIT.split(_INLINE_CODE.sub(r"\1", prose))]
+    found: list[str] = []
+    slot = False
+    last_was_host = False
+    for word in words:
+        if not word:
+            continue
+        shaped = any(c.isdigit() for c in word) and any(c.isalpha() for c in word)
+        if (
+            (shaped or (slot and word not in _STOPWORDS))
+            and HOST_NAME.match(word)
+            and not _VERSION_WORD.match(word)
+            and not _GPU_WORD.match(word)
+        ):
+            if word not in found:
+                found.append(word)
+            slot, last_was_host = False, True
+            continue
+        slot = word in _HOST_KEYWORDS or (word in {"and", "or", "&"} and last_was_host)
+        last_was_host = False
+    return tuple(found)
+
+
+def parse_length(raw: str) -> int | None:
+    """'32k' → 32768, '25.6k' → 26214, '8192' → 8192 (k = 1024: context sizes are counted that way)."""
+    raw = raw.strip().lower().replace(" ", "")
+    scale = 1
+    if raw.endswith("k"):
+        scale, raw = 1024, raw[:-1]
+    elif raw.endswith("m"):
+        scale, raw = 1024 * 1024, raw[:-1]
+    try:
+        value = int(float(raw) * scale)
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
+def parse_sizing(text: str) -> EstimateRequest | None:
+    """A sizing question as an EstimateRequest, or None when the text is not one."""
+    if not _SIZING_TRIGGER.search(text):
+        return None
+    flat = " ".join(text.replace("`", " ").split())
+    match = _SIZING.match(flat)
+    if match is None or match.group("model").lower() in {"it", "this", "that", "model"}:
+        return None
+    rest = match.group("rest")
+    gpu = match.group("gpu").rstrip("?.!,")
+    total = _GIB.match(gpu)
+    length_match = _LENGTH_AT.search(rest) or _LENGTH_WORD.search(rest)
+    kv = _KV_FP8.search(rest)
+    rest_without_kv = _KV_FP8.sub(" ", rest)
+    quant = _QUANT.search(rest_without_kv)
+    dtype = _DTYPE.search(rest)
+    tp = _TP.search(rest)
+    util = _UTIL.search(rest)
+    version = _VLLM_VERSION.search(text)
+    return EstimateRequest(
+        model=match.group("model").rstrip("?.!,"),
+        gpu=None if total else gpu,
+        gpu_total_gib=float(total.group(1)) if total else None,
+        gpus=int(match.group("count") or match.group("count_spaced") or 1) or 1,
+        max_model_len=parse_length(length_match.group(1)) if length_match else None,
+        kv_cache_dtype=(kv.group(1) or "fp8").lower() if kv else None,
+        quantization=quant.group(1).lower().replace("bnb", "bitsandbytes") if quant else None,
+        dtype=_DTYPE_NAMES.get(dtype.group(1).lower(), dtype.group(1).lower()) if dtype else None,
+        tensor_parallel_size=int(tp.group(1)) if tp else None,
+        gpu_memory_utilization=float(util.group(1)) if util else None,
+        vllm_version=version.group(1) if version else None,
+    )
+
+
+def parse_ask(text: str) -> Ask:
+    """Read one message (Slack wire text or a slash command's text) into an Ask."""
+    plain = unescape_slack(text).strip()
+    if plain.lower().strip(" ?!.") in {"help", ""} and plain:
+        return Ask(help=True)
+    if "```" not in plain and len(plain.splitlines()) <= 2:
+        estimate = parse_sizing(plain)
+        if estimate is not None:
+            return Ask(estimate=estimate)
+    log, prose = split_log(plain)
+    version = _VLLM_VERSION.search(prose)
+    return Ask(
+        log=log,
+        command=_command(log),
+        hosts=_hosts(prose),
+        vllm_version=version.group(1) if version else None,
+    )

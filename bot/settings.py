@@ -1,0 +1,97 @@
+"""The bot's settings, read once from the environment (DESIGN §3.8).
+
+Every value has a safe default except the Slack credentials; a bad value fails at start with one
+sentence naming the variable, never later inside a listener.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import msgspec
+
+__all__ = ["BotSettings", "SettingsError", "load_settings"]
+
+DEFAULT_MAX_FILE_BYTES = 2 * 1024 * 1024
+DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024
+
+
+class SettingsError(Exception):
+    """A setting is missing or malformed; the message names the variable."""
+
+
+class BotSettings(msgspec.Struct, frozen=True, kw_only=True):
+    bot_token: str
+    signing_secret: str | None = None
+    app_token: str | None = None
+    service_url: str = "http://127.0.0.1:8080"
+    service_token: str | None = None
+    redis_url: str | None = None
+    agent_token: str | None = None
+    hosts_file: Path | None = None
+    slack_api_url: str | None = None
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    service_timeout_s: float = 15.0
+    agent_timeout_s: float = 3.0
+    thread_ttl_s: int = 7 * 24 * 3600
+    dedup_ttl_s: int = 3600
+
+
+def _positive(env: Mapping[str, str], name: str, kind: type[int] | type[float], default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a positive number, not {raw!r}.") from None
+    if value <= 0:
+        raise SettingsError(f"{name} must be a positive number, not {raw!r}.")
+    return value
+
+
+def _agent_token(env: Mapping[str, str]) -> str | None:
+    token = env.get("VRAMDOC_AGENT_TOKEN", "").strip()
+    if token:
+        return token
+    path = env.get("VRAMDOC_AGENT_TOKEN_FILE", "").strip()
+    if not path:
+        return None
+    try:
+        return Path(path).read_text(encoding="utf-8").strip() or None
+    except OSError as exc:
+        raise SettingsError(f"VRAMDOC_AGENT_TOKEN_FILE {path!r} cannot be read ({exc.strerror}).") from None
+
+
+def load_settings(env: Mapping[str, str] | None = None, *, http: bool = False) -> BotSettings:
+    """Settings from `env` (default os.environ); HTTP mode needs the signing secret."""
+    env = os.environ if env is None else env
+    bot_token = env.get("SLACK_BOT_TOKEN", "").strip()
+    if not bot_token:
+        raise SettingsError("SLACK_BOT_TOKEN is not set: give the bot's xoxb- token.")
+    app_token = env.get("SLACK_APP_TOKEN", "").strip() or None
+    secret = env.get("SLACK_SIGNING_SECRET", "").strip() or None
+    if (http or app_token is None) and secret is None:
+        raise SettingsError(
+            "SLACK_SIGNING_SECRET is not set: the Events API over HTTP needs it to verify Slack's requests."
+        )
+    hosts_file = env.get("VRAMDOC_HOSTS_FILE", "").strip()
+    return BotSettings(
+        bot_token=bot_token,
+        signing_secret=secret,
+        app_token=None if http else app_token,
+        service_url=env.get("VRAMDOC_SERVICE_URL", "").strip().rstrip("/") or "http://127.0.0.1:8080",
+        service_token=env.get("VRAMDOC_SERVICE_TOKEN", "").strip() or None,
+        redis_url=env.get("VRAMDOC_REDIS_URL", "").strip() or None,
+        agent_token=_agent_token(env),
+        hosts_file=Path(hosts_file) if hosts_file else None,
+        slack_api_url=env.get("VRAMDOC_SLACK_API_URL", "").strip() or None,
+        max_file_bytes=int(_positive(env, "VRAMDOC_BOT_MAX_FILE_BYTES", int, DEFAULT_MAX_FILE_BYTES)),
+        max_body_bytes=int(_positive(env, "VRAMDOC_MAX_BODY_BYTES", int, DEFAULT_MAX_BODY_BYTES)),
+        service_timeout_s=_positive(env, "VRAMDOC_BOT_SERVICE_TIMEOUT_S", float, 15.0),
+        agent_timeout_s=_positive(env, "VRAMDOC_BOT_AGENT_TIMEOUT_S", float, 3.0),
+        thread_ttl_s=int(_positive(env, "VRAMDOC_BOT_THREAD_TTL_S", int, 7 * 24 * 3600)),
+    )

@@ -1,0 +1,100 @@
+"""The fixes' view of the budget's catalog: what a GPU supports, a model's heads and checkpoints,
+and a re-run of the budget with one input changed, so a fix's number is checked by the budget's
+own arithmetic rather than a second copy of it.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from service.budget import estimate
+from service.budget.resolve import find_gpu, find_model
+from service.errors import InputError
+from service.packs.catalog import Catalog as BudgetCatalog
+from service.packs.catalog import ModelSpec
+from service.schemas import Budget, EstimateRequest
+
+__all__ = ["CatalogLookup"]
+
+_LINEAR_ROPE = ("linear", "dynamic")
+
+
+class CatalogLookup:
+    """Implements `service.fixes.context.Catalog` over the budget's loaded catalog."""
+
+    def __init__(self, catalog: BudgetCatalog) -> None:
+        self._catalog = catalog
+
+    def _model(self, model: str) -> ModelSpec | None:
+        try:
+            return find_model(self._catalog, model)[0]
+        except InputError:
+            return None
+
+    def gpu_supports_fp8(self, gpu: str) -> bool | None:
+        try:
+            spec = find_gpu(self._catalog, gpu, None).spec
+        except InputError:
+            return None
+        return spec.fp8 if spec is not None else None
+
+    def attention_heads(self, model: str) -> int | None:
+        spec = self._model(model)
+        return spec.num_attention_heads if spec is not None else None
+
+    def max_context(self, model: str) -> int | None:
+        spec = self._model(model)
+        if spec is None:
+            return None
+        rope = spec.rope
+        if rope is not None and rope.type in _LINEAR_ROPE and not spec.family.startswith("gemma3"):
+            return int(spec.max_position_embeddings * rope.factor)
+        return spec.max_position_embeddings
+
+    def gpus_with_memory(self, min_total_gib: float) -> list[tuple[str, float]]:
+        fitting = [
+            (g.id, g.total_gib)
+            for g in self._catalog.gpus.gpus
+            if g.total_gib >= min_total_gib and not g.unified_memory
+        ]
+        return sorted(fitting, key=lambda g: (g[1], g[0]))
+
+    def checkpoints(self, model: str) -> list[tuple[str, str]]:
+        spec = self._model(model)
+        if spec is None:
+            return []
+        return [(c.id, c.quantization.method) for c in self._catalog.models.checkpoints if c.base == spec.id]
+
+    def reestimate(
+        self,
+        budget: Budget,
+        *,
+        model: str | None = None,
+        gpu_memory_utilization: float | None = None,
+        tensor_parallel_size: int | None = None,
+        kv_cache_dtype: str | None = None,
+        max_model_len: int | None = None,
+    ) -> Budget | None:
+        tp = tensor_parallel_size or budget.tensor_parallel_size
+        request = EstimateRequest(
+            model=model or budget.model,
+            gpu=budget.gpu,
+            gpu_total_gib=budget.total_gib,
+            gpus=max(budget.gpus, tp * budget.pipeline_parallel_size),
+            dtype=budget.dtype,
+            quantization=None if model else budget.quantization,
+            kv_cache_dtype=kv_cache_dtype or budget.kv_cache_dtype,
+            max_model_len=max_model_len or budget.max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization or budget.gpu_memory_utilization,
+            block_size=budget.block_size,
+            tensor_parallel_size=tp,
+            pipeline_parallel_size=budget.pipeline_parallel_size,
+            free_gib=budget.startup_check.free_gib,
+            vllm_version=budget.vllm_version,
+        )
+        for attempt in (request, msgspec.structs.replace(request, gpu=None)):
+            try:
+                return estimate(attempt, self._catalog)
+            except InputError:
+                continue
+        return None

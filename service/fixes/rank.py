@@ -1,0 +1,233 @@
+"""Ranking: every recipe that serves the phase proposes its change; the likeliest, cheapest come first.
+
+Order is by `rank / likelihood`: the recipe's base rank says how well the fix usually works and how
+little it costs; the calculator's likelihood says how well it fits these facts. Each fix is one
+change; two fixes never change the same flag; no fix names a flag the user's version lacks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from service.fixes.calculators import CALCULATORS
+from service.fixes.command import ParsedCommand, edit_of, parse_command
+from service.fixes.context import Catalog, FixContext, Proposal
+from service.fixes.versions import VersionSpan, has_floor, parse_span
+from service.schemas import Budget, Facts, Finding, Fix, GpuInfo, Phase, Snapshot
+
+if TYPE_CHECKING:
+    from service.packs.fixes import FixPack, FixRecipe
+
+__all__ = ["rank_fixes"]
+
+_STARTUP_PHASES = frozenset(
+    {"startup_budget", "weights_oom", "kv_cache_capacity", "warmup_oom", "profiling_inconsistent"}
+)
+
+
+def _pick_gpu(snapshot: Snapshot | None, facts: Facts, command: ParsedCommand | None) -> GpuInfo | None:
+    """The snapshot GPU vLLM ran on: CUDA_VISIBLE_DEVICES, else the one matching the logged memory, else GPU
+
+    0.
+    """
+    if snapshot is None or not snapshot.gpus:
+        return None
+    by_index = {g.index: g for g in snapshot.gpus}
+    visible = command.env_value("CUDA_VISIBLE_DEVICES") if command is not None else None
+    if visible:
+        first = visible.split(",")[0].strip()
+        if first.isdigit() and int(first) in by_index:
+            return by_index[int(first)]
+    if facts.total_gib is not None:
+        same = [g for g in snapshot.gpus if abs(g.total_gib - facts.total_gib) < 0.5]
+        if same and facts.free_gib is not None:
+            free = facts.free_gib
+            return min(same, key=lambda g: abs(g.free_gib - free))
+    return by_index.get(0, snapshot.gpus[0])
+
+
+def _merge_facts(
+    phase: Phase,
+    facts: Facts,
+    sources: dict[str, str],
+    gpu: GpuInfo | None,
+    budget: Budget | None,
+    catalog: Catalog | None,
+    command: ParsedCommand | None,
+) -> Facts:
+    """Fill facts the log did not state from the snapshot, the budget, the catalog and the command."""
+    filled: dict[str, object] = {}
+
+    def fill(name: str, value: object, source: str) -> None:
+        if value is not None and getattr(facts, name) is None and name not in filled:
+            filled[name] = value
+            sources.setdefault(name, source)
+
+    if gpu is not None:
+        fill("gpu_name", gpu.name, "snapshot")
+        fill("total_gib", gpu.total_gib, "snapshot")
+        fill("compute_capability", gpu.compute_capability, "snapshot")
+        if phase in _STARTUP_PHASES:
+            fill("free_gib", gpu.free_gib, "snapshot")
+    if command is not None:
+        for name, flag in (
+            ("max_num_seqs", "--max-num-seqs"),
+            ("max_num_batched_tokens", "--max-num-batched-tokens"),
+            ("tensor_parallel_size", "--tensor-parallel-size"),
+            ("max_model_len", "--max-model-len"),
+        ):
+            value = command.value(flag)
+            if value is not None and value.isdigit():
+                fill(name, int(value), "command")
+        utilization = command.value("--gpu-memory-utilization")
+        if utilization is not None:
+            with contextlib.suppress(ValueError):
+                fill("gpu_memory_utilization", float(utilization), "command")
+        fill("enforce_eager", True if command.has("--enforce-eager") else None, "command")
+        fill("kv_cache_dtype", command.value("--kv-cache-dtype"), "command")
+        fill("quantization", command.value("--quantization"), "command")
+    if budget is not None:
+        fill("total_gib", budget.total_gib, "budget")
+        fill("model", budget.model, "budget")
+        fill("gpu_name", budget.gpu, "budget")
+    model = facts.model or (budget.model if budget is not None else None)
+    if catalog is not None and model:
+        fill("num_attention_heads", catalog.attention_heads(model), "catalog")
+    return replace_facts(facts, filled)
+
+
+def replace_facts(facts: Facts, changes: dict[str, object]) -> Facts:
+    """A copy of `facts` with some fields set (Facts is frozen)."""
+    if not changes:
+        return facts
+    return msgspec.structs.replace(facts, **changes)
+
+
+_GPUS_AVAILABLE = re.compile(r"(?:number of available GPUs|exceeds available GPUs) \((\d+)\)")
+
+
+def _gpus_present(snapshot: Snapshot | None, evidence: Sequence[str]) -> int | None:
+    """GPUs on the host: from a snapshot, or from vLLM's "number of available GPUs (N)" error.
+
+    A budget's GPU count is what was asked for, not what exists, so it is not used here.
+    """
+    if snapshot is not None and snapshot.gpus:
+        return len(snapshot.gpus)
+    for line in evidence:
+        if match := _GPUS_AVAILABLE.search(line):
+            return int(match.group(1))
+    return None
+
+
+def _flags_exist(proposal: Proposal, pack: FixPack, span: VersionSpan) -> bool:
+    """The last guard: a change that sets a flag the version lacks is never offered."""
+    edit = edit_of(proposal.change)
+    if edit is None or edit.set_flag is None:
+        return True
+    spec = pack.flag(edit.set_flag)
+    return spec is None or all(spec.exists(v) for v in span)
+
+
+def _target(proposal: Proposal, recipe: FixRecipe) -> str:
+    """What a fix changes, so two fixes never change the same thing."""
+    edit = edit_of(proposal.change)
+    if edit is not None and edit.set_flag is not None:
+        return edit.set_flag
+    if edit is not None and edit.env is not None:
+        return edit.env[0]
+    return proposal.change if recipe.id == "remove-unknown-flag" else recipe.id
+
+
+def _proposals(ctx: FixContext, pack: FixPack) -> list[tuple[float, int, FixRecipe, Proposal]]:
+    found: list[tuple[float, int, FixRecipe, Proposal]] = []
+    for order, recipe in enumerate(pack.recipes):
+        if not recipe.serves(ctx.phase) or not all(recipe.versions.contains(v) for v in ctx.span):
+            continue
+        flag = pack.spelling(recipe.flags, ctx.span) if recipe.flags else None
+        if recipe.flags and flag is None:
+            continue
+        missing = ctx.missing(*recipe.needs)
+        if missing and recipe.without_facts == "skip":
+            continue
+        for proposal in CALCULATORS[recipe.calculator](replace(ctx, flag=flag)):
+            if _flags_exist(proposal, pack, ctx.span):
+                found.append((recipe.rank / max(proposal.likelihood, 0.01), order, recipe, proposal))
+    return sorted(found, key=lambda item: (item[0], item[1]))
+
+
+def rank_fixes(
+    phase: Phase,
+    facts: Facts,
+    findings: Sequence[Finding],
+    budget: Budget | None,
+    snapshot: Snapshot | None,
+    engine_version: str | None,
+    pack: FixPack,
+    catalog: Catalog | None = None,
+    command: str | None = None,
+    top: int = 5,
+    fact_sources: Mapping[str, str] | None = None,
+    version_range: str | None = None,
+    evidence: Sequence[str] = (),
+) -> list[Fix]:
+    """The `top` fixes for this failure, best first, each one change with its expected effect.
+
+    `engine_version` is the stated vLLM version; without one, `version_range` (Engine.range, e.g.
+    `>=0.9.1,<=0.13`) bounds it, and a flag is offered only if every version in the range has it.
+    `evidence` is the text of the decisive log lines, for numbers no fact carries (prompt tokens,
+    GPUs available, the checkpoint's quantization method).
+    """
+    if top <= 0:
+        return []
+    span = parse_span(engine_version, version_range)
+    version = span[-1]
+    parsed = parse_command(command) if command else None
+    sources = dict(fact_sources or {})
+    gpu = _pick_gpu(snapshot, facts, parsed)
+    merged = _merge_facts(phase, facts, sources, gpu, budget, catalog, parsed)
+    ctx = FixContext(
+        phase=phase,
+        facts=merged,
+        sources=sources,
+        findings=tuple(findings),
+        lines=tuple(evidence),
+        budget=budget,
+        snapshot=snapshot,
+        gpu=gpu,
+        version=version,
+        span=span,
+        floor_known=has_floor(engine_version, version_range),
+        command=parsed,
+        catalog=catalog,
+        pack=pack,
+        gpus_present=_gpus_present(snapshot, evidence),
+    )
+    fixes: list[Fix] = []
+    taken: set[str] = set()
+    for _, _, recipe, proposal in _proposals(ctx, pack):
+        target = _target(proposal, recipe)
+        if target in taken:
+            continue
+        taken.add(target)
+        fixes.append(
+            Fix(
+                id=recipe.id,
+                rank=len(fixes) + 1,
+                title=proposal.title or recipe.title,
+                change=proposal.change,
+                why=proposal.why,
+                tradeoff=recipe.tradeoff,
+                source=[s for s in proposal.source if s],
+                exact=proposal.exact,
+                needs=list(proposal.needs),
+            )
+        )
+        if len(fixes) == top:
+            break
+    return fixes

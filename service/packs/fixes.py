@@ -1,0 +1,228 @@
+"""Fix recipes (`rules/fixes/*.yaml`) and the vLLM flag history they are checked against.
+
+YAML says what a fix is: its id, the phases it serves, the facts that make it exact, the name of
+the Python calculator that computes its values, the flags it may set, its trade-off and base rank.
+The flag history (`rules/fixes/flags.yaml`) says in which vLLM releases each flag exists, so no fix
+ever recommends a flag the user's version lacks. Loading fails fast with file, recipe id, `$.path`
+and line.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+import yaml
+
+from service.fixes.calculators import CALCULATORS
+from service.fixes.versions import Version, VersionSpan, flag_exists, parse_version
+from service.packs.loader import PackError, decode_yaml, yaml_line
+from service.schemas import Facts, Finding, Phase, Snapshot
+
+__all__ = [
+    "FixPack",
+    "FixRecipe",
+    "FlagHistory",
+    "FlagSpec",
+    "RecipeExample",
+    "VersionRange",
+    "load_fix_recipes",
+]
+
+FLAGS_FILE = "flags.yaml"
+_RECIPE_ID = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$")
+_FLAG_NAME = re.compile(r"^--[a-z][a-z0-9-]*$")
+_FACT_NAMES = frozenset(Facts.__struct_fields__)
+
+
+class _Pack(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """Strict decoding for every pack type, as for the wire types."""
+
+
+class VersionRange(_Pack, frozen=True):
+    """Releases [introduced, removed): `removed` is the first release without it."""
+
+    introduced: str | None = None
+    removed: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("introduced", "removed"):
+            text = getattr(self, name)
+            if text is not None and parse_version(text) is None:
+                raise ValueError(f"{name} {text!r} is not a vLLM version like 0.10.2")
+        low, high = self.bounds
+        if low is not None and high is not None and high <= low:
+            raise ValueError("removed must be a later release than introduced")
+
+    @property
+    def bounds(self) -> tuple[Version | None, Version | None]:
+        low = parse_version(self.introduced) if self.introduced else None
+        high = parse_version(self.removed) if self.removed else None
+        return low, high
+
+    def contains(self, version: Version | None) -> bool:
+        """Whether `version` is in range; an unknown version counts as the newest release."""
+        return flag_exists(version, *self.bounds)
+
+
+class FlagSpec(_Pack, frozen=True):
+    """One `vllm serve` flag and the releases that accept it."""
+
+    name: str
+    versions: VersionRange = VersionRange()
+    never: bool = False
+    replacement: str | None = None
+    previous: str | None = None
+    keep_values: bool = False
+    note: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in (self.name, self.replacement, self.previous):
+            if name is not None and not _FLAG_NAME.match(name):
+                raise ValueError(f"flag {name!r} must be spelled like --max-model-len")
+
+    def exists(self, version: Version | None) -> bool:
+        return not self.never and self.versions.contains(version)
+
+
+class FlagHistory(_Pack, frozen=True):
+    flags: list[FlagSpec]
+
+
+class RecipeExample(_Pack, frozen=True):
+    """A case the recipe must answer: facts in, the exact change out (or `expect: null`, it declines)."""
+
+    facts: Facts
+    expect: str | None
+    phase: Phase | None = None
+    findings: list[Finding] = msgspec.field(default_factory=list)
+    evidence: list[str] = msgspec.field(default_factory=list)
+    snapshot: Snapshot | None = None
+    version: str | None = None
+    command: str | None = None
+    note: str | None = None
+
+
+class FixRecipe(_Pack, frozen=True):
+    """One kind of fix; its calculator turns facts into an exact change, or declines."""
+
+    id: str
+    title: str
+    phases: list[Phase | Literal["any"]]
+    calculator: str
+    tradeoff: str
+    rank: int
+    needs: list[str] = msgspec.field(default_factory=list)
+    flags: list[str] = msgspec.field(default_factory=list)
+    action: str | None = None
+    versions: VersionRange = VersionRange()
+    without_facts: Literal["offer", "skip"] = "skip"
+    status: Literal["stable", "experimental", "retired"] = "stable"
+    note: str | None = None
+    examples: list[RecipeExample] = msgspec.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not _RECIPE_ID.match(self.id):
+            raise ValueError(
+                f"id {self.id!r} must be an imperative kebab-case phrase like lower-max-model-len"
+            )
+        if not self.phases:
+            raise ValueError("phases must name at least one phase")
+        if not 1 <= self.rank <= 100:
+            raise ValueError("rank must be between 1 (try first) and 100")
+        if bool(self.flags) == (self.action is not None):
+            raise ValueError("a recipe names either the flags it sets or an action, not both or neither")
+
+    def serves(self, phase: Phase) -> bool:
+        return phase in self.phases or "any" in self.phases
+
+
+class _RecipeFile(_Pack, frozen=True):
+    recipes: list[FixRecipe]
+
+
+class FixPack(_Pack, frozen=True):
+    """Every active recipe, in file order, with the flag history."""
+
+    recipes: tuple[FixRecipe, ...]
+    flags: dict[str, FlagSpec]
+
+    def flag(self, name: str) -> FlagSpec | None:
+        return self.flags.get(name)
+
+    def spelling(self, names: list[str], span: VersionSpan) -> str | None:
+        """The first of `names` that exists in every version of `span` (a renamed flag lists old and new)."""
+        for name in names:
+            spec = self.flags.get(name)
+            if spec is not None and all(spec.exists(v) for v in span):
+                return name
+        return None
+
+
+def _field_error(file: str, text: str, index: int, field: str, message: str) -> PackError:
+    path = f"$.recipes[{index}].{field}"
+    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    line, rule_id = yaml_line(node, path)
+    return PackError(file, message, path=path, line=line, rule_id=rule_id)
+
+
+def _check_recipes(file: str, text: str, pack: _RecipeFile, flags: dict[str, FlagSpec]) -> None:
+    for index, recipe in enumerate(pack.recipes):
+        if recipe.calculator not in CALCULATORS:
+            known = ", ".join(sorted(CALCULATORS))
+            raise _field_error(
+                file, text, index, "calculator", f"unknown calculator {recipe.calculator!r} (known: {known})"
+            )
+        for j, need in enumerate(recipe.needs):
+            if need not in _FACT_NAMES:
+                raise _field_error(file, text, index, f"needs[{j}]", f"{need!r} is not a fact name")
+        for j, flag in enumerate(recipe.flags):
+            if flag not in flags:
+                raise _field_error(
+                    file, text, index, f"flags[{j}]", f"flag {flag!r} is not in {FLAGS_FILE}; add its history"
+                )
+
+
+def load_fix_recipes(rules_dir: Path) -> FixPack:
+    """Load `rules_dir/fixes/*.yaml`: the flag history, then every recipe file, checked."""
+    folder = rules_dir / "fixes"
+    root = rules_dir
+    flags_path = folder / FLAGS_FILE
+    flags_file = _shown(flags_path, root)
+    history = decode_yaml(_read(flags_path, flags_file), FlagHistory, file=flags_file)
+    flags: dict[str, FlagSpec] = {}
+    for spec in history.flags:
+        if spec.name in flags:
+            raise PackError(flags_file, f"flag {spec.name} is listed twice", rule_id=spec.name)
+        flags[spec.name] = spec
+    recipes: list[FixRecipe] = []
+    seen: dict[str, str] = {}
+    for path in sorted(folder.glob("*.yaml")):
+        if path.name == FLAGS_FILE:
+            continue
+        file = _shown(path, root)
+        text = _read(path, file)
+        pack = decode_yaml(text, _RecipeFile, file=file)
+        _check_recipes(file, text, pack, flags)
+        for index, recipe in enumerate(pack.recipes):
+            if recipe.id in seen:
+                raise _field_error(file, text, index, "id", f"recipe id is already used in {seen[recipe.id]}")
+            seen[recipe.id] = file
+            if recipe.status != "retired":
+                recipes.append(recipe)
+    if not recipes:
+        raise PackError(_shown(folder, root), "holds no fix recipes")
+    return FixPack(recipes=tuple(recipes), flags=flags)
+
+
+def _shown(path: Path, root: Path) -> str:
+    return str(path.relative_to(root.parent)) if path.is_relative_to(root.parent) else str(path)
+
+
+def _read(path: Path, shown: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PackError(shown, f"cannot be read ({exc})") from exc

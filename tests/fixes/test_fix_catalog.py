@@ -1,0 +1,100 @@
+"""Fixes checked by the budget's own arithmetic, over the real catalog and estimator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from service.budget import estimate
+from service.fixes import rank_fixes
+from service.fixes.command import edit_of
+from service.fixes.lookup import CatalogLookup
+from service.packs.catalog import load_catalog
+from service.packs.fixes import FixPack
+from service.schemas import Budget, EstimateRequest, Facts
+
+CATALOG = load_catalog(Path(__file__).resolve().parents[2] / "rules")
+
+
+def _budget(**request: Any) -> Budget:
+    return estimate(EstimateRequest(**request), CATALOG)
+
+
+def test_catalog_lookup_answers_heads_fp8_context_and_checkpoints(lookup: CatalogLookup) -> None:
+    assert lookup.attention_heads("meta-llama/Llama-3.1-70B-Instruct") == 64
+    assert lookup.gpu_supports_fp8("NVIDIA H100 80GB HBM3") is True
+    assert lookup.gpu_supports_fp8("NVIDIA A100-SXM4-80GB") is False
+    assert lookup.gpu_supports_fp8("a GPU nobody sells") is None
+    assert lookup.max_context("meta-llama/Llama-3.1-8B-Instruct") == 131_072
+    assert ("hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4", "awq") in lookup.checkpoints(
+        "meta-llama/Llama-3.1-70B-Instruct"
+    )
+    sizes = [size for _, size in lookup.gpus_with_memory(100)]
+    assert sizes == sorted(sizes) and min(sizes) >= 100
+
+
+def test_weights_oom_tp_and_checkpoint_come_from_the_budget_re_run(
+    pack: FixPack, lookup: CatalogLookup
+) -> None:
+    budget = _budget(
+        model="meta-llama/Llama-3.1-70B-Instruct",
+        gpu="A100-80GB",
+        gpus=1,
+        tensor_parallel_size=1,
+        max_model_len=8192,
+        vllm_version="0.11.0",
+    )
+    facts = Facts(model="meta-llama/Llama-3.1-70B-Instruct", tried_to_allocate_gib=0.88, free_gib=0.31)
+    fixes = rank_fixes("weights_oom", facts, [], budget, None, "0.11.0", pack, catalog=lookup, top=10)
+    assert fixes[0].change == "--tensor-parallel-size 2"
+    assert "budget re-run" in fixes[0].why and fixes[0].source[0] == "budget"
+    rerun = lookup.reestimate(budget, tensor_parallel_size=2)
+    assert rerun is not None and rerun.available_kv_gib > 0
+    checkpoint = next(f for f in fixes if f.id == "use-quantized-checkpoint")
+    assert checkpoint.change == "serve hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4 instead"
+    assert all("--max-model-len" not in f.change for f in fixes)
+
+
+def test_kv_capacity_fp8_only_on_a_gpu_the_catalog_says_has_fp8(pack: FixPack, lookup: CatalogLookup) -> None:
+    for gpu, offered in (("L4", True), ("A10", False)):
+        budget = _budget(
+            model="meta-llama/Llama-3.1-8B-Instruct", gpu=gpu, max_model_len=131_072, vllm_version="0.10.2"
+        )
+        facts = Facts(model="meta-llama/Llama-3.1-8B-Instruct", gpu_name=gpu, max_model_len=131_072)
+        fixes = rank_fixes(
+            "kv_cache_capacity", facts, [], budget, None, "0.10.2", pack, catalog=lookup, top=10
+        )
+        fp8 = [f for f in fixes if f.id == "use-fp8-kv-cache"]
+        assert bool(fp8) == offered, gpu
+        if fp8:
+            assert "budget re-run" in fp8[0].why
+
+
+def test_max_model_len_from_the_budget_passes_the_budgets_capacity_check(
+    pack: FixPack, lookup: CatalogLookup
+) -> None:
+    budget = _budget(
+        model="meta-llama/Llama-3.1-8B-Instruct", gpu="A10", max_model_len=131_072, vllm_version="0.29.0"
+    )
+    facts = Facts(model="meta-llama/Llama-3.1-8B-Instruct", gpu_name="A10", max_model_len=131_072)
+    fixes = rank_fixes("kv_cache_capacity", facts, [], budget, None, "0.29.0", pack, catalog=lookup)
+    edit = edit_of(fixes[0].change)
+    assert edit is not None and edit.set_flag == "--max-model-len"
+    length = int(edit.values[0])
+    rerun = lookup.reestimate(budget, max_model_len=length)
+    assert rerun is not None and rerun.fits
+
+
+def test_startup_utilization_passes_the_budgets_startup_check(pack: FixPack, lookup: CatalogLookup) -> None:
+    facts = Facts(gpu_memory_utilization=0.9, free_gib=40.2, total_gib=79.19, requested_gib=71.27)
+    fixes = rank_fixes("startup_budget", facts, [], None, None, "0.29.0", pack, catalog=lookup, top=10)
+    edit = next(edit_of(f.change) for f in fixes if f.id == "lower-gpu-memory-utilization")
+    assert edit is not None
+    budget = _budget(
+        model="meta-llama/Llama-3.1-8B-Instruct",
+        gpu="H100",
+        gpu_memory_utilization=float(edit.values[0]),
+        free_gib=40.2,
+        vllm_version="0.29.0",
+    )
+    assert budget.startup_check.passes

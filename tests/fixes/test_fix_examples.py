@@ -1,0 +1,34 @@
+"""Every recipe's own examples: the YAML says what a recipe answers, and this proves it does."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.fixes.examples import run_recipe_examples
+from service.packs.fixes import FixPack
+
+
+def test_every_recipe_carries_an_example(pack: FixPack) -> None:
+    assert [r.id for r in pack.recipes if not r.examples] == []
+
+
+def test_recipe_examples_propose_exactly_the_promised_change(pack: FixPack) -> None:
+    failures = [r.describe() for r in run_recipe_examples(pack) if not r.passed]
+    assert failures == []
+
+
+def test_a_wrong_expectation_is_reported(pack: FixPack) -> None:
+    import msgspec
+
+    recipe = pack.recipes[0]
+    wrong = msgspec.structs.replace(
+        recipe, examples=[msgspec.structs.replace(recipe.examples[0], expect="--something-else")]
+    )
+    broken = msgspec.structs.replace(pack, recipes=(wrong,))
+    [result] = [r for r in run_recipe_examples(broken) if r.index == 0]
+    assert not result.passed
+    assert "expected '--something-else'" in result.describe()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    pytest.main([__file__])

@@ -1,0 +1,142 @@
+"""The version gate: no fix ever recommends a flag the user's vLLM version does not have."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from service.fixes import rank_fixes
+from service.fixes.command import edit_of
+from service.fixes.versions import flag_exists, parse_span, parse_version
+from service.packs.fixes import FixPack
+from service.schemas import PHASES, Facts, Finding, OtherProcess, Phase
+
+RICH = Facts(
+    gpu_name="NVIDIA H100 80GB HBM3",
+    gpu_memory_utilization=0.9,
+    max_model_len=32_768,
+    max_num_seqs=256,
+    max_num_batched_tokens=8192,
+    free_gib=60.0,
+    total_gib=79.19,
+    requested_gib=71.27,
+    tried_to_allocate_gib=2.0,
+    other_processes=[OtherProcess(pid=77, used_gib=12.0)],
+    model_weights_gib=14.99,
+    available_kv_cache_gib=1.5,
+    kv_cache_tokens=12_288,
+    estimated_max_model_len=12_000,
+    needed_kv_cache_gib=4.0,
+    requested_tokens=40_000,
+    context_limit=32_768,
+    num_attention_heads=32,
+    tensor_parallel_size=3,
+    compute_capability="9.0",
+)
+SAMPLER = Finding(rule="vllm-sampler-warmup-oom", phase="warmup_oom", severity="error", line=9)
+COMMAND = (
+    "vllm serve m --swap-space 4 --disable-cuda-graphs --kv-cache-memory-bytes 1000000 "
+    "--cudagraph-capture-sizes 1 2 --cuda-graph-sizes 8 --preemption-mode swap"
+)
+
+versions = st.builds(
+    lambda minor, patch: f"0.{minor}.{patch}", st.integers(min_value=3, max_value=33), st.integers(0, 3)
+)
+
+
+def _release(version: str) -> tuple[int, int, int]:
+    parsed = parse_version(version)
+    assert parsed is not None
+    return parsed
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("0.10.2", (0, 10, 2)),
+        ("v0.29.1", (0, 29, 1)),
+        ("0.12.0rc1", (0, 12, 0)),
+        ("0.11", (0, 11, 0)),
+        ("dev", None),
+    ],
+)
+def test_version_strings_parse_to_their_release(text: str, expected: tuple[int, int, int] | None) -> None:
+    assert parse_version(text) == expected
+
+
+def test_an_unknown_version_never_gets_a_removed_flag() -> None:
+    assert not flag_exists(None, (0, 2, 7), (0, 18, 0))
+    assert flag_exists(None, (0, 10, 2), None)
+
+
+@settings(max_examples=150, deadline=None)
+@given(version=versions, phase=st.sampled_from(PHASES))
+def test_no_fix_sets_a_flag_absent_from_the_stated_version(pack: FixPack, version: str, phase: Phase) -> None:
+    fixes = rank_fixes(phase, RICH, [SAMPLER], None, None, version, pack, command=COMMAND, top=20)
+    parsed = parse_version(version)
+    for fix in fixes:
+        edit = edit_of(fix.change)
+        if edit is not None and edit.set_flag is not None:
+            spec = pack.flag(edit.set_flag)
+            assert spec is not None and spec.exists(parsed), (version, fix.change)
+        assert "--disable-cuda-graph" not in fix.change.split(" instead of ")[0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(version=versions, phase=st.sampled_from(PHASES))
+def test_swap_space_is_never_recommended_after_0_17(pack: FixPack, version: str, phase: Phase) -> None:
+    fixes = rank_fixes(
+        phase, RICH, [], None, None, version, pack, command="vllm serve m --swap-space 4", top=20
+    )
+    kept = [f for f in fixes if "--swap-space" in f.change and not f.change.startswith("remove ")]
+    assert not kept
+    removed = any(f.change == "remove --swap-space" for f in fixes)
+    assert removed == (_release(version) >= (0, 18, 0))
+
+
+@settings(max_examples=60, deadline=None)
+@given(version=versions)
+def test_kv_cache_memory_bytes_is_never_recommended_before_0_10_2(pack: FixPack, version: str) -> None:
+    phases: tuple[Phase, ...] = ("kv_cache_capacity", "profiling_inconsistent")
+    for phase in phases:
+        fixes = rank_fixes(phase, RICH, [], None, None, version, pack, top=20)
+        if _release(version) < (0, 10, 2):
+            assert all("--kv-cache-memory-bytes" not in f.change for f in fixes)
+
+
+@pytest.mark.parametrize(
+    ("version", "range_text", "span"),
+    [
+        ("0.10.2", ">=0.9.1", ((0, 10, 2),)),
+        (None, ">=0.8.0", ((0, 8, 0), None)),
+        (None, ">=0.9.1,<=0.13", ((0, 9, 1), (0, 13, 999))),
+        (None, "<=0.11.0", ((0, 11, 0),)),
+        (None, None, (None,)),
+    ],
+)
+def test_a_version_range_becomes_the_span_fixes_must_hold_for(
+    version: str | None, range_text: str | None, span: tuple[tuple[int, int, int] | None, ...]
+) -> None:
+    assert parse_span(version, range_text) == span
+
+
+def test_a_flag_is_offered_for_a_range_only_if_every_version_in_it_has_the_flag(pack: FixPack) -> None:
+    facts = Facts(max_num_seqs=256)
+    straddling = rank_fixes("warmup_oom", facts, [], None, None, None, pack, version_range=">=0.9.1,<=0.13")
+    assert all(f.id != "capture-fewer-cuda-graphs" for f in straddling)
+    newer = rank_fixes("warmup_oom", facts, [], None, None, None, pack, version_range=">=0.12.0")
+    assert any(f.change.startswith("--cudagraph-capture-sizes") for f in newer)
+
+
+def test_a_flag_is_called_missing_for_a_range_only_if_no_version_in_it_has_it(pack: FixPack) -> None:
+    command = "vllm serve m --swap-space 4"
+    maybe = rank_fixes(
+        "not_memory", Facts(), [], None, None, None, pack, command=command, version_range="<=0.20"
+    )
+    assert all("--swap-space" not in f.change for f in maybe)
+    surely = rank_fixes(
+        "not_memory", Facts(), [], None, None, None, pack, command=command, version_range=">=0.18.0"
+    )
+    assert surely[0].change == "remove --swap-space"
+    assert "vLLM 0.18.0 rejects it" in surely[0].why
