@@ -24,7 +24,6 @@ from service.api.routes import V1_HANDLERS, catalog_views, health_handlers
 from service.api.settings import Settings
 from service.api.stores import SharedState
 from service.packs import load_packs
-from service.packs.catalog import load_catalog
 
 __all__ = ["create_app", "create_app_from_env"]
 
@@ -35,9 +34,8 @@ def _lifespan(settings: Settings) -> object:
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         packs = load_packs(settings.rules_dir)
-        catalog = load_catalog(packs.root)
-        app.state.packs, app.state.catalog = packs, catalog
-        app.state.model_list, app.state.gpu_list, app.state.rules_info = catalog_views(packs, catalog)
+        app.state.packs = packs
+        app.state.model_list, app.state.gpu_list, app.state.rules_info = catalog_views(packs)
         shared = SharedState(
             settings.redis_url, namespace=settings.redis_prefix, cache_max_entries=settings.cache_max_entries
         )

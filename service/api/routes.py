@@ -23,9 +23,7 @@ from service.api.openapi import LogBodyOperation
 from service.api.problems import PROBLEM_MEDIA_TYPE, FieldError, Problem, ProblemError, decode_error
 from service.api.settings import Settings
 from service.api.stores import SharedState
-from service.budget import estimate as estimate_budget
 from service.packs import RulePacks
-from service.packs.catalog import Catalog
 from service.redact import redact
 from service.schemas import Budget, DiagnoseRequest, Diagnosis, EstimateRequest, Snapshot
 
@@ -92,8 +90,9 @@ class GpuEntry(msgspec.Struct, frozen=True):
     aliases: list[str]
 
 
-def catalog_views(packs: RulePacks, catalog: Catalog) -> tuple[list[ModelInfo], list[GpuEntry], RulesInfo]:
+def catalog_views(packs: RulePacks) -> tuple[list[ModelInfo], list[GpuEntry], RulesInfo]:
     """What /v1/models, /v1/gpus and /v1/rules answer, computed once when the packs load."""
+    catalog = packs.catalog
     model_list = [
         ModelInfo(
             m.id,
@@ -310,9 +309,9 @@ async def classify(
     tags=["budget"],
 )
 async def estimate(data: JSONBody[EstimateRequest], state: State) -> Response[Budget]:
-    catalog: Catalog = state.catalog
+    packs: RulePacks = state.packs
     return await _answer(
-        state, "estimate", (msgspec.json.encode(data),), lambda: estimate_budget(data, catalog), Budget
+        state, "estimate", (msgspec.json.encode(data),), lambda: core.estimate(data, packs), Budget
     )
 
 

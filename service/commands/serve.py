@@ -19,7 +19,6 @@ import uvicorn
 
 from service.api.settings import Settings, SettingsError
 from service.packs import PackError, load_packs
-from service.packs.catalog import load_catalog
 
 __all__ = ["run"]
 
@@ -29,7 +28,7 @@ _GRACEFUL_SHUTDOWN_S = 10
 def run(args: argparse.Namespace) -> int:
     try:
         settings = Settings.from_env()
-        load_catalog(load_packs(settings.rules_dir).root)
+        load_packs(settings.rules_dir)
     except (SettingsError, PackError) as exc:
         print(f"vramdoc serve: {exc}", file=sys.stderr)
         return 2
