@@ -23,17 +23,17 @@ from service.api.problems import exception_handlers
 from service.api.routes import V1_HANDLERS, catalog_views, health_handlers
 from service.api.settings import Settings
 from service.api.stores import SharedState
-from service.packs import load_packs
+from service.packs import RulePacks, load_packs
 
 __all__ = ["create_app", "create_app_from_env"]
 
 log = logging.getLogger("vramdoc.service")
 
 
-def _lifespan(settings: Settings) -> object:
+def _lifespan(settings: Settings, preloaded: RulePacks | None) -> object:
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        packs = load_packs(settings.rules_dir)
+        packs = preloaded or load_packs(settings.rules_dir)
         app.state.packs = packs
         app.state.model_list, app.state.gpu_list, app.state.rules_info = catalog_views(packs)
         shared = SharedState(
@@ -49,15 +49,15 @@ def _lifespan(settings: Settings) -> object:
     return lifespan
 
 
-def create_app(settings: Settings) -> Litestar:
-    """Build the app; nothing is loaded until the ASGI server runs the lifespan."""
+def create_app(settings: Settings, *, packs: RulePacks | None = None) -> Litestar:
+    """Build the app; packs load when the ASGI server runs the lifespan, unless given already loaded."""
     if settings.sentry_dsn:
         init_sentry(settings.sentry_dsn, settings.sentry_environment)
     v1 = Router("/v1", route_handlers=V1_HANDLERS, guards=[rate_limit, require_token])
     metrics = prometheus_config()
     app = Litestar(
         route_handlers=[v1, *health_handlers, PrometheusController],
-        lifespan=[_lifespan(settings)],  # type: ignore[list-item]
+        lifespan=[_lifespan(settings, packs)],  # type: ignore[list-item]
         state=State({"settings": settings}),
         exception_handlers=exception_handlers,
         middleware=[metrics.middleware],
