@@ -15,11 +15,11 @@ import msgspec
 from litestar import Request, Response, get, post
 from litestar.datastructures import State
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.params import JSONBody, Parameter
+from litestar.params import Parameter
 
 from service import core
 from service.api.monitoring import DIAGNOSES
-from service.api.openapi import LogBodyOperation
+from service.api.openapi import EstimateBodyOperation, LogBodyOperation
 from service.api.problems import PROBLEM_MEDIA_TYPE, FieldError, Problem, ProblemError, decode_error
 from service.api.settings import Settings
 from service.api.stores import SharedState
@@ -160,13 +160,24 @@ class LogHints(msgspec.Struct, frozen=True):
     top: int | None
 
 
+R = TypeVar("R", DiagnoseRequest, EstimateRequest)
+
+
+def _decode_body(body: bytes, type_: type[R]) -> R:
+    """Strict JSON decoding; a bad field, bad JSON or absurd nesting is a 400 naming the problem."""
+    try:
+        return msgspec.json.decode(body, type=type_)
+    except msgspec.DecodeError as exc:
+        raise decode_error(exc) from None
+    except RecursionError:
+        detail = "The body nests arrays or objects too deeply to be a request."
+        raise ProblemError(400, "invalid-json", "Invalid JSON", detail) from None
+
+
 def _log_request(body: bytes, is_json: bool, hints: LogHints) -> DiagnoseRequest:
     """A JSON DiagnoseRequest, or a raw log (any bytes, decoded with replacement) plus the hints; redacted."""
     if is_json:
-        try:
-            req = msgspec.json.decode(body, type=DiagnoseRequest)
-        except msgspec.DecodeError as exc:
-            raise decode_error(exc) from None
+        req = _decode_body(body, DiagnoseRequest)
         req = msgspec.structs.replace(
             req,
             model=req.model or hints.model,
@@ -304,14 +315,16 @@ async def classify(
 @post(
     "/estimate",
     summary="Estimate the per-GPU memory budget of a model on a GPU",
+    operation_class=EstimateBodyOperation,
     status_code=200,
     responses=_PROBLEMS,
     tags=["budget"],
 )
-async def estimate(data: JSONBody[EstimateRequest], state: State) -> Response[Budget]:
+async def estimate(request: Request[Any, Any, Any], state: State) -> Response[Budget]:
+    body = await request.body()
     packs: RulePacks = state.packs
     return await _answer(
-        state, "estimate", (msgspec.json.encode(data),), lambda: core.estimate(data, packs), Budget
+        state, "estimate", (body,), lambda: core.estimate(_decode_body(body, EstimateRequest), packs), Budget
     )
 
 
