@@ -21,13 +21,12 @@ from service import core
 from service.api.monitoring import DIAGNOSES
 from service.api.openapi import EstimateBodyOperation, LogBodyOperation
 from service.api.problems import PROBLEM_MEDIA_TYPE, FieldError, Problem, ProblemError, decode_error
-from service.api.settings import Settings
-from service.api.stores import SharedState
+from service.api.views import GpuEntry, Health, ModelInfo, Readiness, RulesInfo, loaded
 from service.packs import RulePacks
 from service.redact import redact
 from service.schemas import Budget, DiagnoseRequest, Diagnosis, EstimateRequest, Snapshot
 
-__all__ = ["V1_HANDLERS", "catalog_views", "health_handlers"]
+__all__ = ["V1_HANDLERS", "health_handlers"]
 
 T = TypeVar("T", Diagnosis, Budget)
 
@@ -48,74 +47,6 @@ _PROBLEMS = {
 
 _Hint = Annotated[str | None, Parameter(required=False, max_length=4096)]
 _Top = Annotated[int | None, Parameter(required=False, ge=0, le=MAX_TOP, description="fixes to return")]
-
-
-class Health(msgspec.Struct, frozen=True):
-    status: str
-
-
-class Readiness(msgspec.Struct, frozen=True):
-    status: str
-    rules_version: str
-    redis: str
-
-
-class PackSummary(msgspec.Struct, frozen=True):
-    signature_packs: list[str]
-    signature_rules: int
-    models: int
-    checkpoints: int
-    gpus: int
-
-
-class RulesInfo(msgspec.Struct, frozen=True):
-    rules_version: str
-    packs: PackSummary
-
-
-class ModelInfo(msgspec.Struct, frozen=True, omit_defaults=True):
-    id: str
-    hf_id: str | None
-    family: str | None
-    aliases: list[str]
-    max_position_embeddings: int | None = None
-    quantization: str | None = None
-    base: str | None = None
-
-
-class GpuEntry(msgspec.Struct, frozen=True):
-    id: str
-    total_gib: float
-    compute_capability: str
-    aliases: list[str]
-
-
-def catalog_views(packs: RulePacks) -> tuple[list[ModelInfo], list[GpuEntry], RulesInfo]:
-    """What /v1/models, /v1/gpus and /v1/rules answer, computed once when the packs load."""
-    catalog = packs.catalog
-    model_list = [
-        ModelInfo(
-            m.id,
-            m.hf_id,
-            m.family,
-            list(m.aliases),
-            m.max_position_embeddings,
-            m.quantization.method if m.quantization else None,
-        )
-        for m in catalog.models.models
-    ] + [
-        ModelInfo(c.id, None, None, list(c.aliases), quantization=c.quantization.method, base=c.base)
-        for c in catalog.models.checkpoints
-    ]
-    gpu_list = [GpuEntry(g.id, g.total_gib, g.compute_capability, list(g.aliases)) for g in catalog.gpus.gpus]
-    summary = PackSummary(
-        signature_packs=list(packs.signatures.packs),
-        signature_rules=len(packs.signatures.rules),
-        models=len(catalog.models.models),
-        checkpoints=len(catalog.models.checkpoints),
-        gpus=len(gpu_list),
-    )
-    return model_list, gpu_list, RulesInfo(rules_version=packs.digest, packs=summary)
 
 
 # --- decoding ----------------------------------------------------------------------------------
@@ -226,17 +157,17 @@ async def _answer(
     The key hashes the request as received, so a repeat is answered before decoding or redacting
     it; only the (redacted) answer is stored.
     """
-    settings: Settings = state.settings
-    shared: SharedState = state.shared
-    key = _cache_key(endpoint, state.packs, *key_parts) if settings.cache_ttl_s else None
-    cached = await shared.cached(key) if key else None
+    ready = loaded(state)
+    ttl_s = ready.settings.cache_ttl_s
+    key = _cache_key(endpoint, ready.packs, *key_parts) if ttl_s else None
+    cached = await ready.shared.cached(key) if key else None
     if cached is not None:
         result = msgspec.json.decode(cached, type=type_)
         status = "hit"
     else:
         result = await anyio.to_thread.run_sync(compute) if large else compute()
         if key:
-            await shared.store(key, msgspec.json.encode(result), settings.cache_ttl_s)
+            await ready.shared.store(key, msgspec.json.encode(result), ttl_s)
         status = "miss" if key else "off"
     if isinstance(result, Diagnosis):
         DIAGNOSES.labels(endpoint, result.phase).inc()
@@ -252,7 +183,7 @@ async def _answer_log(
 ) -> Response[Diagnosis]:
     body = await request.body()
     is_json = _is_json(request.headers.get("content-type"))
-    packs: RulePacks = state.packs
+    packs = loaded(state).packs
     return await _answer(
         state,
         endpoint,
@@ -322,7 +253,7 @@ async def classify(
 )
 async def estimate(request: Request[Any, Any, Any], state: State) -> Response[Budget]:
     body = await request.body()
-    packs: RulePacks = state.packs
+    packs = loaded(state).packs
     return await _answer(
         state, "estimate", (body,), lambda: core.estimate(_decode_body(body, EstimateRequest), packs), Budget
     )
@@ -330,17 +261,17 @@ async def estimate(request: Request[Any, Any, Any], state: State) -> Response[Bu
 
 @get("/models", summary="Models in the catalog (ids and aliases accepted by `model`)", tags=["catalog"])
 async def models(state: State) -> list[ModelInfo]:
-    return state.model_list  # type: ignore[no-any-return]
+    return loaded(state).models
 
 
 @get("/gpus", summary="GPUs in the catalog (names and aliases accepted by `gpu`)", tags=["catalog"])
 async def gpus(state: State) -> list[GpuEntry]:
-    return state.gpu_list  # type: ignore[no-any-return]
+    return loaded(state).gpus
 
 
 @get("/rules", summary="Loaded rule packs, their sizes and the digest every answer names", tags=["catalog"])
 async def rules(state: State) -> RulesInfo:
-    return state.rules_info  # type: ignore[no-any-return]
+    return loaded(state).rules
 
 
 @get("/healthz", summary="Liveness: the process answers", tags=["operations"])
@@ -350,10 +281,10 @@ async def healthz() -> Health:
 
 @get("/readyz", summary="Readiness: rule packs loaded; Redis reachable when configured", tags=["operations"])
 async def readyz(state: State) -> Readiness:
-    shared: SharedState = state.shared
-    redis = await shared.redis_status()
+    ready = loaded(state)
+    redis = await ready.shared.redis_status()
     status = "ready" if redis in {"ok", "not configured"} else "degraded"
-    return Readiness(status=status, rules_version=state.packs.digest, redis=redis)
+    return Readiness(status=status, rules_version=ready.packs.digest, redis=redis)
 
 
 V1_HANDLERS = [diagnose, classify, estimate, models, gpus, rules]
