@@ -151,12 +151,25 @@ def _http_exception(_: Request[Any, Any, Any], exc: HTTPException) -> Response[P
     return _response(Problem(problem_type(slug), title, status, detail, errors), exc.headers)
 
 
+def _input_detail(exc: InputError) -> str:
+    """One sentence; for unknown names the candidates go in `suggestions` rather than the prose."""
+    if isinstance(exc, UnknownModelError):
+        hint = "try one of the `suggestions`, or " if exc.suggestions else ""
+        return f"The model {exc.model!r} is not in the catalog; {hint}send its Hugging Face config.json."
+    if isinstance(exc, UnknownGpuError):
+        hint = "try one of the `suggestions`, or " if exc.suggestions else ""
+        return (
+            f"The GPU {exc.gpu!r} is not in the catalog; {hint}give its memory as `gpu_total_gib` (e.g. 80)."
+        )
+    return _sentence(str(exc))
+
+
 def _input_error(_: Request[Any, Any, Any], exc: InputError) -> Response[Problem]:
     slug = exc.problem_type
     suggestions = exc.suggestions if isinstance(exc, UnknownModelError | UnknownGpuError) else []
     title = _INPUT_TITLES.get(slug, "Invalid input")
     problem = Problem(
-        problem_type(slug), title, HTTP_422_UNPROCESSABLE_ENTITY, _sentence(str(exc)), suggestions=suggestions
+        problem_type(slug), title, HTTP_422_UNPROCESSABLE_ENTITY, _input_detail(exc), suggestions=suggestions
     )
     return _response(problem)
 

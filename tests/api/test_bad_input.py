@@ -145,3 +145,10 @@ def test_absurdly_nested_json_is_400_not_a_crash(client: httpx.Client, problem: 
         400,
         "validation-error",
     )
+
+
+def test_unknown_gpu_is_422_with_suggestions(client: httpx.Client, problem: ProblemCheck) -> None:
+    response = client.post("/v1/estimate", json={"model": "Qwen/Qwen2.5-0.5B-Instruct", "gpu": "H1OO-80GB"})
+    body = problem(response, 422, "unknown-gpu")
+    assert body["suggestions"]
+    assert "H1OO-80GB" in str(body["detail"])
