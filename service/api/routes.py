@@ -13,7 +13,7 @@ from typing import Annotated, Any, TypeVar
 import anyio.to_thread
 import msgspec
 from litestar import Request, Response, get, post
-from litestar.datastructures import State
+from litestar.datastructures import ResponseHeader, State
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 
@@ -194,10 +194,17 @@ async def _answer_log(
     )
 
 
+_CACHE_HEADER = ResponseHeader(
+    name="X-Cache",
+    value="miss",
+    description="`hit` when an identical request was answered from the response cache, else `miss` (`off`).",
+    documentation_only=True,
+)
 _LOG_ROUTE: dict[str, Any] = {
     "operation_class": LogBodyOperation,
     "status_code": 200,
     "responses": _PROBLEMS,
+    "response_headers": [_CACHE_HEADER],
     "tags": ["diagnosis"],
 }
 
@@ -249,6 +256,7 @@ async def classify(
     operation_class=EstimateBodyOperation,
     status_code=200,
     responses=_PROBLEMS,
+    response_headers=[_CACHE_HEADER],
     tags=["budget"],
 )
 async def estimate(request: Request[Any, Any, Any], state: State) -> Response[Budget]:
