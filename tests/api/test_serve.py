@@ -77,3 +77,13 @@ def test_bad_setting_stops_startup_naming_the_variable() -> None:
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 2
     assert "VRAMDOC_RATE_LIMIT" in stderr and "Traceback" not in stderr
+
+
+def test_port_in_use_is_exit_2_with_a_sentence() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        proc = _serve(taken.getsockname()[1])
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert "vramdoc serve: could not serve on 127.0.0.1:" in stderr
