@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -174,6 +175,7 @@ def main() -> None:
     }
     port = free_port()
     proc = start_server(port, args.workers)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # still stop the server in `finally`
     offset = 0
     try:
         print(
