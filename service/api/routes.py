@@ -106,7 +106,7 @@ def _decode_body(body: bytes, type_: type[R]) -> R:
 
 
 def _log_request(body: bytes, is_json: bool, hints: LogHints) -> DiagnoseRequest:
-    """A JSON DiagnoseRequest, or a raw log (any bytes, decoded with replacement) plus the hints; redacted."""
+    """A JSON DiagnoseRequest, or a raw log (any bytes, decoded with replacement) plus the hints."""
     if is_json:
         req = _decode_body(body, DiagnoseRequest)
         req = msgspec.structs.replace(
@@ -128,14 +128,14 @@ def _log_request(body: bytes, is_json: bool, hints: LogHints) -> DiagnoseRequest
     if not 0 <= req.top <= MAX_TOP:
         detail = f"The body field $.top must be between 0 and {MAX_TOP}, not {req.top}."
         raise ProblemError(400, "validation-error", "Invalid request", detail, [FieldError("$.top", detail)])
-    return _redacted(req)
+    return req
 
 
 # --- answering ---------------------------------------------------------------------------------
 
 
 def _cache_key(endpoint: str, packs: RulePacks, *parts: bytes) -> str:
-    """sha256 over the endpoint, the rules digest and the request exactly as received (one-way)."""
+    """sha256 over the endpoint, the rules digest and the canonical request (one-way: no text is kept)."""
     digest = hashlib.sha256(f"{endpoint}\0{packs.digest}".encode())
     for part in parts:
         digest.update(b"\0%d\0" % len(part))
@@ -152,10 +152,10 @@ async def _answer(
     *,
     large: bool = False,
 ) -> Response[T]:
-    """The cached answer for an identical request, else compute it (redacted) and cache it.
+    """The cached answer for an identical request, else compute it and cache it.
 
-    The key hashes the request as received, so a repeat is answered before decoding or redacting
-    it; only the (redacted) answer is stored.
+    The key hashes the request before redaction, so a repeat is answered without redacting or
+    diagnosing it again; only the answer, computed from the redacted request, is stored.
     """
     ready = loaded(state)
     ttl_s = ready.settings.cache_ttl_s
@@ -182,13 +182,14 @@ async def _answer_log(
     run: Callable[[DiagnoseRequest, RulePacks], Diagnosis],
 ) -> Response[Diagnosis]:
     body = await request.body()
-    is_json = _is_json(request.headers.get("content-type"))
+    req = _log_request(body, _is_json(request.headers.get("content-type")), hints)
     packs = loaded(state).packs
     return await _answer(
         state,
         endpoint,
-        (b"json" if is_json else b"raw", msgspec.json.encode(hints), body),
-        lambda: run(_log_request(body, is_json, hints), packs),
+        # The canonical request: a raw log and the same log as JSON share one cache entry.
+        (msgspec.json.encode(req),),
+        lambda: run(_redacted(req), packs),
         Diagnosis,
         large=len(body) > _THREAD_ABOVE_BYTES,
     )
@@ -260,10 +261,10 @@ async def classify(
     tags=["budget"],
 )
 async def estimate(request: Request[Any, Any, Any], state: State) -> Response[Budget]:
-    body = await request.body()
+    data = _decode_body(await request.body(), EstimateRequest)
     packs = loaded(state).packs
     return await _answer(
-        state, "estimate", (body,), lambda: core.estimate(_decode_body(body, EstimateRequest), packs), Budget
+        state, "estimate", (msgspec.json.encode(data),), lambda: core.estimate(data, packs), Budget
     )
 
 
