@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 
 run: setup
 	@echo "vramdoc service on http://127.0.0.1:8080 (in-memory state; set VRAMDOC_REDIS_URL for Redis)"
-	@echo "try:  curl -s --data-binary @tests/corpus/logs/v0.32-kv-capacity-qwen.log 'http://127.0.0.1:8080/v1/diagnose?model=Qwen/Qwen2.5-0.5B-Instruct' | python3 -m json.tool"
+	@echo "try:  curl -s --data-binary @tests/corpus/v0.32-kv-capacity-qwen.log 'http://127.0.0.1:8080/v1/diagnose?model=Qwen/Qwen2.5-0.5B-Instruct' | python3 -m json.tool"
 	$(BIN)/vramdoc serve --host 127.0.0.1 --port 8080
 
 test: setup
