@@ -20,9 +20,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from service.core import classify
-from service.packs import RulePacks, load_packs
-from service.schemas import DiagnoseRequest
+# bench/service.py would shadow the `service` package when this file runs as a script
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+from service.core import classify  # noqa: E402
+from service.packs import RulePacks, load_packs  # noqa: E402
+from service.schemas import DiagnoseRequest  # noqa: E402
 
 HEALTHY_LINES = (
     "(APIServer pid=1) INFO {d} [loggers.py:123] Engine 000: Avg prompt throughput: {a}.3 tokens/s, "

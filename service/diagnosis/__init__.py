@@ -10,22 +10,12 @@ from service.diagnosis.facts import collect_facts, infer_engine, version_tuple
 from service.diagnosis.hints import weights_hint
 from service.diagnosis.interpret import Context, interpret
 from service.diagnosis.normalize import Document
-from service.diagnosis.scan import Hit, present, scan
+from service.diagnosis.scan import present, scan
 from service.diagnosis.wording import describe
 from service.packs import RulePacks
 from service.schemas import Diagnosis, Phase
 
 __all__ = ["classify_text"]
-
-
-def _first_facts(hits: list[Hit], request_facts: dict[str, object]) -> dict[str, object]:
-    merged: dict[str, object] = {}
-    for hit in hits:
-        for name, value in hit.facts.items():
-            merged.setdefault(name, value)
-    for name, value in request_facts.items():
-        merged.setdefault(name, value)
-    return merged
 
 
 def classify_text(
@@ -41,7 +31,8 @@ def classify_text(
     doc = Document(log)
     hits = scan(doc, packs.signatures.eager)
     if hint is None:
-        hint = weights_hint(_first_facts(hits, request_facts or {}))
+        early = collect_facts(hits, set(), request_facts or {}, command, vllm_version)
+        hint = weights_hint(early.values)
     verdict = interpret(Context(doc, packs.signatures, hits), hint)
     if verdict.phase == "no_failure" and verdict.confidence < 0.9 and present(doc, packs.signatures.lazy):
         verdict.confidence = 0.9  # vLLM's own stage lines are there, and none of them failed
@@ -64,7 +55,7 @@ def classify_text(
         confidence=verdict.confidence,
         title=title,
         summary=summary,
-        evidence=collect_evidence(doc, verdict, hits),
+        evidence=collect_evidence(doc, verdict, hits, found.sources),
         facts=facts,
         findings=collect_findings(verdict, hits, found.flag_issues),
         budget=None,

@@ -11,7 +11,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from service.packs.signatures import parse_version
+from service.packs.signatures import parse_version, string_fact
 from service.schemas import Severity
 
 __all__ = ["FLAGS", "FlagIssue", "ParsedCommand", "human_int", "parse_command"]
@@ -103,6 +103,7 @@ def human_int(text: str) -> int | None:
 
 
 def _tokens(command: str) -> list[str]:
+    command = command.split("`", 1)[0]  # an inline code span ends the command
     joined = re.sub(r"\\\s*\n", " ", command).replace("\n", " ")
     try:
         return shlex.split(joined)
@@ -118,7 +119,7 @@ def _value(flag: Flag, raw: str) -> object | None:
             return float(raw)
         except ValueError:
             return None
-    return raw or None
+    return string_fact(flag.fact, raw) if flag.fact else raw or None
 
 
 def parse_command(command: str, version: str | None = None) -> ParsedCommand:

@@ -21,20 +21,18 @@ MAX_FINDINGS = 40
 MAX_FACT_LINES = 8
 
 
-def collect_evidence(doc: Document, verdict: Verdict, hits: list[Hit]) -> list[Evidence]:
-    """Decisive lines, fact lines and the first exception's context, in log order."""
+def collect_evidence(
+    doc: Document, verdict: Verdict, hits: list[Hit], fact_sources: dict[str, str]
+) -> list[Evidence]:
+    """Decisive lines, the lines the facts came from, and the first exception's context, in order."""
     chosen: dict[int, str | None] = {}
     for hit in verdict.decisive[:5]:
         chosen[hit.line.number] = hit.rule_id
     if verdict.root is not None:
         chosen[verdict.root.line.number] = verdict.root.rule_id
-    fact_lines = 0
-    for hit in hits:
-        if fact_lines >= MAX_FACT_LINES:
-            break
-        if hit.facts and hit.compiled.rule.kind in ("info", "version") and hit.line.number not in chosen:
-            chosen[hit.line.number] = hit.rule_id
-            fact_lines += 1
+    sourced = sorted({int(s.split()[1]) for s in fact_sources.values() if s.startswith("line ")})
+    for number in sourced[:MAX_FACT_LINES]:
+        chosen.setdefault(number, None)
     exception = verdict.first_exception
     if exception is not None:
         line = exception.line

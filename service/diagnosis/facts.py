@@ -17,7 +17,30 @@ from service.diagnosis.scan import Hit
 from service.packs.signatures import SignatureRule, parse_version
 from service.schemas import Engine, Facts
 
-__all__ = ["FactSet", "collect_facts", "infer_engine"]
+__all__ = ["FIRST_STATED", "FactSet", "collect_facts", "infer_engine"]
+
+# Facts about the run itself (configuration, weights): the first line stating them wins, since a
+# failure line restating them (e.g. V0's profiling summary) rounds them. "command" is no fact.
+FIRST_STATED = frozenset(
+    {
+        "command",
+        "vllm_version",
+        "gpu_name",
+        "model",
+        "dtype",
+        "quantization",
+        "kv_cache_dtype",
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "block_size",
+        "enforce_eager",
+        "model_weights_gib",
+        "compute_capability",
+        "num_attention_heads",
+    }
+)
 
 
 @dataclass(slots=True)
@@ -49,9 +72,13 @@ def collect_facts(
     """Merge facts by precedence; pasted commands also yield flag findings for `version`."""
     found = FactSet()
     ordered = sorted(hits, key=lambda h: (h.line.number not in decisive_lines, h.line.number))
-    for hit in ordered:
+    for hit in ordered:  # what failed: the decisive lines' numbers first
         for name, value in hit.facts.items():
-            if name != "command":
+            if name not in FIRST_STATED:
+                found.add(name, value, f"line {hit.line.number}")
+    for hit in hits:  # what the run is: the first line that states it
+        for name, value in hit.facts.items():
+            if name in FIRST_STATED and name != "command":
                 found.add(name, value, f"line {hit.line.number}")
     for hit in _command_hits(hits):
         parsed = parse_command(str(hit.facts["command"]), version)

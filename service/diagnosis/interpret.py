@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from service.diagnosis.normalize import Document, Line
-from service.diagnosis.scan import Hit, scan_lines
+from service.diagnosis.scan import Hit, present, scan_lines
 from service.packs import SignatureIndex
+from service.packs.signatures import CompiledRule
 from service.schemas import Phase
 
 __all__ = ["PHASE_STAGE", "Context", "Placement", "Verdict", "interpret", "place_oom"]
@@ -46,6 +47,7 @@ _STAGE_PHASE: dict[str, Phase] = {
 
 TRACEBACK = "Traceback (most recent call last)"
 _FRAME_WINDOW = 400
+MAX_PLACED_OOMS = 16
 _AFTER_WINDOW = 120
 
 
@@ -78,6 +80,21 @@ class Context:
         self.signatures = signatures
         self.hits = hits
         self._lazy: dict[tuple[int, int], list[Hit]] = {}
+        self._present: list[CompiledRule] | None = None
+
+    def present(self) -> list[CompiledRule]:
+        """Lazy-index rules matching anywhere in the document (one RE2 pass, cached)."""
+        if self._present is None:
+            self._present = present(self.doc, self.signatures.lazy)
+        return self._present
+
+    def serving_anywhere(self) -> Hit | CompiledRule | None:
+        """A position-free sign that the engine was serving: a dead-engine wrapper, or the person
+        saying it fails on requests."""
+        for hit in self.hits:
+            if hit.compiled.rule.kind == "wrapper" and hit.compiled.rule.stage == "serving":
+                return hit
+        return next((c for c in self.present() if c.rule.anywhere and c.rule.stage == "serving"), None)
 
     def lazy(self, first: int, last: int) -> list[Hit]:
         """Stage-marker and frame hits on lines first..last."""
@@ -110,7 +127,7 @@ def _traceback_start(doc: Document, line: Line, limit: int) -> int:
     """Line number of the traceback header (same process) that `line` ends, or a window start."""
     for number in range(line.number - 1, max(0, line.number - limit), -1):
         candidate = doc.line(number)
-        if candidate.source == line.source and candidate.text.startswith(TRACEBACK):
+        if candidate.source == line.source and TRACEBACK in candidate.text:
             return number
     return max(1, line.number - 60)
 
@@ -141,8 +158,13 @@ def place_oom(ctx: Context, oom: Hit, hint: Phase | None) -> Placement:
     stage = _frame_stage(after, after[0].line.source) if after else None
     if stage is not None:
         return Placement(_STAGE_PHASE[stage], 0.75, "traceback frames after it", line.number)
-    if hint is not None:
+    if hint is not None:  # only set when the weights alone cannot fit: then nothing else could run
         return Placement(hint, 0.6, "the model and GPU given", None)
+    serving = ctx.serving_anywhere()
+    if isinstance(serving, Hit):
+        return Placement("runtime_oom", 0.65, "the engine died while serving", serving.line.number)
+    if serving is not None:
+        return Placement("runtime_oom", 0.6, "the report says it fails while serving", None)
     phase = oom.compiled.rule.phase or "warmup_oom"
     return Placement(phase, 0.5, "no context around it", None)
 
@@ -166,6 +188,10 @@ def interpret(ctx: Context, hint: Phase | None = None) -> Verdict:
         # a wrapper quoting the root message ("Worker failed with error 'CUDA out of memory…'") is
         # only a copy of it; the original line decides
         decisive = [h for h in decisive if h.line.number not in wrapped]
+    ooms = [h for h in decisive if h.compiled.rule.kind == "oom"]
+    if len(ooms) > MAX_PLACED_OOMS:  # every rank and request may repeat it; the first ones decide
+        extra = {id(h) for h in ooms[MAX_PLACED_OOMS:]}
+        decisive = [h for h in decisive if id(h) not in extra]
     for hit in decisive:
         rule = hit.compiled.rule
         phase, confidence, basis = _decisive_phase(ctx, hit, hint)

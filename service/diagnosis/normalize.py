@@ -21,12 +21,18 @@ _SLACK_LINK = re.compile(r"<((?:https?|mailto|ftp)://?[^|<>\s]*)(?:\|([^<>]*))?>
 _SLACK_REF = re.compile(r"<[@#!][^<>\s]*(?:\|([^<>]*))?>")
 _FENCE = re.compile(r"(?m)^[ \t]*```[\w+\-.]*[ \t]*$|```")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# Slack escapes & < >; GitHub's HTML pages add quotes. One pass, so "&amp;lt;" becomes "&lt;".
+_ENTITIES = {"&lt;": "<", "&gt;": ">", "&amp;": "&", "&quot;": '"', "&#39;": "'", "&#x27;": "'"}
+_ENTITY = re.compile("|".join(re.escape(k) for k in _ENTITIES))
 
 
 def _triggers() -> Any:
     options = re2.Options()
     options.log_errors = False
-    pattern = r"[\x00-\x09\x0b-\x1f\x7f]|\[0m|;0m|<(?:https?|mailto|ftp|[@#!])|&(?:lt|gt|amp);|```"
+    pattern = (
+        r"[\x00-\x09\x0b-\x1f\x7f]|\[0m|;0m|<(?:https?|mailto|ftp|[@#!])"
+        r"|&(?:lt|gt|amp|quot|#39|#x27);|```"
+    )
     return re2.compile(pattern, options)
 
 
@@ -36,7 +42,7 @@ _TRIGGERS = _triggers()
 # One alternation per prefix family; split_prefixes strips them repeatedly until none is left.
 _PREFIX = re.compile(
     r"""^(?:
-      (?P<quote>>[ ]?|\*\*|[ ]+(?=[A-Z(\[]))                                # markdown quote/bold, indent
+      (?P<quote>>[ ]?|\*\*|[ ]*\|[ ]+|[ ]+(?=[A-Z(\[]))               # quote, bold, CI pipe, indent
     | (?P<container>[A-Za-z0-9][\w.\-]*[ ]*\|[ ])                          # docker compose: vllm-1  |
     | (?P<iso>\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ ]+)
     | \((?P<proc>[A-Za-z_][\w\-]*(?:[ ]rank=\d+)?[ ]pid=\d+(?:,[ ]ip=[\w.:\-]+)?)\)[ ]*
@@ -74,7 +80,7 @@ def _clean_once(text: str) -> str:
         text = _SLACK_LINK.sub(lambda m: m.group(2) if m.group(2) is not None else m.group(1), text)
         text = _SLACK_REF.sub(lambda m: m.group(1) or "", text)
     if "&" in text:
-        text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+        text = _ENTITY.sub(lambda m: _ENTITIES[m.group(0)], text)
     if "```" in text:
         text = _FENCE.sub("", text)
     if "\t" in text:

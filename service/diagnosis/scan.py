@@ -200,7 +200,8 @@ def _hits_on_line(doc: Document, index: PatternIndex, number: int, raw: bytes) -
     hits: list[Hit] = []
     for rule_index in sorted(by_rule):
         compiled = index.rules[rule_index]
-        facts = match_line(compiled, line.text, by_rule[rule_index])
+        text = line.text if compiled.rule.target == "message" else doc.lines[number - 1]
+        facts = match_line(compiled, text, by_rule[rule_index])
         if facts is not None:
             hits.append(Hit(compiled=compiled, line=line, facts=facts))
     return hits

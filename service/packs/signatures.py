@@ -34,6 +34,7 @@ __all__ = [
     "compile_pack",
     "convert_fact",
     "parse_version",
+    "string_fact",
 ]
 
 RuleKind = Literal["failure", "oom", "wrapper", "exception", "stage", "frame", "info", "version"]
@@ -140,6 +141,8 @@ class SignatureRule(Spec, frozen=True, kw_only=True):
     status: Status = "stable"
     versions: VersionRange = msgspec.field(default_factory=VersionRange)
     patterns: list[str]
+    target: Literal["message", "line"] = "message"
+    anywhere: bool = False
     exclude: list[str] = msgspec.field(default_factory=list)
     facts: dict[str, FactSpec] = msgspec.field(default_factory=dict)
     keys: dict[str, str] = msgspec.field(default_factory=dict)
@@ -309,7 +312,7 @@ def convert_fact(spec_fact: str, unit: str | None, raw: str) -> object | None:
         if kind == "bool":
             return {"true": True, "false": False}.get(text.lower())
         if kind == "str":
-            return _string_fact(spec_fact, text)
+            return string_fact(spec_fact, text)
     except ValueError:
         return None
     return None
@@ -318,7 +321,7 @@ def convert_fact(spec_fact: str, unit: str | None, raw: str) -> object | None:
 _DTYPES = {"half": "float16", "fp16": "float16", "float": "float32", "bf16": "bfloat16", "fp32": "float32"}
 
 
-def _string_fact(name: str, text: str) -> str | None:
+def string_fact(name: str, text: str) -> str | None:
     """Strings as DESIGN §3.2 spells them: dtype 'bfloat16' (not torch.bfloat16/half), capability '8.6'."""
     if text in ("", "None", "null"):
         return None

@@ -193,3 +193,11 @@ def test_arbitrary_bytes_never_raise(packs: RulePacks, data: bytes) -> None:
     text = data.decode("utf-8", errors="replace")
     if text.strip():
         assert classify(DiagnoseRequest(log=text), packs).phase
+
+
+def test_thousands_of_repeated_ooms_are_diagnosed_from_the_first_ones(run_classify: Classify) -> None:
+    log = "INFO:     Application startup complete.\n" + "\n".join([OOM] * 3000)
+    diagnosis = run_classify(log)
+    assert diagnosis.phase == "runtime_oom"
+    assert [e.line for e in diagnosis.evidence] == [1, 2, 3, 4, 5, 6]
+    assert len(diagnosis.findings) < 5
