@@ -135,7 +135,7 @@ def _plausible(facts: Facts) -> Facts:
     if facts.num_gpu_blocks is not None and facts.num_gpu_blocks < 0:
         bad["num_gpu_blocks"] = 0  # vLLM 0.1 printed "# GPU blocks: -1" for no room at all
     util = facts.gpu_memory_utilization
-    if util is not None and not 0 < util <= 1:
+    if util is not None and not 0.01 <= util <= 1:  # below 1 % nothing loads; vLLM caps it at 1
         bad["gpu_memory_utilization"] = None
     return replace_facts(facts, bad)
 
