@@ -65,6 +65,8 @@ class Placement:
 
 @dataclass(slots=True)
 class Verdict:
+    """The root phase, how sure, the hit that decided it and why, and the phase of every candidate."""
+
     phase: Phase
     confidence: float
     root: Hit | None
