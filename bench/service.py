@@ -5,7 +5,7 @@ and each concurrency level sends a fixed number of requests over keep-alive conn
 minimal HTTP/1.1 client (so the client costs little of the shared CPUs), and prints requests/s and
 p50/p99 latency next to the trivial `/healthz` of the same app in the same run. Diagnose and
 estimate requests are all distinct (cache misses) unless the row says `cached`. Finally it sends
-`--requests` more diagnose requests and prints the server's RSS before and after.
+`--requests` more mixed requests and prints the server's RSS every quarter of them.
 
     python bench/service.py                      # quick: 2000 per row, 20k for memory
     python bench/service.py --requests 100000    # the full memory check
@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -28,6 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 TAIL = REPO / "tests" / "api" / "data" / "kv-capacity-v0.32-qwen.log"
 Request = Callable[[int], bytes]
+WARM_UP = 100
 
 
 def log_300_lines() -> str:
@@ -99,6 +101,28 @@ def rss_mib(pid: int) -> float:
     return total / 1024
 
 
+def memory_run(port: int, pid: int, rows: dict[str, Request], offset: int, total: int) -> None:
+    """A long mixed run (1 in 8 a distinct 300-line diagnosis, the rest distinct estimates and cached
+    diagnoses, so the response cache fills to its cap and keeps evicting); RSS printed every quarter."""
+    mix = [rows["POST /v1/diagnose (300 lines)"]] + [rows["POST /v1/estimate"]] * 4
+    mix += [rows["POST /v1/diagnose (cached)"]] * 3
+
+    def make(i: int) -> bytes:
+        return mix[i % len(mix)](offset + i)
+
+    samples = [rss_mib(pid)]
+    started = time.perf_counter()
+    quarter = max(1, total // 4)
+    for start in range(0, total, quarter):
+        count = min(quarter, total - start)
+        asyncio.run(drive(port, lambda i, start=start: make(start + i), count, 16))
+        samples.append(rss_mib(pid))
+    elapsed = time.perf_counter() - started
+    trail = " -> ".join(f"{s:.1f}" for s in samples)
+    print(f"memory: RSS MiB every {quarter} of {total} mixed requests ({total / elapsed:.0f} req/s): {trail}")
+    print(f"memory: change over the last three quarters {samples[-1] - samples[1]:+.1f} MiB")
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -128,7 +152,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--per-row", type=int, default=2000, help="requests per endpoint and concurrency")
-    parser.add_argument("--requests", type=int, default=20000, help="diagnose requests in the memory run")
+    parser.add_argument("--requests", type=int, default=20000, help="requests in the memory run")
     parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
 
@@ -151,6 +175,7 @@ def main() -> None:
     }
     port = free_port()
     proc = start_server(port, args.workers)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # still stop the server in `finally`
     offset = 0
     try:
         print(
@@ -160,11 +185,13 @@ def main() -> None:
         for concurrency in (1, 4, 16):
             trivial_rps = 0.0
             for name, make in rows.items():
-                shifted: Request = lambda i, make=make, base=offset: make(base + i)  # noqa: E731
+                # Warm-up and measured requests use disjoint indices, so distinct rows never hit the cache.
+                warm: Request = lambda i, make=make, base=offset: make(base + i)  # noqa: E731
+                offset += WARM_UP
+                measured: Request = lambda i, make=make, base=offset: make(base + i)  # noqa: E731
                 offset += args.per_row
-                asyncio.run(drive(port, shifted, min(200, args.per_row), concurrency))  # warm-up
-                offset += 200
-                elapsed, lat = asyncio.run(drive(port, shifted, args.per_row, concurrency))
+                asyncio.run(drive(port, warm, WARM_UP, concurrency))
+                elapsed, lat = asyncio.run(drive(port, measured, args.per_row, concurrency))
                 rps = args.per_row / elapsed
                 trivial_rps = trivial_rps or rps
                 q = statistics.quantiles(lat, n=100)
@@ -172,15 +199,7 @@ def main() -> None:
                     f"{name:32} {concurrency:>4} {rps:>8.0f} {q[49] * 1000:>8.2f} {q[98] * 1000:>8.2f} "
                     f"{rps / trivial_rps:>10.2f}"
                 )
-        before = rss_mib(proc.pid)
-        diagnose = rows["POST /v1/diagnose (300 lines)"]
-        shifted = lambda i: diagnose(offset + i)  # noqa: E731
-        elapsed, _ = asyncio.run(drive(port, shifted, args.requests, 16))
-        after = rss_mib(proc.pid)
-        print(
-            f"memory: RSS {before:.1f} MiB before, {after:.1f} MiB after {args.requests} distinct diagnose "
-            f"requests ({args.requests / elapsed:.0f} req/s); change {after - before:+.1f} MiB"
-        )
+        memory_run(port, proc.pid, rows, offset, args.requests)
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -34,7 +34,18 @@ from bot.state import State, ThreadContext
 from service.redact import redact
 from service.schemas import DiagnoseRequest, Snapshot
 
-__all__ = ["Backends", "Place", "UserError", "answer", "compose", "merge", "post", "read_files", "refresh"]
+__all__ = [
+    "Backends",
+    "Place",
+    "UserError",
+    "answer",
+    "compose",
+    "help_message",
+    "merge",
+    "post",
+    "read_files",
+    "refresh",
+]
 
 log = logging.getLogger(__name__)
 
@@ -172,13 +183,14 @@ async def _live(
     return snapshots, failures, notes
 
 
-async def compose(
-    backends: Backends, context: ThreadContext, *, all_fixes: bool = False, help_asked: bool = False
-) -> Message:
+async def help_message(backends: Backends) -> Message:
+    """What the bot understands, with the hosts it can reach right now."""
+    known, _ = await backends.directory.known()
+    return render_help(sorted(known))
+
+
+async def compose(backends: Backends, context: ThreadContext, *, all_fixes: bool = False) -> Message:
     """The reply for everything the thread has given so far (already merged into `context`)."""
-    if help_asked:
-        known, _ = await backends.directory.known()
-        return render_help(sorted(known))
     snapshots, failures, notes = await _live(backends, context.hosts)
     if context.log:
         request = DiagnoseRequest(
@@ -306,7 +318,7 @@ async def _understand(
 
 async def _reply(backends: Backends, turn: _Turn) -> Message:
     if turn.ask is not None and turn.ask.help:
-        return await compose(backends, ThreadContext(), help_asked=True)
+        return await help_message(backends)
     if turn.ask is not None and turn.ask.estimate is not None:
         return render_budget(await backends.service.estimate(turn.ask.estimate))
     if turn.context is None:

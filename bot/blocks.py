@@ -28,7 +28,6 @@ __all__ = [
     "render_error",
     "render_help",
     "render_snapshots",
-    "render_working",
     "scrub",
 ]
 
@@ -283,12 +282,28 @@ def _scrub(node: Any) -> Any:
     return node
 
 
+def _recut(block: Block) -> Block:
+    """Limits again after redaction, which can lengthen a text (`password=abc` → `password=[REDACTED]`)."""
+    kind = block.get("type")
+    if kind in {"header", "section"} and "text" in block:
+        limit = LIMITS["header_text"] if kind == "header" else LIMITS["section_text"]
+        block["text"]["text"] = _cut(block["text"]["text"], limit)
+    for field in block.get("fields", []):
+        field["text"] = _cut(field["text"], LIMITS["field_text"])
+    for element in block.get("elements", []):
+        if isinstance(element.get("text"), str):
+            element["text"] = _cut(element["text"], 2000)
+        elif isinstance(element.get("text"), dict):
+            element["text"]["text"] = _cut(element["text"]["text"], LIMITS["button_text"])
+    return block
+
+
 def scrub(message: Message) -> Message:
     """The message with every secret redacted: text, blocks and the report file alike."""
     upload = message.upload
     return Message(
-        text=redact(message.text),
-        blocks=_scrub(message.blocks),
+        text=_cut(redact(message.text), LIMITS["message_text"]),
+        blocks=[_recut(block) for block in _scrub(message.blocks)],
         upload=Upload(upload.filename, upload.title, redact(upload.content)) if upload else None,
         failed=message.failed,
     )
@@ -378,6 +393,9 @@ def render_diagnosis(
     if shown:
         blocks.append(_section(f"*Fixes* ({len(shown)} of {len(diagnosis.fixes)}, best first)"))
         blocks += [_fix_block(fix) for fix in shown]
+    if diagnosis.corrected_command:
+        command, _ = _code([diagnosis.corrected_command])
+        blocks.append(_section(f"*Corrected command* (top fix applied)\n{command}"))
     if diagnosis.budget is not None:
         blocks += _budget_blocks(diagnosis.budget)
     gpu_blocks, rows, rows_cut = _snapshot_blocks(snapshots, failures)
@@ -459,10 +477,6 @@ def render_snapshots(
 def render_error(sentence: str) -> Message:
     """One sentence telling the person what went wrong and, where possible, what to do."""
     return _message(sentence, [_section(f":x: {sentence}")], failed=True)
-
-
-def render_working() -> Message:
-    return _message("Working on it…", [_context(":hourglass_flowing_sand: Working on it…")])
 
 
 HELP_TEXT = """*vramdoc* diagnoses vLLM GPU-memory failures.

@@ -95,20 +95,19 @@ def unescape_slack(text: str) -> str:
 
 
 def split_log(text: str) -> tuple[str | None, str]:
-    """(log, prose): fenced blocks are the log; without fences, log-looking text is the log."""
+    """(log, prose): fenced blocks are the log; without fences, log-looking text is the log and only
+    the short lines before its first log line are prose ("gpu-07 crashed:" then the paste)."""
     fenced = [m.group(1).strip("\n") for m in _FENCE.finditer(text)]
     if fenced:
         prose = _FENCE.sub(" ", text)
         log = "\n".join(block for block in fenced if block.strip())
         return (log or None), prose
     lines = [line for line in text.splitlines() if line.strip()]
-    log_lines = [line for line in lines if _LOG_MARKER.search(line) or _COMMAND.match(line)]
-    if len(lines) >= 3 or log_lines:
-        prose = "\n".join(line for line in lines if line not in log_lines and len(line) < 120)
-        if len(lines) >= 3 and not log_lines:
-            prose = ""
-        return text.strip(), prose
-    return None, text
+    is_log = [bool(_LOG_MARKER.search(line) or _COMMAND.match(line)) for line in lines]
+    if not any(is_log):
+        return (text.strip(), "") if len(lines) >= 3 else (None, text)
+    lead = lines[: is_log.index(True)]
+    return text.strip(), "\n".join(line for line in lead if len(line) < 120)
 
 
 def _command(log: str | None) -> str | None:

@@ -11,6 +11,7 @@ from service.budget import budget_from_facts
 from service.budget import estimate as estimate_budget
 from service.diagnosis import classify_text
 from service.errors import EmptyLogError
+from service.fixes.diagnosis import with_fixes
 from service.packs import RulePacks
 from service.schemas import Budget, DiagnoseRequest, Diagnosis, EstimateRequest
 
@@ -45,10 +46,11 @@ def classify(request: DiagnoseRequest, packs: RulePacks) -> Diagnosis:
 
 
 def diagnose(request: DiagnoseRequest, packs: RulePacks) -> Diagnosis:
-    """The full diagnosis; budget and ranked fixes are added by their parts as they land."""
+    """The full diagnosis: classification, the budget when model and GPU are known, ranked fixes."""
     diagnosis = classify(request, packs)
     budget = budget_from_facts(diagnosis.facts, packs.catalog)
-    return msgspec.structs.replace(diagnosis, budget=budget)
+    diagnosis = msgspec.structs.replace(diagnosis, budget=budget)
+    return with_fixes(diagnosis, request, packs.fixes, packs.catalog)
 
 
 def estimate(request: EstimateRequest, packs: RulePacks) -> Budget:

@@ -7,10 +7,9 @@ from typing import Any
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.answers import Place, answer, compose
+from bot.answers import Place, answer, help_message
 from bot.listeners import backends_of
 from bot.parse import parse_ask
-from bot.state import ThreadContext
 
 __all__ = ["COMMAND", "register"]
 
@@ -27,7 +26,7 @@ async def on_command(
     backends = backends_of(context)
     text = str(command.get("text") or "")
     if not text.strip() or parse_ask(text).help:
-        message = await compose(backends, ThreadContext(), help_asked=True)
+        message = await help_message(backends)
         await ack(text=message.text, blocks=message.blocks)
         return
     await ack(text="Working on it… the answer will appear in this channel.")

@@ -16,7 +16,7 @@ from litestar.exceptions import NotAuthorizedException, TooManyRequestsException
 from litestar.handlers.base import BaseRouteHandler
 
 from service.api.settings import Settings
-from service.api.stores import SharedState
+from service.api.views import loaded
 
 __all__ = ["client_identity", "rate_limit", "require_token"]
 
@@ -45,14 +45,13 @@ def client_identity(connection: ASGIConnection[Any, Any, Any, Any], settings: Se
 
 async def rate_limit(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
     """Allow `settings.rate_limit` requests per client in each fixed window; 429 with Retry-After past it."""
-    settings: Settings = connection.app.state.settings
-    limit = settings.rate_limit
+    ready = loaded(connection.app.state)
+    settings, limit = ready.settings, ready.settings.rate_limit
     if limit is None:
         return
-    shared: SharedState = connection.app.state.shared
     now = time.time()
     window = int(now // limit.window_s)
-    count = await shared.hit(f"{client_identity(connection, settings)}:{window}", limit.window_s)
+    count = await ready.shared.hit(f"{client_identity(connection, settings)}:{window}", limit.window_s)
     if count > limit.requests:
         retry_after = max(1, int((window + 1) * limit.window_s - now + 0.999))
         raise TooManyRequestsException(
@@ -66,7 +65,7 @@ async def rate_limit(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRout
 
 def require_token(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
     """When `VRAMDOC_API_TOKENS` is set, require `Authorization: Bearer <one of them>`."""
-    settings: Settings = connection.app.state.settings
+    settings = loaded(connection.app.state).settings
     if not settings.api_tokens:
         return
     token = _bearer(connection)

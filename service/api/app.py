@@ -7,11 +7,10 @@ raises PackError (file, rule, field) and the worker never starts serving.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from litestar import Litestar, Router
-from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin
 from litestar.plugins.prometheus import PrometheusController
@@ -20,28 +19,27 @@ from service.api.access import rate_limit, require_token
 from service.api.monitoring import init_sentry, prometheus_config
 from service.api.openapi import add_request_components
 from service.api.problems import exception_handlers
-from service.api.routes import V1_HANDLERS, catalog_views, health_handlers
+from service.api.routes import V1_HANDLERS, health_handlers
 from service.api.settings import Settings
 from service.api.stores import SharedState
-from service.packs import load_packs
-from service.packs.catalog import load_catalog
+from service.api.views import Loaded
+from service.packs import RulePacks, load_packs
 
 __all__ = ["create_app", "create_app_from_env"]
 
 log = logging.getLogger("vramdoc.service")
 
 
-def _lifespan(settings: Settings) -> object:
+def _lifespan(
+    settings: Settings, preloaded: RulePacks | None
+) -> Callable[[Litestar], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        packs = load_packs(settings.rules_dir)
-        catalog = load_catalog(packs.root)
-        app.state.packs, app.state.catalog = packs, catalog
-        app.state.model_list, app.state.gpu_list, app.state.rules_info = catalog_views(packs, catalog)
+        packs = preloaded or load_packs(settings.rules_dir)
         shared = SharedState(
             settings.redis_url, namespace=settings.redis_prefix, cache_max_entries=settings.cache_max_entries
         )
-        app.state.shared = shared
+        app.state.loaded = Loaded.build(settings, packs, shared)
         log.info("vramdoc service ready: rules %s, redis %s", packs.digest, await shared.redis_status())
         try:
             yield
@@ -51,16 +49,15 @@ def _lifespan(settings: Settings) -> object:
     return lifespan
 
 
-def create_app(settings: Settings) -> Litestar:
-    """Build the app; nothing is loaded until the ASGI server runs the lifespan."""
+def create_app(settings: Settings, *, packs: RulePacks | None = None) -> Litestar:
+    """Build the app; packs load when the ASGI server runs the lifespan, unless given already loaded."""
     if settings.sentry_dsn:
         init_sentry(settings.sentry_dsn, settings.sentry_environment)
     v1 = Router("/v1", route_handlers=V1_HANDLERS, guards=[rate_limit, require_token])
     metrics = prometheus_config()
     app = Litestar(
         route_handlers=[v1, *health_handlers, PrometheusController],
-        lifespan=[_lifespan(settings)],  # type: ignore[list-item]
-        state=State({"settings": settings}),
+        lifespan=[_lifespan(settings, packs)],
         exception_handlers=exception_handlers,
         middleware=[metrics.middleware],
         request_max_body_size=settings.max_body_bytes,

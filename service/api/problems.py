@@ -102,16 +102,27 @@ def _response(problem: Problem, headers: dict[str, str] | None = None) -> Respon
 
 
 def _field_errors(extra: Any) -> list[FieldError]:
-    """Litestar's validation `extra` is a list of {message, key, source}; keep the field and message."""
+    """Litestar's validation `extra` is a list of {message, key, source}; body fields as `$.path`."""
     if not isinstance(extra, list):
         return []
     errors = []
     for item in extra:
         if isinstance(item, dict) and item.get("message"):
-            where = item.get("key") or "body"
-            source = item.get("source")
-            errors.append(FieldError(f"{source}.{where}" if source else str(where), str(item["message"])))
+            source = str(getattr(item.get("source"), "value", item.get("source")) or "body")
+            key = str(item.get("key") or "")
+            if source == "body":
+                field = key if key.startswith("$") else f"$.{key}" if key else "$"
+            else:
+                field = f"{source}.{key}"
+            errors.append(FieldError(field, str(item["message"])))
     return errors
+
+
+def _field_sentence(error: FieldError) -> str:
+    where, _, name = error.field.partition(".")
+    if where == "$":
+        return _sentence(f"The body field {error.field} is invalid: {error.message}")
+    return _sentence(f"The {where} parameter `{name}` is invalid: {error.message}")
 
 
 def _http_exception(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Problem]:
@@ -125,8 +136,7 @@ def _http_exception(_: Request[Any, Any, Any], exc: HTTPException) -> Response[P
         slug, title = "validation-error", "Invalid request"
         errors = _field_errors(exc.extra)
         if errors:
-            first = errors[0]
-            detail = _sentence(f"The {first.field} value is invalid: {first.message}")
+            detail = _field_sentence(errors[0])
     elif isinstance(exc.__cause__, SerializationException):
         slug, title = "invalid-json", "Invalid JSON"
         detail = _sentence(f"The body is not valid JSON ({exc.detail})")
@@ -141,12 +151,25 @@ def _http_exception(_: Request[Any, Any, Any], exc: HTTPException) -> Response[P
     return _response(Problem(problem_type(slug), title, status, detail, errors), exc.headers)
 
 
+def _input_detail(exc: InputError) -> str:
+    """One sentence; for unknown names the candidates go in `suggestions` rather than the prose."""
+    if isinstance(exc, UnknownModelError):
+        hint = "try one of the `suggestions`, or " if exc.suggestions else ""
+        return f"The model {exc.model!r} is not in the catalog; {hint}send its Hugging Face config.json."
+    if isinstance(exc, UnknownGpuError):
+        hint = "try one of the `suggestions`, or " if exc.suggestions else ""
+        return (
+            f"The GPU {exc.gpu!r} is not in the catalog; {hint}give its memory as `gpu_total_gib` (e.g. 80)."
+        )
+    return _sentence(str(exc))
+
+
 def _input_error(_: Request[Any, Any, Any], exc: InputError) -> Response[Problem]:
     slug = exc.problem_type
     suggestions = exc.suggestions if isinstance(exc, UnknownModelError | UnknownGpuError) else []
     title = _INPUT_TITLES.get(slug, "Invalid input")
     problem = Problem(
-        problem_type(slug), title, HTTP_422_UNPROCESSABLE_ENTITY, _sentence(str(exc)), suggestions=suggestions
+        problem_type(slug), title, HTTP_422_UNPROCESSABLE_ENTITY, _input_detail(exc), suggestions=suggestions
     )
     return _response(problem)
 

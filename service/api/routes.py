@@ -13,23 +13,20 @@ from typing import Annotated, Any, TypeVar
 import anyio.to_thread
 import msgspec
 from litestar import Request, Response, get, post
-from litestar.datastructures import State
+from litestar.datastructures import ResponseHeader, State
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.params import JSONBody, Parameter
+from litestar.params import Parameter
 
 from service import core
 from service.api.monitoring import DIAGNOSES
-from service.api.openapi import LogBodyOperation
+from service.api.openapi import EstimateBodyOperation, LogBodyOperation
 from service.api.problems import PROBLEM_MEDIA_TYPE, FieldError, Problem, ProblemError, decode_error
-from service.api.settings import Settings
-from service.api.stores import SharedState
-from service.budget import estimate as estimate_budget
+from service.api.views import GpuEntry, Health, ModelInfo, Readiness, RulesInfo, loaded
 from service.packs import RulePacks
-from service.packs.catalog import Catalog
 from service.redact import redact
 from service.schemas import Budget, DiagnoseRequest, Diagnosis, EstimateRequest, Snapshot
 
-__all__ = ["V1_HANDLERS", "catalog_views", "health_handlers"]
+__all__ = ["V1_HANDLERS", "health_handlers"]
 
 T = TypeVar("T", Diagnosis, Budget)
 
@@ -50,73 +47,6 @@ _PROBLEMS = {
 
 _Hint = Annotated[str | None, Parameter(required=False, max_length=4096)]
 _Top = Annotated[int | None, Parameter(required=False, ge=0, le=MAX_TOP, description="fixes to return")]
-
-
-class Health(msgspec.Struct, frozen=True):
-    status: str
-
-
-class Readiness(msgspec.Struct, frozen=True):
-    status: str
-    rules_version: str
-    redis: str
-
-
-class PackSummary(msgspec.Struct, frozen=True):
-    signature_packs: list[str]
-    signature_rules: int
-    models: int
-    checkpoints: int
-    gpus: int
-
-
-class RulesInfo(msgspec.Struct, frozen=True):
-    rules_version: str
-    packs: PackSummary
-
-
-class ModelInfo(msgspec.Struct, frozen=True, omit_defaults=True):
-    id: str
-    hf_id: str | None
-    family: str | None
-    aliases: list[str]
-    max_position_embeddings: int | None = None
-    quantization: str | None = None
-    base: str | None = None
-
-
-class GpuEntry(msgspec.Struct, frozen=True):
-    id: str
-    total_gib: float
-    compute_capability: str
-    aliases: list[str]
-
-
-def catalog_views(packs: RulePacks, catalog: Catalog) -> tuple[list[ModelInfo], list[GpuEntry], RulesInfo]:
-    """What /v1/models, /v1/gpus and /v1/rules answer, computed once when the packs load."""
-    model_list = [
-        ModelInfo(
-            m.id,
-            m.hf_id,
-            m.family,
-            list(m.aliases),
-            m.max_position_embeddings,
-            m.quantization.method if m.quantization else None,
-        )
-        for m in catalog.models.models
-    ] + [
-        ModelInfo(c.id, None, None, list(c.aliases), quantization=c.quantization.method, base=c.base)
-        for c in catalog.models.checkpoints
-    ]
-    gpu_list = [GpuEntry(g.id, g.total_gib, g.compute_capability, list(g.aliases)) for g in catalog.gpus.gpus]
-    summary = PackSummary(
-        signature_packs=list(packs.signatures.packs),
-        signature_rules=len(packs.signatures.rules),
-        models=len(catalog.models.models),
-        checkpoints=len(catalog.models.checkpoints),
-        gpus=len(gpu_list),
-    )
-    return model_list, gpu_list, RulesInfo(rules_version=packs.digest, packs=summary)
 
 
 # --- decoding ----------------------------------------------------------------------------------
@@ -161,13 +91,24 @@ class LogHints(msgspec.Struct, frozen=True):
     top: int | None
 
 
+R = TypeVar("R", DiagnoseRequest, EstimateRequest)
+
+
+def _decode_body(body: bytes, type_: type[R]) -> R:
+    """Strict JSON decoding; a bad field, bad JSON or absurd nesting is a 400 naming the problem."""
+    try:
+        return msgspec.json.decode(body, type=type_)
+    except msgspec.DecodeError as exc:
+        raise decode_error(exc) from None
+    except RecursionError:
+        detail = "The body nests arrays or objects too deeply to be a request."
+        raise ProblemError(400, "invalid-json", "Invalid JSON", detail) from None
+
+
 def _log_request(body: bytes, is_json: bool, hints: LogHints) -> DiagnoseRequest:
-    """A JSON DiagnoseRequest, or a raw log (any bytes, decoded with replacement) plus the hints; redacted."""
+    """A JSON DiagnoseRequest, or a raw log (any bytes, decoded with replacement) plus the hints."""
     if is_json:
-        try:
-            req = msgspec.json.decode(body, type=DiagnoseRequest)
-        except msgspec.DecodeError as exc:
-            raise decode_error(exc) from None
+        req = _decode_body(body, DiagnoseRequest)
         req = msgspec.structs.replace(
             req,
             model=req.model or hints.model,
@@ -187,14 +128,14 @@ def _log_request(body: bytes, is_json: bool, hints: LogHints) -> DiagnoseRequest
     if not 0 <= req.top <= MAX_TOP:
         detail = f"The body field $.top must be between 0 and {MAX_TOP}, not {req.top}."
         raise ProblemError(400, "validation-error", "Invalid request", detail, [FieldError("$.top", detail)])
-    return _redacted(req)
+    return req
 
 
 # --- answering ---------------------------------------------------------------------------------
 
 
 def _cache_key(endpoint: str, packs: RulePacks, *parts: bytes) -> str:
-    """sha256 over the endpoint, the rules digest and the request exactly as received (one-way)."""
+    """sha256 over the endpoint, the rules digest and the canonical request (one-way: no text is kept)."""
     digest = hashlib.sha256(f"{endpoint}\0{packs.digest}".encode())
     for part in parts:
         digest.update(b"\0%d\0" % len(part))
@@ -211,22 +152,22 @@ async def _answer(
     *,
     large: bool = False,
 ) -> Response[T]:
-    """The cached answer for an identical request, else compute it (redacted) and cache it.
+    """The cached answer for an identical request, else compute it and cache it.
 
-    The key hashes the request as received, so a repeat is answered before decoding or redacting
-    it; only the (redacted) answer is stored.
+    The key hashes the request before redaction, so a repeat is answered without redacting or
+    diagnosing it again; only the answer, computed from the redacted request, is stored.
     """
-    settings: Settings = state.settings
-    shared: SharedState = state.shared
-    key = _cache_key(endpoint, state.packs, *key_parts) if settings.cache_ttl_s else None
-    cached = await shared.cached(key) if key else None
+    ready = loaded(state)
+    ttl_s = ready.settings.cache_ttl_s
+    key = _cache_key(endpoint, ready.packs, *key_parts) if ttl_s else None
+    cached = await ready.shared.cached(key) if key else None
     if cached is not None:
         result = msgspec.json.decode(cached, type=type_)
         status = "hit"
     else:
         result = await anyio.to_thread.run_sync(compute) if large else compute()
         if key:
-            await shared.store(key, msgspec.json.encode(result), settings.cache_ttl_s)
+            await ready.shared.store(key, msgspec.json.encode(result), ttl_s)
         status = "miss" if key else "off"
     if isinstance(result, Diagnosis):
         DIAGNOSES.labels(endpoint, result.phase).inc()
@@ -241,22 +182,30 @@ async def _answer_log(
     run: Callable[[DiagnoseRequest, RulePacks], Diagnosis],
 ) -> Response[Diagnosis]:
     body = await request.body()
-    is_json = _is_json(request.headers.get("content-type"))
-    packs: RulePacks = state.packs
+    req = _log_request(body, _is_json(request.headers.get("content-type")), hints)
+    packs = loaded(state).packs
     return await _answer(
         state,
         endpoint,
-        (b"json" if is_json else b"raw", msgspec.json.encode(hints), body),
-        lambda: run(_log_request(body, is_json, hints), packs),
+        # The canonical request: a raw log and the same log as JSON share one cache entry.
+        (msgspec.json.encode(req),),
+        lambda: run(_redacted(req), packs),
         Diagnosis,
         large=len(body) > _THREAD_ABOVE_BYTES,
     )
 
 
+_CACHE_HEADER = ResponseHeader(
+    name="X-Cache",
+    value="miss",
+    description="`hit` when an identical request was answered from the response cache, else `miss` (`off`).",
+    documentation_only=True,
+)
 _LOG_ROUTE: dict[str, Any] = {
     "operation_class": LogBodyOperation,
     "status_code": 200,
     "responses": _PROBLEMS,
+    "response_headers": [_CACHE_HEADER],
     "tags": ["diagnosis"],
 }
 
@@ -305,30 +254,33 @@ async def classify(
 @post(
     "/estimate",
     summary="Estimate the per-GPU memory budget of a model on a GPU",
+    operation_class=EstimateBodyOperation,
     status_code=200,
     responses=_PROBLEMS,
+    response_headers=[_CACHE_HEADER],
     tags=["budget"],
 )
-async def estimate(data: JSONBody[EstimateRequest], state: State) -> Response[Budget]:
-    catalog: Catalog = state.catalog
+async def estimate(request: Request[Any, Any, Any], state: State) -> Response[Budget]:
+    data = _decode_body(await request.body(), EstimateRequest)
+    packs = loaded(state).packs
     return await _answer(
-        state, "estimate", (msgspec.json.encode(data),), lambda: estimate_budget(data, catalog), Budget
+        state, "estimate", (msgspec.json.encode(data),), lambda: core.estimate(data, packs), Budget
     )
 
 
 @get("/models", summary="Models in the catalog (ids and aliases accepted by `model`)", tags=["catalog"])
 async def models(state: State) -> list[ModelInfo]:
-    return state.model_list  # type: ignore[no-any-return]
+    return loaded(state).models
 
 
 @get("/gpus", summary="GPUs in the catalog (names and aliases accepted by `gpu`)", tags=["catalog"])
 async def gpus(state: State) -> list[GpuEntry]:
-    return state.gpu_list  # type: ignore[no-any-return]
+    return loaded(state).gpus
 
 
 @get("/rules", summary="Loaded rule packs, their sizes and the digest every answer names", tags=["catalog"])
 async def rules(state: State) -> RulesInfo:
-    return state.rules_info  # type: ignore[no-any-return]
+    return loaded(state).rules
 
 
 @get("/healthz", summary="Liveness: the process answers", tags=["operations"])
@@ -338,10 +290,10 @@ async def healthz() -> Health:
 
 @get("/readyz", summary="Readiness: rule packs loaded; Redis reachable when configured", tags=["operations"])
 async def readyz(state: State) -> Readiness:
-    shared: SharedState = state.shared
-    redis = await shared.redis_status()
+    ready = loaded(state)
+    redis = await ready.shared.redis_status()
     status = "ready" if redis in {"ok", "not configured"} else "degraded"
-    return Readiness(status=status, rules_version=state.packs.digest, redis=redis)
+    return Readiness(status=status, rules_version=ready.packs.digest, redis=redis)
 
 
 V1_HANDLERS = [diagnose, classify, estimate, models, gpus, rules]

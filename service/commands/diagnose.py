@@ -15,6 +15,7 @@ import msgspec
 from service import core
 from service.diagnosis.normalize import decode_bytes
 from service.errors import InputError
+from service.fixes.render import render_fixes
 from service.packs import PackError, load_packs
 from service.schemas import DiagnoseRequest, Diagnosis, Snapshot
 
@@ -88,10 +89,7 @@ def render_report(diagnosis: Diagnosis) -> str:
             where = f"line {finding.line}" if finding.line else "command"
             out.append(f"  [{finding.severity}] {finding.rule} ({where}): {finding.message or finding.phase}")
     if diagnosis.fixes:
-        out += ["", "fixes:"]
-        for fix in diagnosis.fixes:
-            out.append(f"  {fix.rank}. {fix.title}: {fix.change}")
-            out.append(f"     why: {fix.why}  trade-off: {fix.tradeoff}")
+        out += ["", render_fixes(diagnosis.fixes, diagnosis.corrected_command)]
     out.append("")
     out.append(f"rules {diagnosis.rules_version}")
     return "\n".join(out)

@@ -19,7 +19,6 @@ import uvicorn
 
 from service.api.settings import Settings, SettingsError
 from service.packs import PackError, load_packs
-from service.packs.catalog import load_catalog
 
 __all__ = ["run"]
 
@@ -29,7 +28,7 @@ _GRACEFUL_SHUTDOWN_S = 10
 def run(args: argparse.Namespace) -> int:
     try:
         settings = Settings.from_env()
-        load_catalog(load_packs(settings.rules_dir).root)
+        load_packs(settings.rules_dir)
     except (SettingsError, PackError) as exc:
         print(f"vramdoc serve: {exc}", file=sys.stderr)
         return 2
@@ -53,7 +52,13 @@ def run(args: argparse.Namespace) -> int:
             timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_S,
             access_log=os.environ.get("VRAMDOC_ACCESS_LOG", "").lower() in {"1", "true", "yes", "on"},
             server_header=False,
+            ws="none",
         )
+    except SystemExit as exc:
+        # uvicorn exits 3 when it cannot start (port in use, address not available); it logged why.
+        if exc.code not in (0, None):
+            print(f"vramdoc serve: could not serve on {args.host}:{args.port} (see above).", file=sys.stderr)
+            return 2
     finally:
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)

@@ -32,10 +32,7 @@ _STARTUP_PHASES = frozenset(
 
 
 def _pick_gpu(snapshot: Snapshot | None, facts: Facts, command: ParsedCommand | None) -> GpuInfo | None:
-    """The snapshot GPU vLLM ran on: CUDA_VISIBLE_DEVICES, else the one matching the logged memory, else GPU
-
-    0.
-    """
+    """The snapshot GPU vLLM ran on: CUDA_VISIBLE_DEVICES, else the one matching the log, else GPU 0."""
     if snapshot is None or not snapshot.gpus:
         return None
     by_index = {g.index: g for g in snapshot.gpus}
@@ -83,7 +80,7 @@ def _merge_facts(
             ("max_model_len", "--max-model-len"),
         ):
             value = command.value(flag)
-            if value is not None and value.isdigit():
+            if value is not None and value.isdigit() and int(value) > 0:
                 fill(name, int(value), "command")
         utilization = command.value("--gpu-memory-utilization")
         if utilization is not None:
@@ -100,6 +97,45 @@ def _merge_facts(
     if catalog is not None and model:
         fill("num_attention_heads", catalog.attention_heads(model), "catalog")
     return replace_facts(facts, filled)
+
+
+# facts that are sizes or counts: zero or less means the reading failed, so the fact is dropped
+_POSITIVE = (
+    "total_gib",
+    "requested_gib",
+    "tried_to_allocate_gib",
+    "model_weights_gib",
+    "needed_kv_cache_gib",
+    "max_model_len",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "block_size",
+    "num_attention_heads",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "requested_tokens",
+    "context_limit",
+)
+_NON_NEGATIVE = ("free_gib", "kv_cache_tokens", "estimated_max_model_len", "num_gpu_blocks")
+
+
+def _plausible(facts: Facts) -> Facts:
+    """Facts without values no GPU or vLLM config can have, so no calculator divides by them."""
+    bad: dict[str, object] = {}
+    for name in _POSITIVE:
+        value = getattr(facts, name)
+        if isinstance(value, int | float) and value <= 0:
+            bad[name] = None
+    for name in _NON_NEGATIVE:
+        value = getattr(facts, name)
+        if isinstance(value, int | float) and value < 0:
+            bad[name] = None
+    if facts.total_gib is not None and not 1 <= facts.total_gib <= 4096:
+        bad["total_gib"] = None  # no GPU (or MIG slice) has less than 1 GiB or more than 4 TiB
+    util = facts.gpu_memory_utilization
+    if util is not None and not 0 < util <= 1:
+        bad["gpu_memory_utilization"] = None
+    return replace_facts(facts, bad)
 
 
 def replace_facts(facts: Facts, changes: dict[str, object]) -> Facts:
@@ -190,7 +226,7 @@ def rank_fixes(
     parsed = parse_command(command) if command else None
     sources = dict(fact_sources or {})
     gpu = _pick_gpu(snapshot, facts, parsed)
-    merged = _merge_facts(phase, facts, sources, gpu, budget, catalog, parsed)
+    merged = _plausible(_merge_facts(phase, _plausible(facts), sources, gpu, budget, catalog, parsed))
     ctx = FixContext(
         phase=phase,
         facts=merged,

@@ -16,6 +16,7 @@ from typing import Any
 import re2
 
 from service.packs.catalog import Catalog, load_catalog
+from service.packs.fixes import FixPack, load_fix_recipes
 from service.packs.loader import PackError
 from service.packs.signatures import OPTIONS, CompiledRule, compile_pack, pack_files
 
@@ -66,6 +67,7 @@ class RulePacks:
     digest: str
     root: Path
     catalog: Catalog
+    fixes: FixPack
 
 
 def default_rules_dir() -> Path:
@@ -143,6 +145,11 @@ def load_packs(rules_dir: Path | None = None) -> RulePacks:
         raise PackError(str(root), "is not a rules folder (set VRAMDOC_RULES_DIR to one)")
     signatures = load_signatures(root)
     catalog = load_catalog(root)
+    fixes = load_fix_recipes(root)
     return RulePacks(
-        signatures=signatures, digest=_digest(root, pack_files(root)), root=root, catalog=catalog
+        signatures=signatures,
+        digest=_digest(root, pack_files(root)),
+        root=root,
+        catalog=catalog,
+        fixes=fixes,
     )

@@ -15,6 +15,7 @@ import uvicorn
 
 from service.api.app import create_app
 from service.api.settings import Settings
+from service.packs import RulePacks, load_packs
 
 ServerFactory = Callable[[Settings], httpx.Client]
 
@@ -31,11 +32,17 @@ def unused_redis_url() -> str:
     return f"redis://127.0.0.1:{_free_port()}/0"
 
 
+@pytest.fixture(scope="session")
+def packs() -> RulePacks:
+    """The repository's rule packs, loaded once for every test server."""
+    return load_packs()
+
+
 @contextmanager
-def running(settings: Settings) -> Iterator[httpx.Client]:
+def running(settings: Settings, packs: RulePacks) -> Iterator[httpx.Client]:
     """Serve `create_app(settings)` over loopback until the block ends; yield a client for it."""
     config = uvicorn.Config(
-        create_app(settings),
+        create_app(settings, packs=packs),
         host="127.0.0.1",
         port=_free_port(),
         lifespan="on",
@@ -59,16 +66,16 @@ def running(settings: Settings) -> Iterator[httpx.Client]:
 
 
 @pytest.fixture
-def serve() -> Iterator[ServerFactory]:
+def serve(packs: RulePacks) -> Iterator[ServerFactory]:
     """Start servers with given settings for one test; all stop when it ends."""
     with contextlib.ExitStack() as stack:
-        yield lambda settings: stack.enter_context(running(settings))
+        yield lambda settings: stack.enter_context(running(settings, packs))
 
 
 @pytest.fixture(scope="module")
-def client() -> Iterator[httpx.Client]:
+def client(packs: RulePacks) -> Iterator[httpx.Client]:
     """One server with default settings, except no rate limit (tests send many requests)."""
-    with running(Settings(rate_limit=None)) as client:
+    with running(Settings(rate_limit=None), packs) as client:
         yield client
 
 

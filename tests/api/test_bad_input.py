@@ -85,7 +85,9 @@ def test_malformed_json_is_400(client: httpx.Client, problem: ProblemCheck) -> N
 def test_estimate_field_errors_name_the_field(client: httpx.Client, problem: ProblemCheck) -> None:
     body = problem(client.post("/v1/estimate", json={"model": "x", "gpus": "two"}), 400, "validation-error")
     assert "gpus" in str(body["detail"])
-    malformed = client.post("/v1/estimate", content=b"[1,2", headers={"content-type": "application/json"})
+    malformed = client.post(
+        "/v1/estimate", content=b'{"model": ', headers={"content-type": "application/json"}
+    )
     problem(malformed, 400, "invalid-json")
 
 
@@ -126,3 +128,27 @@ def test_secrets_in_the_log_never_come_back(client: httpx.Client) -> None:
 def test_hostile_logs_get_an_answer_not_a_crash(client: httpx.Client, hostile: str) -> None:
     response = client.post("/v1/diagnose", content=hostile.encode())
     assert response.status_code in {200, 422}, response.text[:500]
+
+
+def test_absurdly_nested_json_is_400_not_a_crash(client: httpx.Client, problem: ProblemCheck) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    estimate = f'{{"model": "x", "config": {{"a": {deep}}}}}'.encode()
+    body = problem(
+        client.post("/v1/estimate", content=estimate, headers={"content-type": "application/json"}),
+        400,
+        "invalid-json",
+    )
+    assert "deeply" in str(body["detail"])
+    diagnose = f'{{"log": "x", "snapshot": {deep}}}'.encode()
+    problem(
+        client.post("/v1/diagnose", content=diagnose, headers={"content-type": "application/json"}),
+        400,
+        "validation-error",
+    )
+
+
+def test_unknown_gpu_is_422_with_suggestions(client: httpx.Client, problem: ProblemCheck) -> None:
+    response = client.post("/v1/estimate", json={"model": "Qwen/Qwen2.5-0.5B-Instruct", "gpu": "H1OO-80GB"})
+    body = problem(response, 422, "unknown-gpu")
+    assert body["suggestions"]
+    assert "H1OO-80GB" in str(body["detail"])

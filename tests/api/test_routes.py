@@ -32,10 +32,11 @@ def test_raw_log_without_content_type_is_diagnosed(client: httpx.Client) -> None
 
 
 def test_json_request_gives_the_same_diagnosis_as_the_raw_log(client: httpx.Client) -> None:
-    raw = client.post("/v1/diagnose", params={"model": QWEN, "top": 3}, content=KV_LOG)
-    as_json = client.post("/v1/diagnose", json={"log": KV_LOG, "model": QWEN, "top": 3})
+    raw = client.post("/v1/diagnose", params={"model": QWEN, "top": 3}, content=KV_LOG + "\n")
+    as_json = client.post("/v1/diagnose", json={"top": 3, "model": QWEN, "log": KV_LOG + "\n"})
     assert as_json.status_code == 200
     assert as_json.json() == raw.json()
+    assert (raw.headers["x-cache"], as_json.headers["x-cache"]) == ("miss", "hit")
     assert len(as_json.json()["fixes"]) <= 3
 
 

@@ -58,7 +58,7 @@ def test_two_workers_serve_and_stop_cleanly_on_sigterm() -> None:
     assert proc.returncode == 0, stderr
 
 
-def test_broken_pack_stops_startup_naming_the_file(tmp_path: Path) -> None:
+def test_broken_pack_stops_startup_naming_file_rule_and_field(tmp_path: Path) -> None:
     rules = tmp_path / "rules"
     shutil.copytree(REPO / "rules", rules)
     pack = sorted((rules / "signatures").glob("*.yaml"))[0]
@@ -68,6 +68,7 @@ def test_broken_pack_stops_startup_naming_the_file(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert stderr.startswith("vramdoc serve: ")
     assert f"signatures/{pack.name}" in stderr
+    assert "rule broken-rule $.rules[" in stderr and "].phase" in stderr
     assert "Traceback" not in stderr
 
 
@@ -76,3 +77,13 @@ def test_bad_setting_stops_startup_naming_the_variable() -> None:
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 2
     assert "VRAMDOC_RATE_LIMIT" in stderr and "Traceback" not in stderr
+
+
+def test_port_in_use_is_exit_2_with_a_sentence() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        proc = _serve(taken.getsockname()[1])
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert "vramdoc serve: could not serve on 127.0.0.1:" in stderr

@@ -4,13 +4,16 @@ served over loopback by uvicorn exactly as `vramdoc bot --http` serves it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+import uvicorn
 from agent_standin import AgentStandin
-from bot_loopback import SIGNING_SECRET, BotServer, bot_settings, serve
+from bot_loopback import SIGNING_SECRET, BotServer, bot_settings, free_port, serve
 from slack_standin import SlackStandin
 
 from bot.app import build_backends, create_app
@@ -71,12 +74,25 @@ async def start_bot(
         await stop()
 
 
-@pytest.fixture
-async def service_url() -> AsyncIterator[str]:
-    """The real vramdoc service (packs loaded in its lifespan, in-memory state) on a loopback port."""
+@pytest.fixture(scope="session")
+def service_url() -> Iterator[str]:
+    """The real vramdoc service (packs loaded in its lifespan, in-memory state) on a loopback port,
+    started once per session in its own thread and event loop, as a separate process would be."""
     from service.api.app import create_app
     from service.api.settings import Settings
 
-    url, stop = await serve(create_app(Settings(rate_limit=None)))
-    yield url
-    await stop()
+    port = free_port()
+    config = uvicorn.Config(
+        create_app(Settings(rate_limit=None)), host="127.0.0.1", port=port, log_level="warning", ws="none"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="vramdoc-service", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the vramdoc service did not start")
+        time.sleep(0.01)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=15)

@@ -39,6 +39,7 @@ class SlackStandin:
     rate_limited: dict[str, int] = field(default_factory=dict)
     failing: dict[str, str] = field(default_factory=dict)
     downloads: list[str] = field(default_factory=list)
+    responses: list[dict[str, Any]] = field(default_factory=list)
     socket_acks: list[dict[str, Any]] = field(default_factory=list)
     _ts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _sockets: list[web.WebSocketResponse] = field(default_factory=list)
@@ -73,6 +74,7 @@ class SlackStandin:
         app.router.add_post("/upload/{file_id}", self._upload)
         app.router.add_get("/files/{file_id}/{name}", self._download)
         app.router.add_get("/link", self._socket)
+        app.router.add_post("/respond/{id}", self._respond)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -160,6 +162,11 @@ class SlackStandin:
         if method == "apps.connections.open":
             return {"ok": True, "url": f"ws://{self.root.removeprefix('http://').rstrip('/')}/link"}
         return {"ok": False, "error": "unknown_method"}
+
+    async def _respond(self, request: web.Request) -> web.Response:
+        """A slash command's response_url: Slack answers plain "ok"."""
+        self.responses.append(await request.json())
+        return web.Response(text="ok")
 
     async def _upload(self, request: web.Request) -> web.Response:
         self.uploads[request.match_info["file_id"]] = await request.read()

@@ -201,3 +201,21 @@ def test_real_estimates_from_sizing_questions_render_within_slack_limits(questio
     message = render_budget(budget)
     assert limit_violations(message) == []
     assert message.blocks[0]["text"]["text"].startswith("Fits" if budget.fits else "Does not fit")
+
+
+def test_corrected_command_is_shown_copyable() -> None:
+    command = "vllm serve Qwen/Qwen2.5-0.5B-Instruct --max-model-len 1344"
+    message = render_diagnosis(msgspec.structs.replace(kv_capacity_diagnosis(), corrected_command=command))
+    texts = [b["text"]["text"] for b in message.blocks if b["type"] == "section" and "text" in b]
+    assert any(f"```\n{command}\n```" in text for text in texts)
+    assert limit_violations(message) == []
+
+
+def test_redaction_that_lengthens_text_still_keeps_slack_limits() -> None:
+    noisy = " ".join(["password=abcd"] * 400)
+    diagnosis = msgspec.structs.replace(
+        kv_capacity_diagnosis(), summary=noisy, title=noisy, evidence=[Evidence(line=1, text=noisy)]
+    )
+    message = render_diagnosis(diagnosis)
+    assert limit_violations(message) == []
+    assert "abcd" not in _all_strings(message)

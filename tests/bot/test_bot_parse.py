@@ -141,3 +141,15 @@ def test_any_text_parses_without_error_and_hosts_are_lookup_keys(text: str) -> N
     ask = parse_ask(text)
     assert all(HOST_NAME.match(host) for host in ask.hosts)
     assert all("/" not in host and ":" not in host for host in ask.hosts)
+
+
+def test_unfenced_paste_takes_hosts_only_from_the_lines_before_it() -> None:
+    paste = (
+        "gpu-07 crashed at startup:\n"
+        "INFO 11-29 10:00:01 [gpu_worker.py:100] starting\n"
+        "    return self._call_impl(sm_80, node42)\n"
+        "torch.OutOfMemoryError: CUDA out of memory.\n"
+    )
+    ask = parse_ask(paste)
+    assert ask.hosts == ("gpu-07",)
+    assert ask.log == paste.strip()

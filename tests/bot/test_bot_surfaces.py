@@ -210,10 +210,19 @@ async def test_socket_mode_acks_envelopes_and_a_retry_gets_no_second_reply(
             {**envelope, "envelope_id": "env-2", "retry_attempt": 1, "retry_reason": "timeout"}
         )
         await slack.wait_for(lambda: len(slack.socket_acks) == 2)
+        command = {
+            "envelope_id": "env-3",
+            "type": "slash_commands",
+            "accepts_response_payload": True,
+            "payload": _slash("help"),
+        }
+        await slack.send_envelope(command)
+        await slack.wait_for(lambda: len(slack.socket_acks) == 3)
     finally:
         await handler.close_async()  # type: ignore[no-untyped-call]
         await backends.close()
-    assert [ack["envelope_id"] for ack in slack.socket_acks] == ["env-1", "env-2"]
+    assert [ack["envelope_id"] for ack in slack.socket_acks] == ["env-1", "env-2", "env-3"]
+    assert "Paste a log" in json.dumps(slack.socket_acks[2]["payload"])
     assert len(slack.replies()) == 1
     assert slack.called("apps.connections.open")
 
@@ -257,3 +266,18 @@ async def test_failed_report_upload_is_told_in_the_thread(slack: SlackStandin) -
         == "I could not attach the full report (not_allowed_token_type); the answer above is shortened."
     )
     assert note["thread_ts"] == "1700000000.000100"
+
+
+async def test_slash_command_where_the_bot_cannot_post_says_so_privately(
+    start_bot, slack: SlackStandin, agent: AgentStandin, redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    await register_agent(redis_client, key_prefix, "gpu-07", agent.url)
+    bot = await start_bot(closed_port_url())
+    slack.failing["chat.postMessage"] = "not_in_channel"
+
+    await bot.form({**_slash("gpu-07"), "response_url": f"{slack.root}respond/1"})
+
+    await slack.wait_for(lambda: bool(slack.responses))
+    [response] = slack.responses
+    assert response["response_type"] == "ephemeral"
+    assert response["text"].startswith("I could not post in this channel")

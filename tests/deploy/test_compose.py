@@ -12,6 +12,7 @@ from service.cli import build_parser
 
 from .conftest import PARTS, Dockerfile
 from .test_dockerfiles import PART_COMMAND, PART_PORT
+from .test_k8s import settings_read_by
 
 _INTERPOLATION_RE = re.compile(r"\$\{([A-Z0-9_]+)(?::?-[^}]*)?\}")
 
@@ -111,3 +112,9 @@ def test_every_variable_compose_sets_or_interpolates_is_documented_in_env_exampl
     interpolated = set(_INTERPOLATION_RE.findall(text))
     set_here = {key for svc in compose["services"].values() for key in svc.get("environment", {})}
     assert interpolated | set_here <= set(env_example)
+
+
+@pytest.mark.parametrize("part", PARTS)
+def test_each_setting_compose_passes_is_read_by_that_part(compose: dict[str, Any], part: str) -> None:
+    given = set(compose["services"][part].get("environment", {}))
+    assert given <= settings_read_by(part), given - settings_read_by(part)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -13,8 +14,9 @@ import yaml
 
 from service.cli import build_parser
 
-from .conftest import CLUSTER_SCOPED_KINDS, PARTS, WORKLOAD_KINDS, Dockerfile
+from .conftest import CLUSTER_SCOPED_KINDS, PARTS, REPO_ROOT, WORKLOAD_KINDS, Dockerfile
 from .test_dockerfiles import PART_COMMAND, listening_port
+from .test_requirements import reachable
 
 # Variables the manifests set for the runtime or for argument expansion, not vramdoc settings.
 PLATFORM_VARIABLES = frozenset(
@@ -323,3 +325,24 @@ def test_namespace_admits_the_agent_and_reports_anything_less_than_restricted(
     assert labels["pod-security.kubernetes.io/enforce"] == "privileged", "baseline would reject hostPID"
     assert labels["pod-security.kubernetes.io/warn"] == "restricted"
     assert labels["pod-security.kubernetes.io/audit"] == "restricted"
+
+
+def settings_read_by(part: str) -> set[str]:
+    """VRAMDOC_*/SLACK_* names that the modules a part's image runs read (string literals)."""
+    names: set[str] = set()
+    for module in reachable(part).modules:
+        path = REPO_ROOT.joinpath(*module.split("."))
+        source = path.with_suffix(".py") if path.with_suffix(".py").is_file() else path / "__init__.py"
+        names.update(
+            re.findall(r"[\"']((?:VRAMDOC|SLACK)_[A-Z0-9_]+)[\"']", source.read_text(encoding="utf-8"))
+        )
+    return names
+
+
+def test_each_setting_a_pod_is_given_is_read_by_that_part(manifests: list[dict[str, Any]]) -> None:
+    for obj, container in _containers(manifests):
+        part = _part_of(container)
+        if part is None:
+            continue
+        given = {item["name"] for item in container.get("env", [])} - PLATFORM_VARIABLES
+        assert given <= settings_read_by(part), (_key(obj), given - settings_read_by(part))

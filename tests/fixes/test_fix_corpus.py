@@ -12,8 +12,8 @@ import pytest
 
 from service.budget import budget_from_facts
 from service.core import classify
-from service.fixes import with_fixes
 from service.fixes.command import edit_of
+from service.fixes.diagnosis import with_fixes
 from service.fixes.limits import passes_startup
 from service.fixes.versions import parse_span
 from service.packs import RulePacks, load_packs
@@ -42,7 +42,13 @@ FIRST = {
         "quantize-weights-fp8",
         "use-quantized-checkpoint",
     },
-    "warmup_oom": {"enforce-eager", "lower-max-num-seqs", "capture-fewer-cuda-graphs"},
+    "warmup_oom": {
+        "enforce-eager",
+        "lower-max-num-seqs",
+        "capture-fewer-cuda-graphs",
+        "lower-max-num-batched-tokens",
+        "leave-room-for-activations",
+    },
     "runtime_oom": {"lower-max-num-seqs", "lower-max-num-batched-tokens", "leave-room-for-activations"},
     "kv_preemption": {"lower-max-num-seqs", "raise-gpu-memory-utilization", "use-fp8-kv-cache"},
     "request_too_long": {"lower-max-tokens", "shorten-prompt", "raise-max-model-len"},

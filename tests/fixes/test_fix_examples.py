@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
+import msgspec
 
 from service.fixes.examples import run_recipe_examples
 from service.packs.fixes import FixPack
@@ -18,8 +18,6 @@ def test_recipe_examples_propose_exactly_the_promised_change(pack: FixPack) -> N
 
 
 def test_a_wrong_expectation_is_reported(pack: FixPack) -> None:
-    import msgspec
-
     recipe = pack.recipes[0]
     wrong = msgspec.structs.replace(
         recipe, examples=[msgspec.structs.replace(recipe.examples[0], expect="--something-else")]
@@ -28,7 +26,3 @@ def test_a_wrong_expectation_is_reported(pack: FixPack) -> None:
     [result] = [r for r in run_recipe_examples(broken) if r.index == 0]
     assert not result.passed
     assert "expected '--something-else'" in result.describe()
-
-
-if __name__ == "__main__":  # pragma: no cover
-    pytest.main([__file__])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from service.fixes import rank_fixes
 from service.fixes.limits import passes_startup
 from service.packs.fixes import FixPack
@@ -477,3 +479,22 @@ def test_kv_preemption_raises_utilization_into_the_headroom_the_snapshot_shows(p
     # restart would see 7.4 + 71.27 = 78.67 GiB free: floor((78.67 - 0.5) / 79.19, 2) = 0.98
     assert raise_.change == "--gpu-memory-utilization 0.98"
     assert passes_startup(7.4 + 0.9 * 79.19, 79.19, 0.98)
+
+
+def test_vllm_itself_listed_as_a_process_in_a_container_is_not_called_another_process(pack: FixPack) -> None:
+    # torch OOM from a container: "Process 29144 has 44.16 GiB memory in use" is the worker itself
+    # (43.79 GiB allocated by PyTorch + 0.06 reserved + its CUDA context)
+    facts = Facts(
+        free_gib=0.18,
+        total_gib=44.35,
+        tried_to_allocate_gib=0.22,
+        torch_allocated_gib=43.79,
+        torch_reserved_unallocated_gib=0.06,
+        other_processes=[OtherProcess(pid=29144, used_gib=44.16)],
+    )
+    fixes = rank_fixes("weights_oom", facts, [], None, None, "0.6.3", pack, top=10)
+    assert all("29144" not in f.change for f in fixes)
+    # with "this process has …" read, the listed PID really is someone else
+    shared = msgspec.structs.replace(facts, process_in_use_gib=15.92, torch_allocated_gib=15.61)
+    fixes = rank_fixes("weights_oom", shared, [], None, None, "0.6.3", pack, top=10)
+    assert fixes[0].id == "free-gpu-memory" and "29144" in fixes[0].change

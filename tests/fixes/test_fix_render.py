@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from service.core import diagnose
 from service.fixes.render import render_fixes
-from service.schemas import Fix
+from service.packs import load_packs
+from service.schemas import DiagnoseRequest, Fix
 
 
 def test_render_prints_change_why_cost_source_and_the_corrected_command() -> None:
@@ -38,3 +42,12 @@ def test_render_prints_change_why_cost_source_and_the_corrected_command() -> Non
 
 def test_render_says_so_when_there_is_nothing_to_fix() -> None:
     assert render_fixes([]) == "Fixes: none to suggest for this failure."
+
+
+def test_diagnose_attaches_ranked_fixes_and_the_corrected_command() -> None:
+    log = (Path(__file__).resolve().parents[1] / "corpus" / "v0.32-kv-capacity-qwen.log").read_text()
+    command = "vllm serve Qwen/Qwen2.5-0.5B-Instruct --max-model-len 2048"
+    diagnosis = diagnose(DiagnoseRequest(log=log, command=command, top=3), load_packs())
+    assert diagnosis.fixes[0].change == "--max-model-len 1344"
+    assert len(diagnosis.fixes) <= 3
+    assert diagnosis.corrected_command == "vllm serve Qwen/Qwen2.5-0.5B-Instruct --max-model-len 1344"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -9,7 +11,7 @@ from hypothesis import strategies as st
 from service.fixes import rank_fixes
 from service.fixes.command import edit_of
 from service.fixes.versions import flag_exists, parse_span, parse_version
-from service.packs.fixes import FixPack
+from service.packs.fixes import load_fix_recipes
 from service.schemas import PHASES, Facts, Finding, OtherProcess, Phase
 
 RICH = Facts(
@@ -40,6 +42,7 @@ COMMAND = (
     "--cudagraph-capture-sizes 1 2 --cuda-graph-sizes 8 --preemption-mode swap"
 )
 
+PACK = load_fix_recipes(Path(__file__).resolve().parents[2] / "rules")
 versions = st.builds(
     lambda minor, patch: f"0.{minor}.{patch}", st.integers(min_value=3, max_value=33), st.integers(0, 3)
 )
@@ -72,22 +75,22 @@ def test_an_unknown_version_never_gets_a_removed_flag() -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(version=versions, phase=st.sampled_from(PHASES))
-def test_no_fix_sets_a_flag_absent_from_the_stated_version(pack: FixPack, version: str, phase: Phase) -> None:
-    fixes = rank_fixes(phase, RICH, [SAMPLER], None, None, version, pack, command=COMMAND, top=20)
+def test_no_fix_sets_a_flag_absent_from_the_stated_version(version: str, phase: Phase) -> None:
+    fixes = rank_fixes(phase, RICH, [SAMPLER], None, None, version, PACK, command=COMMAND, top=20)
     parsed = parse_version(version)
     for fix in fixes:
         edit = edit_of(fix.change)
         if edit is not None and edit.set_flag is not None:
-            spec = pack.flag(edit.set_flag)
+            spec = PACK.flag(edit.set_flag)
             assert spec is not None and spec.exists(parsed), (version, fix.change)
         assert "--disable-cuda-graph" not in fix.change.split(" instead of ")[0]
 
 
 @settings(max_examples=60, deadline=None)
 @given(version=versions, phase=st.sampled_from(PHASES))
-def test_swap_space_is_never_recommended_after_0_17(pack: FixPack, version: str, phase: Phase) -> None:
+def test_swap_space_is_never_recommended_after_0_17(version: str, phase: Phase) -> None:
     fixes = rank_fixes(
-        phase, RICH, [], None, None, version, pack, command="vllm serve m --swap-space 4", top=20
+        phase, RICH, [], None, None, version, PACK, command="vllm serve m --swap-space 4", top=20
     )
     kept = [f for f in fixes if "--swap-space" in f.change and not f.change.startswith("remove ")]
     assert not kept
@@ -97,10 +100,10 @@ def test_swap_space_is_never_recommended_after_0_17(pack: FixPack, version: str,
 
 @settings(max_examples=60, deadline=None)
 @given(version=versions)
-def test_kv_cache_memory_bytes_is_never_recommended_before_0_10_2(pack: FixPack, version: str) -> None:
+def test_kv_cache_memory_bytes_is_never_recommended_before_0_10_2(version: str) -> None:
     phases: tuple[Phase, ...] = ("kv_cache_capacity", "profiling_inconsistent")
     for phase in phases:
-        fixes = rank_fixes(phase, RICH, [], None, None, version, pack, top=20)
+        fixes = rank_fixes(phase, RICH, [], None, None, version, PACK, top=20)
         if _release(version) < (0, 10, 2):
             assert all("--kv-cache-memory-bytes" not in f.change for f in fixes)
 
@@ -121,22 +124,22 @@ def test_a_version_range_becomes_the_span_fixes_must_hold_for(
     assert parse_span(version, range_text) == span
 
 
-def test_a_flag_is_offered_for_a_range_only_if_every_version_in_it_has_the_flag(pack: FixPack) -> None:
+def test_a_flag_is_offered_for_a_range_only_if_every_version_in_it_has_the_flag() -> None:
     facts = Facts(max_num_seqs=256)
-    straddling = rank_fixes("warmup_oom", facts, [], None, None, None, pack, version_range=">=0.9.1,<=0.13")
+    straddling = rank_fixes("warmup_oom", facts, [], None, None, None, PACK, version_range=">=0.9.1,<=0.13")
     assert all(f.id != "capture-fewer-cuda-graphs" for f in straddling)
-    newer = rank_fixes("warmup_oom", facts, [], None, None, None, pack, version_range=">=0.12.0")
+    newer = rank_fixes("warmup_oom", facts, [], None, None, None, PACK, version_range=">=0.12.0")
     assert any(f.change.startswith("--cudagraph-capture-sizes") for f in newer)
 
 
-def test_a_flag_is_called_missing_for_a_range_only_if_no_version_in_it_has_it(pack: FixPack) -> None:
+def test_a_flag_is_called_missing_for_a_range_only_if_no_version_in_it_has_it() -> None:
     command = "vllm serve m --swap-space 4"
     maybe = rank_fixes(
-        "not_memory", Facts(), [], None, None, None, pack, command=command, version_range="<=0.20"
+        "not_memory", Facts(), [], None, None, None, PACK, command=command, version_range="<=0.20"
     )
     assert all("--swap-space" not in f.change for f in maybe)
     surely = rank_fixes(
-        "not_memory", Facts(), [], None, None, None, pack, command=command, version_range=">=0.18.0"
+        "not_memory", Facts(), [], None, None, None, PACK, command=command, version_range=">=0.18.0"
     )
     assert surely[0].change == "remove --swap-space"
     assert "vLLM 0.18.0 rejects it" in surely[0].why

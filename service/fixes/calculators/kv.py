@@ -39,6 +39,12 @@ def _scaled_length(configured: int, need_gib: float, have_gib: float, block_size
     return max(0, int(tokens_fit // block) * block - block)
 
 
+def _too_long_for_cache(ctx: FixContext) -> bool:
+    """vLLM said one request of max_model_len does not fit (its figures may be cut off)."""
+    texts = [x.rule for x in ctx.findings] + list(ctx.lines)
+    return any("max-seq-len" in t or "max seq len" in t or "stored in KV cache" in t for t in texts)
+
+
 def fit_max_model_len(ctx: FixContext) -> list[Proposal]:
     """`--max-model-len` at most the longest request the KV cache holds (vLLM's estimate or the budget's)."""
     f = ctx.facts
@@ -56,8 +62,10 @@ def fit_max_model_len(ctx: FixContext) -> list[Proposal]:
         source, scaled = ctx.source("needed_kv_cache_gib"), True
     if estimate is None and ctx.budget is not None:
         estimate, source = ctx.budget.max_model_len_fit, "budget"
+        if configured is not None and estimate >= configured and _too_long_for_cache(ctx):
+            estimate = None  # the log says it does not fit: the log outranks the estimate
     if estimate is None:
-        if f.needed_kv_cache_gib is None:
+        if readings.no_cache_blocks(ctx) or not (f.needed_kv_cache_gib or _too_long_for_cache(ctx)):
             return []  # "No available memory for the cache blocks": no length is short enough
         return [
             Proposal(
@@ -137,6 +145,8 @@ def raise_utilization(ctx: FixContext) -> list[Proposal]:
         return []
     current, current_source = readings.utilization(ctx)
     ceiling, free_source = _startup_ceiling(ctx)
+    if kv_bytes_given(ctx):
+        return []  # --kv-cache-memory-bytes overrides the utilization
     if (
         ctx.phase == "kv_cache_capacity"
         and readings.no_cache_blocks(ctx)
@@ -280,11 +290,36 @@ def kv_tensor_parallel(ctx: FixContext) -> list[Proposal]:
     ]
 
 
-def kv_cache_memory_bytes(ctx: FixContext) -> list[Proposal]:
-    """Size the KV cache explicitly (vLLM 0.10.2+): enough for one full-length request, checked against free
+def kv_bytes_given(ctx: FixContext) -> bool:
+    """The user fixed the KV size with --kv-cache-memory-bytes, so utilization does not size it."""
+    if ctx.command is not None and ctx.command.has("--kv-cache-memory-bytes"):
+        return True
+    return any("as specified by kv_cache_memory_bytes" in line for line in ctx.lines)
 
-    memory.
-    """
+
+def _raise_kv_bytes(ctx: FixContext, flag: str) -> list[Proposal]:
+    """The KV size the user set, raised to what one request of max_model_len needs."""
+    f = ctx.facts
+    b = ctx.budget
+    if b is not None:
+        need = b.kv_bytes_per_token * b.max_model_len + b.kv_bytes_per_block
+        source, length = "budget", b.max_model_len
+    elif f.needed_kv_cache_gib is not None and f.max_model_len is not None:
+        # the log rounds to 0.01 GiB: take the top of that interval, plus 1 % for the null block
+        need = int((f.needed_kv_cache_gib + 0.005) * 2**30 * 1.01)
+        source, length = ctx.source("needed_kv_cache_gib"), f.max_model_len
+    else:
+        return []
+    value = -(-need // 2**20) * 2**20
+    why = (
+        f"--kv-cache-memory-bytes fixes the KV cache size, so utilization cannot grow it; one request "
+        f"of {tokens(length)} tokens needs {gib(need / 2**30)}, so {value // 2**20} MiB holds it."
+    )
+    return [Proposal(change=f"{flag} {value}", why=why, source=(source,), likelihood=0.9)]
+
+
+def kv_cache_memory_bytes(ctx: FixContext) -> list[Proposal]:
+    """Size the KV cache explicitly (vLLM 0.10.2+): one full-length request, checked against free memory."""
     f = ctx.facts
     if ctx.flag is None:
         return []
@@ -312,6 +347,8 @@ def kv_cache_memory_bytes(ctx: FixContext) -> list[Proposal]:
                 likelihood=0.7,
             )
         ]
+    if kv_bytes_given(ctx):
+        return _raise_kv_bytes(ctx, ctx.flag)
     b = ctx.budget
     if b is None:
         return []

@@ -87,7 +87,7 @@ def tensor_parallel(ctx: FixContext) -> int:
     if ctx.facts.tensor_parallel_size is not None:
         return ctx.facts.tensor_parallel_size
     if ctx.command is not None and (value := ctx.command.value("--tensor-parallel-size")):
-        return int(value) if value.isdigit() else 1
+        return max(1, int(value)) if value.isdigit() else 1
     return ctx.budget.tensor_parallel_size if ctx.budget is not None else 1
 
 
@@ -106,9 +106,26 @@ def others(ctx: FixContext) -> list[tuple[int, float, str | None]]:
     found: list[tuple[int, float, str | None]] = []
     if ctx.facts.other_processes:
         found = [(p.pid, p.used_gib, None) for p in ctx.facts.other_processes]
+        found = [p for p in found if p[0] != _vllm_itself(ctx, found)]
     elif ctx.gpu is not None and ctx.phase in STARTUP_PHASES:
         found = [(p.pid, p.used_gib or 0.0, p.name) for p in ctx.gpu.processes]
     return sorted((p for p in found if p[1] > 0), key=lambda p: -p[1])
+
+
+def _vllm_itself(ctx: FixContext, found: list[tuple[int, float, str | None]]) -> int | None:
+    """The PID in a torch OOM's process list that is vLLM's own worker, if one is.
+
+    In containers NVML reports host PIDs, so the OOM text lists the failing process as
+    "Process N has X memory in use" instead of "this process has": when no such sentence was
+    read, the process whose memory matches what PyTorch itself holds (plus its CUDA context) is it.
+    """
+    f = ctx.facts
+    if f.process_in_use_gib is not None or f.torch_allocated_gib is None:
+        return None
+    torch_gib = f.torch_allocated_gib + (f.torch_reserved_unallocated_gib or 0.0)
+    slack = max(1.5, 0.1 * torch_gib)
+    matches = [p for p in found if torch_gib - 0.1 <= p[1] <= torch_gib + slack]
+    return min(matches, key=lambda p: p[1] - torch_gib)[0] if matches else None
 
 
 def describe_process(pid: int, used_gib: float, name: str | None) -> str:
@@ -119,7 +136,7 @@ def describe_process(pid: int, used_gib: float, name: str | None) -> str:
 def int_flag(ctx: FixContext, fact: int | None, flag: str) -> tuple[int | None, str]:
     if fact is not None:
         return fact, "fact"
-    if ctx.command is not None and (value := ctx.command.value(flag)) and value.isdigit():
+    if ctx.command is not None and (value := ctx.command.value(flag)) and value.isdigit() and int(value) > 0:
         return int(value), "command"
     return None, ""
 

@@ -83,10 +83,7 @@ def _fits_startup(gpu: GpuInfo, utilization: float) -> bool:
 
 
 def switch_gpu(ctx: FixContext) -> list[Proposal]:
-    """Point vLLM at GPUs in the snapshot that have the memory it requests (and, for profiling, no
-
-    tenants).
-    """
+    """Point vLLM at snapshot GPUs with the memory it requests (for profiling: with no tenants)."""
     if ctx.snapshot is None or not ctx.snapshot.gpus:
         return []
     if ctx.phase == "weights_oom" and not readings.others(ctx):

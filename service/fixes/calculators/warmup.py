@@ -22,6 +22,13 @@ def _eager(ctx: FixContext) -> bool:
     return bool(ctx.facts.enforce_eager) or (ctx.command is not None and ctx.command.has("--enforce-eager"))
 
 
+def _profile_run(ctx: FixContext) -> bool:
+    """The warm-up OOM hit the profile run's dummy batch (not graph capture or the sampler)."""
+    if _sampler_warmup(ctx):
+        return False
+    return _eager(ctx) or any("profile_run" in line or "_dummy_run(" in line for line in ctx.lines)
+
+
 def _sampler_warmup(ctx: FixContext) -> bool:
     """An OOM in the sampler (or pooler) warm-up, by rule id, finding or the log line itself."""
     texts = [x.rule + " " + (x.message or "") for x in ctx.findings] + list(ctx.lines)
@@ -86,8 +93,9 @@ def lower_max_num_seqs(ctx: FixContext) -> list[Proposal]:
 
 
 def lower_max_num_batched_tokens(ctx: FixContext) -> list[Proposal]:
-    """Halve `--max-num-batched-tokens`: the prefill chunk sets the activation peak."""
-    if ctx.flag is None:
+    """Halve `--max-num-batched-tokens`: the prefill chunk (and the profile run's dummy batch) sets
+    the activation peak."""
+    if ctx.flag is None or (ctx.phase == "warmup_oom" and not _profile_run(ctx)):
         return []
     f = ctx.facts
     current, origin = readings.int_flag(ctx, f.max_num_batched_tokens, "--max-num-batched-tokens")
@@ -114,12 +122,29 @@ def lower_max_num_batched_tokens(ctx: FixContext) -> list[Proposal]:
         f"From {tokens(current)} to {tokens(new)} tokens per step lowers the activation "
         "peak; change it apart from --max-num-seqs."
     )
-    likelihood = 0.8 if ctx.phase == "runtime_oom" else 0.5
+    likelihood = 0.5 if ctx.phase == "kv_preemption" else 0.8
     return [Proposal(change=f"{ctx.flag} {new}", why=why, source=(source,), likelihood=likelihood)]
 
 
-def headroom_utilization(ctx: FixContext) -> list[Proposal]:
-    """Lower utilization by what the failed allocation lacked, for memory vLLM's budget does not cover."""
+def graph_headroom(ctx: FixContext) -> list[Proposal]:
+    """Room outside the budget for CUDA graphs, which vLLM before 0.20 does not count in it."""
+    if _eager(ctx):
+        return []
+    graphs = ctx.budget.cuda_graph_gib if ctx.budget is not None else 0.0
+    return _headroom(
+        ctx, graphs, "CUDA graphs", " This vLLM version does not count graph memory in its budget."
+    )
+
+
+def activation_headroom(ctx: FixContext) -> list[Proposal]:
+    """Room outside the budget for activations beyond the profiled peak (serving, or an eager warm-up)."""
+    if ctx.phase == "warmup_oom" and not _eager(ctx):
+        return []  # with graphs on, leave-room-for-cuda-graphs says it better
+    return _headroom(ctx, 0.0, "activations outside the profiled peak", "")
+
+
+def _headroom(ctx: FixContext, estimate: float, what: str, note: str) -> list[Proposal]:
+    """Lower utilization by what the failed allocation lacked (or the budget's estimate, if larger)."""
     f = ctx.facts
     total, total_source = readings.total_gib(ctx)
     if ctx.flag is None or total is None:
@@ -130,23 +155,18 @@ def headroom_utilization(ctx: FixContext) -> list[Proposal]:
     if f.tried_to_allocate_gib is not None and f.free_gib is not None:
         lacking = max(0.0, f.tried_to_allocate_gib - f.free_gib)
         sources += ctx.sources_of("tried_to_allocate_gib")
-    graphs = ctx.budget.cuda_graph_gib if ctx.budget is not None and ctx.phase == "warmup_oom" else 0.0
-    if graphs > lacking:
-        lacking = graphs
+    if estimate > lacking:
+        lacking = estimate
         sources.append("budget")
     if lacking <= 0 and f.tried_to_allocate_gib is None:
         return []
     target = round_down(current - (lacking + _OOM_MARGIN_GIB) / total)
     if target <= 0.05:
         return []
-    what = "CUDA graphs" if ctx.phase == "warmup_oom" else "activations outside the profiled peak"
     why = (
         f"The failed allocation lacked {gib(lacking)}; {target:.2f} leaves "
-        f"{gib((current - target) * total)} "
-        f"outside vLLM's budget for {what}."
+        f"{gib((current - target) * total)} outside vLLM's budget for {what}.{note}"
     )
-    if ctx.phase == "warmup_oom":
-        why += " This vLLM version does not count graph memory in its budget."
     floor = ctx.budget.min_gpu_memory_utilization if ctx.budget is not None else None
     likelihood = 0.7
     if floor is not None and target < floor:

@@ -1,0 +1,117 @@
+"""What the read-only endpoints answer, and the per-worker state the lifespan loads once.
+
+Catalog listings and pack counts are computed when the packs load, so `/v1/models`, `/v1/gpus` and
+`/v1/rules` return ready values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+import msgspec
+from litestar.datastructures import State
+
+from service.api.settings import Settings
+from service.api.stores import SharedState
+from service.packs import RulePacks
+
+__all__ = [
+    "GpuEntry",
+    "Health",
+    "Loaded",
+    "ModelInfo",
+    "PackSummary",
+    "Readiness",
+    "RulesInfo",
+    "loaded",
+]
+
+
+class Health(msgspec.Struct, frozen=True):
+    status: str
+
+
+class Readiness(msgspec.Struct, frozen=True):
+    status: str
+    rules_version: str
+    redis: str
+
+
+class PackSummary(msgspec.Struct, frozen=True):
+    signature_packs: list[str]
+    signature_rules: int
+    models: int
+    checkpoints: int
+    gpus: int
+
+
+class RulesInfo(msgspec.Struct, frozen=True):
+    rules_version: str
+    packs: PackSummary
+
+
+class ModelInfo(msgspec.Struct, frozen=True, omit_defaults=True):
+    id: str
+    hf_id: str | None
+    family: str | None
+    aliases: list[str]
+    max_position_embeddings: int | None = None
+    quantization: str | None = None
+    base: str | None = None
+
+
+class GpuEntry(msgspec.Struct, frozen=True):
+    id: str
+    total_gib: float
+    compute_capability: str
+    aliases: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """Everything a worker loads at startup; read-only afterwards."""
+
+    settings: Settings
+    packs: RulePacks
+    shared: SharedState
+    models: list[ModelInfo]
+    gpus: list[GpuEntry]
+    rules: RulesInfo
+
+    @classmethod
+    def build(cls, settings: Settings, packs: RulePacks, shared: SharedState) -> Loaded:
+        models, gpus, rules = _catalog_views(packs)
+        return cls(settings, packs, shared, models, gpus, rules)
+
+
+def loaded(state: State) -> Loaded:
+    """The worker's Loaded record (set by the lifespan before the first request)."""
+    return cast(Loaded, state.loaded)
+
+
+def _catalog_views(packs: RulePacks) -> tuple[list[ModelInfo], list[GpuEntry], RulesInfo]:
+    catalog = packs.catalog
+    model_list = [
+        ModelInfo(
+            m.id,
+            m.hf_id,
+            m.family,
+            list(m.aliases),
+            m.max_position_embeddings,
+            m.quantization.method if m.quantization else None,
+        )
+        for m in catalog.models.models
+    ] + [
+        ModelInfo(c.id, None, None, list(c.aliases), quantization=c.quantization.method, base=c.base)
+        for c in catalog.models.checkpoints
+    ]
+    gpu_list = [GpuEntry(g.id, g.total_gib, g.compute_capability, list(g.aliases)) for g in catalog.gpus.gpus]
+    summary = PackSummary(
+        signature_packs=list(packs.signatures.packs),
+        signature_rules=len(packs.signatures.rules),
+        models=len(catalog.models.models),
+        checkpoints=len(catalog.models.checkpoints),
+        gpus=len(gpu_list),
+    )
+    return model_list, gpu_list, RulesInfo(rules_version=packs.digest, packs=summary)
