@@ -92,13 +92,13 @@ class Context:
             self._present = present(self.doc, self.signatures.lazy)
         return self._present
 
-    def serving_anywhere(self) -> Hit | CompiledRule | None:
-        """A position-free sign that the engine was serving: a dead-engine wrapper, or the person
-        saying it fails on requests."""
+    def sign_anywhere(self, stage: str) -> Hit | CompiledRule | None:
+        """A position-free sign of `stage`: a wrapper only that stage prints (a worker failing in its
+        constructor, a dead engine), or the person saying when it fails."""
         for hit in self.hits:
-            if hit.compiled.rule.kind == "wrapper" and hit.compiled.rule.stage == "serving":
+            if hit.compiled.rule.kind == "wrapper" and hit.compiled.rule.stage == stage:
                 return hit
-        return next((c for c in self.present() if c.rule.anywhere and c.rule.stage == "serving"), None)
+        return next((c for c in self.present() if c.rule.anywhere and c.rule.stage == stage), None)
 
     def lazy(self, first: int, last: int) -> list[Hit]:
         """Stage-marker and frame hits on lines first..last."""
@@ -165,11 +165,13 @@ def place_oom(ctx: Context, oom: Hit, hint: HintFn) -> Placement:
     given = hint()
     if given is not None:  # only set when the weights alone cannot fit: then nothing else could run
         return Placement(given, 0.6, "the model and GPU given", None)
-    serving = ctx.serving_anywhere()
-    if isinstance(serving, Hit):
-        return Placement("runtime_oom", 0.65, "the engine died while serving", serving.line.number)
-    if serving is not None:
-        return Placement("runtime_oom", 0.6, "the report says it fails while serving", None)
+    for stage in ("loading", "serving"):
+        sign = ctx.sign_anywhere(stage)
+        if isinstance(sign, Hit):
+            basis = f"{sign.compiled.rule.title[0].lower()}{sign.compiled.rule.title[1:]}"
+            return Placement(_STAGE_PHASE[stage], 0.65, basis, sign.line.number)
+        if sign is not None:
+            return Placement(_STAGE_PHASE[stage], 0.6, "the report says when it fails", None)
     phase = oom.compiled.rule.phase or "warmup_oom"
     return Placement(phase, 0.5, "no context around it", None)
 
