@@ -129,7 +129,6 @@ def test_worker_failing_in_its_constructor_places_a_frameless_oom_in_loading(run
     )
     diagnosis = run_classify(log)
     assert diagnosis.phase == "weights_oom"
-    assert "worker failed while starting" in diagnosis.summary
 
 
 def test_worker_rpc_exception_is_no_serving_sign(run_classify: Classify) -> None:
