@@ -5,9 +5,11 @@ Pure: takes text and loaded packs, returns a Diagnosis (budget None, fixes []); 
 
 from __future__ import annotations
 
+import functools
+
 from service.diagnosis.evidence import collect_evidence, collect_findings
 from service.diagnosis.facts import collect_facts, infer_engine, version_tuple
-from service.diagnosis.hints import weights_hint
+from service.diagnosis.hints import budget_hint, weights_hint
 from service.diagnosis.interpret import Context, interpret
 from service.diagnosis.normalize import Document
 from service.diagnosis.scan import present, scan
@@ -30,10 +32,14 @@ def classify_text(
     """Classify one pasted log; request facts and a command fill what the log does not state."""
     doc = Document(log)
     hits = scan(doc, packs.signatures.eager)
-    if hint is None:
+
+    def ask_hint() -> Phase | None:
+        if hint is not None:
+            return hint
         early = collect_facts(hits, set(), request_facts or {}, command, vllm_version)
-        hint = weights_hint(early.values)
-    verdict = interpret(Context(doc, packs.signatures, hits), hint)
+        return budget_hint(early.values, packs.catalog) or weights_hint(early.values)
+
+    verdict = interpret(Context(doc, packs.signatures, hits), functools.cache(ask_hint))
     if verdict.phase == "no_failure" and verdict.confidence < 0.9 and present(doc, packs.signatures.lazy):
         verdict.confidence = 0.9  # vLLM's own stage lines are there, and none of them failed
     stated = next((str(h.facts["vllm_version"]) for h in hits if "vllm_version" in h.facts), None)

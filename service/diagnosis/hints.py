@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import re
 
-from service.schemas import Phase
+import msgspec
 
-__all__ = ["model_params_billion", "weights_hint"]
+from service.budget import budget_from_facts
+from service.errors import InputError
+from service.packs.catalog import Catalog
+from service.schemas import Facts, Phase
+
+__all__ = ["budget_hint", "model_params_billion", "weights_hint"]
 
 _PARAMS = re.compile(r"(?<![\w.])(?:(\d+)x)?(\d+(?:\.\d+)?)\s?[bB](?![a-zA-Z])")
 _FOUR_BIT = re.compile(r"awq|gptq|int4|4bit|4-bit|bnb|nf4|mxfp4|nvfp4|w4a16|q4", re.IGNORECASE)
@@ -84,3 +89,14 @@ def weights_hint(facts: dict[str, object]) -> Phase | None:
         billions * 1e9 * _bytes_per_param(model, facts.get("quantization"), facts.get("dtype")) / 2**30
     )
     return "weights_oom" if weights_gib / parallel > 0.95 * gpu_gib else None
+
+
+def budget_hint(facts: dict[str, object], catalog: Catalog) -> Phase | None:
+    """weights_oom when the catalog's budget puts the weights per GPU above the GPU's memory."""
+    try:
+        budget = budget_from_facts(msgspec.convert(facts, Facts), catalog)
+    except (InputError, msgspec.ValidationError):
+        return None
+    if budget is None:
+        return None
+    return "weights_oom" if budget.weights_gib > 0.95 * budget.total_gib else None

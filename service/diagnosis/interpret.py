@@ -9,6 +9,7 @@ marker before it in the log ("Loading safetensors checkpoint shards", "Capturing
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from service.diagnosis.normalize import Document, Line
@@ -46,6 +47,7 @@ _STAGE_PHASE: dict[str, Phase] = {
 }
 
 TRACEBACK = "Traceback (most recent call last)"
+HintFn = Callable[[], Phase | None]
 _FRAME_WINDOW = 400
 MAX_PLACED_OOMS = 16
 _AFTER_WINDOW = 120
@@ -63,6 +65,8 @@ class Placement:
 
 @dataclass(slots=True)
 class Verdict:
+    """The root phase, how sure, the hit that decided it and why, and the phase of every candidate."""
+
     phase: Phase
     confidence: float
     root: Hit | None
@@ -88,13 +92,13 @@ class Context:
             self._present = present(self.doc, self.signatures.lazy)
         return self._present
 
-    def serving_anywhere(self) -> Hit | CompiledRule | None:
-        """A position-free sign that the engine was serving: a dead-engine wrapper, or the person
-        saying it fails on requests."""
+    def sign_anywhere(self, stage: str) -> Hit | CompiledRule | None:
+        """A position-free sign of `stage`: a wrapper only that stage prints (a worker failing in its
+        constructor, a dead engine), or the person saying when it fails."""
         for hit in self.hits:
-            if hit.compiled.rule.kind == "wrapper" and hit.compiled.rule.stage == "serving":
+            if hit.compiled.rule.kind == "wrapper" and hit.compiled.rule.stage == stage:
                 return hit
-        return next((c for c in self.present() if c.rule.anywhere and c.rule.stage == "serving"), None)
+        return next((c for c in self.present() if c.rule.anywhere and c.rule.stage == stage), None)
 
     def lazy(self, first: int, last: int) -> list[Hit]:
         """Stage-marker and frame hits on lines first..last."""
@@ -140,7 +144,7 @@ def _frame_stage(frames: list[Hit], source: str | None) -> str | None:
     return None
 
 
-def place_oom(ctx: Context, oom: Hit, hint: Phase | None) -> Placement:
+def place_oom(ctx: Context, oom: Hit, hint: HintFn) -> Placement:
     """Place a bare CUDA OOM in startup order (DESIGN §3.1)."""
     line = oom.line
     start = _traceback_start(ctx.doc, line, _FRAME_WINDOW)
@@ -158,18 +162,21 @@ def place_oom(ctx: Context, oom: Hit, hint: Phase | None) -> Placement:
     stage = _frame_stage(after, after[0].line.source) if after else None
     if stage is not None:
         return Placement(_STAGE_PHASE[stage], 0.75, "traceback frames after it", line.number)
-    if hint is not None:  # only set when the weights alone cannot fit: then nothing else could run
-        return Placement(hint, 0.6, "the model and GPU given", None)
-    serving = ctx.serving_anywhere()
-    if isinstance(serving, Hit):
-        return Placement("runtime_oom", 0.65, "the engine died while serving", serving.line.number)
-    if serving is not None:
-        return Placement("runtime_oom", 0.6, "the report says it fails while serving", None)
+    given = hint()
+    if given is not None:  # only set when the weights alone cannot fit: then nothing else could run
+        return Placement(given, 0.6, "the model and GPU given", None)
+    for stage in ("loading", "serving"):
+        sign = ctx.sign_anywhere(stage)
+        if isinstance(sign, Hit):
+            basis = f"{sign.compiled.rule.title[0].lower()}{sign.compiled.rule.title[1:]}"
+            return Placement(_STAGE_PHASE[stage], 0.65, basis, sign.line.number)
+        if sign is not None:
+            return Placement(_STAGE_PHASE[stage], 0.6, "the report says when it fails", None)
     phase = oom.compiled.rule.phase or "warmup_oom"
     return Placement(phase, 0.5, "no context around it", None)
 
 
-def _decisive_phase(ctx: Context, hit: Hit, hint: Phase | None) -> tuple[Phase, float, str]:
+def _decisive_phase(ctx: Context, hit: Hit, hint: HintFn) -> tuple[Phase, float, str]:
     rule = hit.compiled.rule
     if rule.kind == "oom":
         placement = place_oom(ctx, hit, hint)
@@ -178,8 +185,12 @@ def _decisive_phase(ctx: Context, hit: Hit, hint: Phase | None) -> tuple[Phase, 
     return rule.phase, 0.95, "its own message"
 
 
-def interpret(ctx: Context, hint: Phase | None = None) -> Verdict:
-    """Choose the root phase among the hits."""
+def _no_hint() -> Phase | None:
+    return None
+
+
+def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
+    """Choose the root phase among the hits; `hint` is asked only for an OOM nothing else places."""
     hits = ctx.hits
     candidates: list[tuple[int, int, int, Phase, float, str, Hit]] = []
     wrapped = {h.line.number for h in hits if h.compiled.rule.kind == "wrapper"}

@@ -54,6 +54,13 @@ _SHOWN = (
 )
 
 
+def _number(value: object) -> str:
+    """2 decimals, or 3 significant digits for small sizes (3.31 MiB is 0.00323 GiB, not 0.0)."""
+    if isinstance(value, float):
+        return f"{value:.3g}" if 0 < abs(value) < 0.1 else f"{round(value, 2):g}"
+    return str(value)
+
+
 def describe(verdict: Verdict, facts: Facts) -> tuple[str, str]:
     """(title, summary) for a verdict."""
     title = PHASE_TITLES[verdict.phase]
@@ -63,7 +70,7 @@ def describe(verdict: Verdict, facts: Facts) -> tuple[str, str]:
     for name, template in _SHOWN:
         value = getattr(facts, name)
         if value is not None:
-            numbers.append(template.format(round(value, 2) if isinstance(value, float) else value))
+            numbers.append(template.format(_number(value)))
     parts = [_WHY[verdict.phase]]
     if verdict.root is not None:
         parts.append(f"Decided by line {verdict.root.line.number} ({verdict.basis}).")

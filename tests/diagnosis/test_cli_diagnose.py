@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from service.cli import main
+from service.packs import default_rules_dir
 
 KV_LOG = (
     "INFO 01-01 00:00:00 llm_engine.py:1] Initializing an LLM engine (v0.6.3) with config: model='m/x', "
@@ -99,9 +102,6 @@ def test_rules_test_passes_and_list_shows_the_digest(capsys: pytest.CaptureFixtu
 def test_rules_test_fails_with_exit_1_listing_the_broken_example(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import shutil
-
-    from service.packs import default_rules_dir
 
     rules = tmp_path / "rules"
     shutil.copytree(default_rules_dir(), rules)
@@ -119,3 +119,15 @@ def test_rules_test_fails_with_exit_1_listing_the_broken_example(
 def test_broken_rules_folder_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["rules", "list", "--rules-dir", str(tmp_path)]) == 2
     assert capsys.readouterr().err.startswith("vramdoc: ")
+
+
+def test_log_from_standard_input(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(KV_LOG.encode())))
+    assert main(["diagnose", "--json", "-"]) == 1
+    assert json.loads(capsys.readouterr().out)["phase"] == "kv_cache_capacity"
+
+
+def test_folder_instead_of_a_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagnose", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.diagnosis.hints import model_params_billion, weights_hint
+from service.diagnosis.hints import budget_hint, model_params_billion, weights_hint
+from service.packs import load_packs
 
 
 @pytest.mark.parametrize(
@@ -37,3 +38,11 @@ def test_tensor_parallel_split_and_quantization_count() -> None:
 def test_unknown_size_or_model_gives_no_hint() -> None:
     assert weights_hint({"model": "Qwen/Qwen2.5-72B-Instruct"}) is None
     assert weights_hint({"gpu_name": "H100 80GB"}) is None
+
+
+def test_catalog_budget_places_a_context_free_oom_for_models_without_a_size_in_the_name() -> None:
+    catalog = load_packs().catalog
+    assert weights_hint({"model": "deepseek-ai/DeepSeek-V3", "total_gib": 79.19}) is None
+    assert budget_hint({"model": "deepseek-ai/DeepSeek-V3", "total_gib": 79.19}, catalog) == "weights_oom"
+    assert budget_hint({"model": "facebook/opt-125m", "total_gib": 79.19}, catalog) is None
+    assert budget_hint({"model": "no-such/model-xyz", "total_gib": 79.19}, catalog) is None

@@ -119,3 +119,22 @@ def test_method_named_by_the_worker_wrapper_places_the_oom(run_classify: Classif
         "torch.OutOfMemoryError: " + OOM_TAIL
     )
     assert run_classify(log).phase == "weights_oom"
+
+
+def test_worker_failing_in_its_constructor_places_a_frameless_oom_in_loading(run_classify: Classify) -> None:
+    log = (
+        "(Worker_TP3 pid=411) ERROR 07-01 10:00:00 [multiproc_executor.py:546] WorkerProc failed to start.\n"
+        "(Worker_TP3 pid=411) ERROR 07-01 10:00:00 [multiproc_executor.py:546] torch.OutOfMemoryError: "
+        + OOM_TAIL
+    )
+    diagnosis = run_classify(log)
+    assert diagnosis.phase == "weights_oom"
+
+
+def test_worker_rpc_exception_is_no_serving_sign(run_classify: Classify) -> None:
+    log = (
+        "(Worker_TP0 pid=99) ERROR 04-09 20:31:10 [multiproc_executor.py:949] WorkerProc hit an exception.\n"
+        "(Worker_TP0 pid=99) ERROR 04-09 20:31:10 [multiproc_executor.py:949] torch.OutOfMemoryError: "
+        + OOM_TAIL
+    )
+    assert run_classify(log).phase == "warmup_oom"
