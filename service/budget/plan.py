@@ -51,6 +51,7 @@ class Run:
     from_config: bool
     quant: QuantMethodSpec | None
     quant_scope: str
+    unquantized_layers: tuple[int, int]
     gpu: ResolvedGpu
     gpus: int
     tp: int
@@ -123,7 +124,9 @@ def _validate(request: EstimateRequest) -> None:
         raise InvalidConfigError("free_gib cannot be negative.")
 
 
-def _model(request: EstimateRequest, catalog: Catalog) -> tuple[ModelSpec, str, bool, str | None, str]:
+def _model(
+    request: EstimateRequest, catalog: Catalog
+) -> tuple[ModelSpec, str, bool, str | None, str, tuple[int, int]]:
     if request.config is not None:
         spec, quant = model_from_config(request.config, request.model)
         name = request.model or spec.id
@@ -136,7 +139,8 @@ def _model(request: EstimateRequest, catalog: Catalog) -> tuple[ModelSpec, str, 
         raise InvalidConfigError("Name a model (catalog or Hugging Face id) or paste its config.json.")
     method = quant.method if quant is not None else None
     scope = quant.scope if quant is not None else "linear"
-    return spec, name, from_config, method, scope
+    kept = (quant.unquantized_first_layers, quant.unquantized_last_layers) if quant is not None else (0, 0)
+    return spec, name, from_config, method, scope, kept
 
 
 def _derived_max_len(model: ModelSpec) -> int:
@@ -220,7 +224,7 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
         raise InvalidConfigError(f"{version!r} is not a vLLM version such as 0.29.1.") from exc
     if request.vllm_version is None:
         notes.append(f"vLLM version not given; assumed {engine.latest}.")
-    model, name, from_config, checkpoint_quant, scope = _model(request, catalog)
+    model, name, from_config, checkpoint_quant, scope, kept = _model(request, catalog)
     gpu = find_gpu(catalog, request.gpu, request.gpu_total_gib)
     pp = request.pipeline_parallel_size or 1
     tp = request.tensor_parallel_size or max(1, request.gpus // pp)
@@ -270,6 +274,7 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
         from_config=from_config,
         quant=quant,
         quant_scope=scope,
+        unquantized_layers=kept,
         gpu=gpu,
         gpus=max(request.gpus, tp * pp),
         tp=tp,
@@ -366,7 +371,12 @@ def _quant_bytes(run: Run) -> float | None:
 def _stages(run: Run, tp: int, catalog: Catalog) -> list[Stage]:
     o = catalog.engine.overheads
     quant_bytes = _quant_bytes(run)
-    sharding = Sharding(tp=tp, vocab_padding=catalog.engine.vocab_padding, quant_scope=run.quant_scope)
+    sharding = Sharding(
+        tp=tp,
+        vocab_padding=catalog.engine.vocab_padding,
+        quant_scope=run.quant_scope,
+        unquantized_layers=run.unquantized_layers,
+    )
     weights = stage_weight_bytes(run.model, sharding, run.pp, run.dtype_bytes, quant_bytes)
     non_torch = int((o.non_torch_gib + (o.non_torch_tp_gib if tp * run.pp > 1 else 0)) * GIB)
     activation = _activation(run, tp, catalog)

@@ -156,7 +156,9 @@ class QuantSpec(Entry, frozen=True):
     """How a checkpoint is quantized: the method (dtypes.yaml) and which layers it covers."""
 
     method: str
-    scope: Literal["linear", "experts"] = "linear"
+    scope: Literal["linear", "experts", "mlp"] = "linear"
+    unquantized_first_layers: int = 0
+    unquantized_last_layers: int = 0
 
 
 class ModelSpec(Entry, frozen=True):
