@@ -357,20 +357,39 @@ def _activation(run: Run, tp: int, catalog: Catalog) -> int:
     return int(run.max_num_batched_tokens * per_token + logits)
 
 
-def _quant_bytes(run: Run) -> float | None:
-    """Bytes per quantized weight, with the experts' hidden-size padding some MoE kernels add."""
+def _marlin_moe(run: Run) -> bool:
+    """Whether vLLM runs this method's MoE experts through Marlin (GPUs below its capability)."""
+    quant, spec = run.quant, run.gpu.spec
+    if quant is None or quant.marlin_below_compute_capability is None or spec is None:
+        return False
+    major, minor = quant.marlin_below_compute_capability.split(".")
+    return spec.capability < (int(major), int(minor))
+
+
+def _quant_bytes(run: Run, tp: int) -> float | None:
+    """Bytes per quantized weight, with the padding some MoE kernels give the experts' matrices.
+
+    The expert tensors are allocated at padded sizes (hidden size, and on the Marlin path also the
+    per-GPU intermediate size), so the bytes per logical weight grow by the padding ratio.
+    """
     if run.quant is None:
         return None
-    multiple = run.quant.expert_hidden_multiple
-    if multiple is None or run.quant_scope != "experts":
-        return run.quant.bytes_per_weight
-    hidden = run.model.hidden_size
-    return run.quant.bytes_per_weight * math.ceil(hidden / multiple) * multiple / hidden
+    quant, moe = run.quant, run.model.moe
+    if run.quant_scope != "experts" or moe is None:
+        return quant.bytes_per_weight
+    ratio = 1.0
+    if quant.expert_hidden_multiple is not None:
+        hidden, multiple = run.model.hidden_size, quant.expert_hidden_multiple
+        ratio *= math.ceil(hidden / multiple) * multiple / hidden
+    if _marlin_moe(run) and quant.marlin_expert_intermediate_multiple is not None:
+        inter, multiple = moe.intermediate_size // tp, quant.marlin_expert_intermediate_multiple
+        ratio *= math.ceil(inter / multiple) * multiple / inter
+    return quant.bytes_per_weight * ratio
 
 
 def _stages(run: Run, tp: int, catalog: Catalog) -> list[Stage]:
     o = catalog.engine.overheads
-    quant_bytes = _quant_bytes(run)
+    quant_bytes = _quant_bytes(run, tp)
     sharding = Sharding(
         tp=tp,
         vocab_padding=catalog.engine.vocab_padding,
