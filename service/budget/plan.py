@@ -597,9 +597,11 @@ def estimate(request: EstimateRequest, catalog: Catalog) -> Budget:
     fits_request = all(_fits(run, s, requested, catalog) for s in stages)
     fit_len = 0
     if available > 0:
+        # vLLM searches up to the configured max_model_len, which may exceed the derived one
+        # (VLLM_ALLOW_LONG_MAX_MODEL_LEN); below it, the derived length bounds the inversion.
+        upper = max(run.max_model_len, run.derived_max_len)
         fit_len = min(
-            largest_fitting_length(s.layout, _available(run, s, requested) - null, run.derived_max_len)
-            for s in stages
+            largest_fitting_length(s.layout, _available(run, s, requested) - null, upper) for s in stages
         )
     tokens, concurrency = _pool(run, stage.layout, num_blocks, catalog) if available > 0 else (0, 0.0)
     check = _startup(run, requested, catalog)

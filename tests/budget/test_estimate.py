@@ -425,3 +425,23 @@ def test_fp8_checkpoint_that_quantizes_only_the_mlp_keeps_attention_and_edge_lay
         (126 * attention + 2 * mlp) / GIB, abs=1e-3
     )
     assert meta.tensor_parallel_size == 8
+
+
+def test_estimated_max_model_len_searches_up_to_a_configured_length_beyond_the_models_own(
+    catalog: Catalog,
+) -> None:
+    # Qwen3-30B-A3B derives 40,960; with VLLM_ALLOW_LONG_MAX_MODEL_LEN a user may ask for 221,000,
+    # and vLLM's binary search then runs up to 221,000 (48 KiB per token in fp8).
+    budget = estimate(
+        EstimateRequest(
+            model="Qwen/Qwen3-30B-A3B-FP8",
+            gpu="H100",
+            kv_cache_dtype="fp8",
+            kv_cache_memory_bytes=6 * GIB,
+            max_model_len=221_000,
+            vllm_version="0.10.2",
+        ),
+        catalog,
+    )
+    assert budget.max_model_len_fit == 6 * GIB // (48 * 1024 * 16) * 16
+    assert not budget.fits

@@ -44,6 +44,8 @@ class Point(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     kv_decimals: int = 2
     pool_tokens: int | None = None
     num_blocks: int | None = None
+    max_model_len: int | None = None
+    estimated_max_len: int | None = None
     skip_weights: str | None = None
     skip_pool: str | None = None
     note: str | None = None
@@ -56,7 +58,9 @@ class Points(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 POINTS = load_yaml_file(HERE / "realworld_numbers.yaml", Points).points
 
 
-def _budget(point: Point, catalog: Catalog, kv_bytes: int | None = None) -> Budget:
+def _budget(
+    point: Point, catalog: Catalog, kv_bytes: int | None = None, max_model_len: int | None = None
+) -> Budget:
     request = EstimateRequest(
         model=point.model,
         gpu=point.gpu,
@@ -68,7 +72,7 @@ def _budget(point: Point, catalog: Catalog, kv_bytes: int | None = None) -> Budg
         kv_cache_dtype=point.kv_cache_dtype,
         block_size=point.block_size,
         kv_cache_memory_bytes=kv_bytes,
-        max_model_len=point.block_size,
+        max_model_len=max_model_len or point.block_size,
         vllm_version=point.vllm_version,
     )
     return estimate(request, catalog)
@@ -88,6 +92,8 @@ def _pool_band(point: Point, catalog: Catalog, blocks: bool) -> tuple[int, int]:
 def _ids(kind: str) -> list[Point]:
     if kind == "weights":
         return [p for p in POINTS if p.weights_gib is not None]
+    if kind == "max_len":
+        return [p for p in POINTS if p.estimated_max_len is not None]
     return [p for p in POINTS if p.kv_gib is not None and (p.pool_tokens or p.num_blocks)]
 
 
@@ -114,4 +120,19 @@ def test_pool_from_the_logged_kv_memory_is_within_one_percent(point: Point, cata
     logged = point.num_blocks if point.num_blocks is not None else point.pool_tokens
     assert logged is not None
     low, high = _pool_band(point, catalog, blocks=point.num_blocks is not None)
+    assert low * (1 - POOL_TOLERANCE) <= logged <= high * (1 + POOL_TOLERANCE), (low, high, logged)
+
+
+@pytest.mark.parametrize("point", _ids("max_len"), ids=lambda p: p.id)
+def test_estimated_maximum_model_length_from_the_logged_kv_memory_is_within_one_percent(
+    point: Point, catalog: Catalog
+) -> None:
+    """vLLM's capacity-check search, replayed at the KV memory its error message states."""
+    assert point.kv_gib is not None and point.estimated_max_len is not None
+    half = 0.5 * 10.0**-point.kv_decimals
+    low, high = (
+        _budget(point, catalog, round((point.kv_gib + d) * GIB), point.max_model_len).max_model_len_fit
+        for d in (-half, half)
+    )
+    logged = point.estimated_max_len
     assert low * (1 - POOL_TOLERANCE) <= logged <= high * (1 + POOL_TOLERANCE), (low, high, logged)
