@@ -56,6 +56,12 @@ _PREFIX = re.compile(
 )
 
 
+_GLUED = re.compile(
+    r"\((?:[A-Za-z_][\w\-]*(?: rank=\d+)? pid=\d+(?:, ip=[\w.:\-]+)?)\)[ ]*"
+    r"(?=(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)[ ]+\d{2}-\d{2}[ ]+\d{2}:\d{2}:\d{2})"
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Line:
     """One log line: its original number, the process that printed it, its level, and its message."""
@@ -100,10 +106,17 @@ def clean_text(text: str) -> str:
 
 
 def split_prefixes(raw: str) -> tuple[str, str, str]:
-    """(source, level, message) of one cleaned line, with every known prefix removed."""
+    """(source, level, message) of one cleaned line, with every known prefix removed.
+
+    A progress bar without a newline glues the next process's line onto its own; the message is
+    then what follows the last process tag that starts a logger header.
+    """
     source = ""
     level = ""
     text = raw
+    starts = [m.start() for m in _GLUED.finditer(raw)] if "pid=" in raw else []
+    if starts and starts[-1] > 0:
+        text = raw[starts[-1] :]
     for _ in range(12):
         match = _PREFIX.match(text)
         if match is None or match.end() == 0:

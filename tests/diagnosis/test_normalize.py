@@ -77,3 +77,15 @@ def test_prefix_stripping_is_idempotent(text: str) -> None:
     line = clean_text(text).split("\n")[0]
     source, level, message = split_prefixes(line)
     assert split_prefixes(message)[2] == message
+
+
+def test_line_glued_after_a_progress_bar_belongs_to_the_later_process() -> None:
+    raw = (
+        "Capturing CUDA graph shapes:   0%|          | 0/11 [00:00<?, ?it/s](VllmWorkerProcess pid=21013) "
+        "ERROR 04-24 08:27:56 [multiproc_worker_utils.py:242] torch.OutOfMemoryError: CUDA out of memory."
+    )
+    assert split_prefixes(raw) == (
+        "VllmWorkerProcess pid=21013",
+        "ERROR",
+        "torch.OutOfMemoryError: CUDA out of memory.",
+    )
