@@ -146,7 +146,7 @@ class SharedState:
                 exc,
                 _RETRY_AFTER_FAILURE_S,
             )
-        self.last_error = str(exc) or type(exc).__name__
+        self.last_error = type(exc).__name__
         self._down_until = time.monotonic() + _RETRY_AFTER_FAILURE_S
 
     async def hit(self, key: str, window_s: int) -> int:
@@ -184,7 +184,10 @@ class SharedState:
             self._redis_failed(exc)
 
     async def redis_status(self) -> str:
-        """`not configured`, `ok`, or `unreachable: <reason>` (asks Redis now, ignoring the back-off)."""
+        """`not configured`, `ok`, or `unreachable: <error class>` (asks Redis now, ignoring the back-off).
+
+        Only the error's class: readiness is public, the address and message go to the log.
+        """
         if self.redis is None:
             return "not configured"
         try:

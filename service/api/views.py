@@ -44,6 +44,8 @@ class PackSummary(msgspec.Struct, frozen=True):
     models: int
     checkpoints: int
     gpus: int
+    fix_recipes: int
+    flags: int
 
 
 class RulesInfo(msgspec.Struct, frozen=True):
@@ -113,5 +115,7 @@ def _catalog_views(packs: RulePacks) -> tuple[list[ModelInfo], list[GpuEntry], R
         models=len(catalog.models.models),
         checkpoints=len(catalog.models.checkpoints),
         gpus=len(gpu_list),
+        fix_recipes=len(packs.fixes.recipes),
+        flags=len(packs.fixes.flags),
     )
     return model_list, gpu_list, RulesInfo(rules_version=packs.digest, packs=summary)

@@ -10,6 +10,7 @@ from pathlib import Path
 import msgspec
 
 from service.diagnosis.examples import check_examples
+from service.fixes.examples import run_recipe_examples
 from service.packs import PackError, RulePacks, load_packs
 
 __all__ = ["listing", "run"]
@@ -75,8 +76,10 @@ def run(args: argparse.Namespace) -> int:
         else:
             _print_listing(data)
         return EXIT_OK
-    failures = check_examples(packs)
+    fix_results = run_recipe_examples(packs.fixes)
+    failures = [*check_examples(packs), *(r.describe() for r in fix_results if not r.passed)]
     total = sum(len(c.rule.examples.match) + len(c.rule.examples.no_match) for c in packs.signatures.rules)
+    total += len(fix_results)
     if args.json:
         payload = {"examples": total, "failures": [str(f) for f in failures], "digest": packs.digest}
         sys.stdout.buffer.write(msgspec.json.encode(payload) + b"\n")

@@ -116,7 +116,7 @@ _POSITIVE = (
     "requested_tokens",
     "context_limit",
 )
-_NON_NEGATIVE = ("free_gib", "kv_cache_tokens", "estimated_max_model_len", "num_gpu_blocks")
+_NON_NEGATIVE = ("free_gib", "kv_cache_tokens", "estimated_max_model_len")
 
 
 def _plausible(facts: Facts) -> Facts:
@@ -132,8 +132,10 @@ def _plausible(facts: Facts) -> Facts:
             bad[name] = None
     if facts.total_gib is not None and not 1 <= facts.total_gib <= 4096:
         bad["total_gib"] = None  # no GPU (or MIG slice) has less than 1 GiB or more than 4 TiB
+    if facts.num_gpu_blocks is not None and facts.num_gpu_blocks < 0:
+        bad["num_gpu_blocks"] = 0  # vLLM 0.1 printed "# GPU blocks: -1" for no room at all
     util = facts.gpu_memory_utilization
-    if util is not None and not 0 < util <= 1:
+    if util is not None and not 0.01 <= util <= 1:  # below 1 % nothing loads; vLLM caps it at 1
         bad["gpu_memory_utilization"] = None
     return replace_facts(facts, bad)
 

@@ -24,7 +24,11 @@ LOG = (Path(__file__).parent / "data" / "kv-capacity-qwen.log").read_text(encodi
 
 async def _diagnosis(service_url: str, request: DiagnoseRequest) -> Diagnosis:
     async with httpx.AsyncClient(base_url=service_url) as http:
-        response = await http.post("/v1/diagnose", content=msgspec.json.encode(request))
+        response = await http.post(
+            "/v1/diagnose",
+            content=msgspec.json.encode(request),
+            headers={"Content-Type": "application/json"},
+        )
     assert response.status_code == 200, response.text
     return msgspec.json.decode(response.content, type=Diagnosis)
 

@@ -8,6 +8,7 @@ every rule edit.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -75,8 +76,8 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def service_url() -> Iterator[str]:
+@contextlib.contextmanager
+def running_service() -> Iterator[str]:
     """A real `vramdoc serve` on a free loopback port, with the in-memory defaults `make run` uses."""
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("VRAMDOC_")}
@@ -105,6 +106,12 @@ def service_url() -> Iterator[str]:
         proc.wait(timeout=20)
         if proc.stderr:
             proc.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def service_url() -> Iterator[str]:
+    with running_service() as base:
+        yield base
 
 
 def _what_a_reader_acts_on(document: dict[str, Any]) -> dict[str, Any]:
@@ -137,7 +144,9 @@ def test_readme_example_prints_what_the_readme_shows(service_url: str, example: 
     with httpx.Client(timeout=30) as client:
         response = client.send(request)
     assert response.status_code == 200, response.text
-    assert _what_a_reader_acts_on(response.json()) == _what_a_reader_acts_on(example.shown)
+    assert _what_a_reader_acts_on(response.json()) == _what_a_reader_acts_on(example.shown), (
+        "README's output is stale: refresh it with `.venv/bin/python -m tests.deploy.test_readme_examples`"
+    )
 
 
 def test_readme_examples_use_files_that_exist() -> None:
@@ -145,3 +154,23 @@ def test_readme_examples_use_files_that_exist() -> None:
         for word in example.command:
             if word.startswith("@"):
                 assert Path(REPO_ROOT / word[1:]).is_file(), word
+
+
+def refresh_readme() -> None:
+    """Rewrite each example's output block in README.md with what the service prints now."""
+    path = REPO_ROOT / "README.md"
+    text = path.read_text(encoding="utf-8")
+    with running_service() as base, httpx.Client(timeout=30) as client:
+
+        def replace(match: re.Match[str]) -> str:
+            words = shlex.split(match.group(1).replace("\\\n", " ").split(" | ", 1)[0])
+            response = client.send(_request(words, base))
+            response.raise_for_status()
+            shown = json.dumps(response.json(), indent=4)  # as `python3 -m json.tool` prints it
+            return match.group(0).replace(match.group(2), shown)
+
+        path.write_text(_EXAMPLE_RE.sub(replace, text), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    refresh_readme()

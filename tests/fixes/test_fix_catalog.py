@@ -5,15 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from service.budget import estimate
 from service.fixes import rank_fixes
 from service.fixes.command import edit_of
 from service.fixes.lookup import CatalogLookup
 from service.packs.catalog import load_catalog
-from service.packs.fixes import FixPack
+from service.packs.fixes import FixPack, load_fix_recipes
 from service.schemas import Budget, EstimateRequest, Facts
 
-CATALOG = load_catalog(Path(__file__).resolve().parents[2] / "rules")
+RULES = Path(__file__).resolve().parents[2] / "rules"
+CATALOG = load_catalog(RULES)
+PACK = load_fix_recipes(RULES)
 
 
 def _budget(**request: Any) -> Budget:
@@ -98,3 +103,45 @@ def test_startup_utilization_passes_the_budgets_startup_check(pack: FixPack, loo
         vllm_version="0.29.0",
     )
     assert budget.startup_check.passes
+
+
+def test_no_utilization_is_recommended_below_what_the_model_needs(
+    pack: FixPack, lookup: CatalogLookup
+) -> None:
+    # an orphaned EngineCore holds 70.6 GiB: 0.10 passes the startup check but cannot hold the weights
+    budget = _budget(
+        model="meta-llama/Llama-3.1-8B-Instruct", gpu="H100", free_gib=8.59, vllm_version="0.10.1"
+    )
+    assert budget.min_gpu_memory_utilization is not None and budget.min_gpu_memory_utilization > 0.10
+    facts = Facts(gpu_memory_utilization=0.9, free_gib=8.59, total_gib=79.19, requested_gib=71.27)
+    fixes = rank_fixes("startup_budget", facts, [], budget, None, "0.10.1", pack, catalog=lookup)
+    assert [f.id for f in fixes] == ["free-gpu-memory"]
+
+
+_MODELS = ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"]
+_GPUS = ["A10", "L4", "RTX-4090", "A100-80GB", "H100"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    model=st.sampled_from(_MODELS),
+    gpu=st.sampled_from(_GPUS),
+    length=st.sampled_from([32_768, 65_536, 131_072]),
+    util=st.sampled_from([0.5, 0.7, 0.9]),
+    version=st.sampled_from(["0.10.2", "0.20.0", "0.29.0"]),
+)
+def test_every_budget_based_max_model_len_passes_the_budgets_own_capacity_check(
+    model: str, gpu: str, length: int, util: float, version: str
+) -> None:
+    lookup = CatalogLookup(CATALOG)
+    budget = _budget(
+        model=model, gpu=gpu, max_model_len=length, gpu_memory_utilization=util, vllm_version=version
+    )
+    facts = Facts(model=model, gpu_name=gpu, max_model_len=length, gpu_memory_utilization=util)
+    for fix in rank_fixes(
+        "kv_cache_capacity", facts, [], budget, None, version, PACK, catalog=lookup, top=10
+    ):
+        edit = edit_of(fix.change)
+        if edit is not None and edit.set_flag == "--max-model-len":
+            rerun = lookup.reestimate(budget, max_model_len=int(edit.values[0]))
+            assert rerun is not None and rerun.fits, (model, gpu, length, util, fix.change)

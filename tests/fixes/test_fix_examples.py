@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-import msgspec
+import shutil
+from pathlib import Path
 
+import msgspec
+import pytest
+
+from service.cli import main
 from service.fixes.examples import run_recipe_examples
 from service.packs.fixes import FixPack
+
+RULES = Path(__file__).resolve().parents[2] / "rules"
 
 
 def test_every_recipe_carries_an_example(pack: FixPack) -> None:
@@ -26,3 +33,18 @@ def test_a_wrong_expectation_is_reported(pack: FixPack) -> None:
     [result] = [r for r in run_recipe_examples(broken) if r.index == 0]
     assert not result.passed
     assert "expected '--something-else'" in result.describe()
+
+
+def test_rules_test_command_runs_the_recipe_examples(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rules = tmp_path / "rules"
+    shutil.copytree(RULES, rules)
+    kv = rules / "fixes" / "kv.yaml"
+    kv.write_text(kv.read_text().replace("expect: --max-model-len 1344", "expect: --max-model-len 2048"))
+    assert main(["rules", "test", "--rules-dir", str(rules)]) == 1
+    out = capsys.readouterr().out
+    assert (
+        "FAIL fix lower-max-model-len example 0: expected '--max-model-len 2048', got '--max-model-len 1344'"
+        in out
+    )

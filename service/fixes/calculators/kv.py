@@ -120,7 +120,8 @@ def _raise_without_numbers(
     if current >= _MAX_UTILIZATION - 0.03:
         return []  # already near the top: the weights or activations are what must shrink
     f = ctx.facts
-    why = f"At {current:.2f} nothing is left for KV-cache blocks after the weights and activations"
+    assumed = " (the default, as the log states none)" if source == "default" else ""
+    why = f"At {current:.2f}{assumed} nothing is left for KV-cache blocks after the weights and activations"
     if f.model_weights_gib is not None and total is not None:
         why += f" ({gib(f.model_weights_gib)} of weights in the {gib(current * total)} vLLM may use)"
     elif f.model_weights_gib is not None:

@@ -178,4 +178,5 @@ def no_cache_blocks(ctx: FixContext) -> bool:
     if f.num_gpu_blocks == 0 or (f.available_kv_cache_gib is not None and f.available_kv_cache_gib <= 0):
         return True
     texts = [x.rule for x in ctx.findings] + list(ctx.lines)
-    return any("no-cache-blocks" in t or "No available memory for the cache blocks" in t for t in texts)
+    markers = ("no-cache-blocks", "no-blocks", "No available memory for the cache blocks", "GPU blocks: -1")
+    return any(marker in t for t in texts for marker in markers)

@@ -138,9 +138,8 @@ def startup_utilization(ctx: FixContext) -> list[Proposal]:
     likelihood = 0.9
     floor = ctx.budget.min_gpu_memory_utilization if ctx.budget is not None else None
     if floor is not None and best < floor:
-        why += f" But this model needs at least {floor:.2f} here, so free memory first."
-        likelihood = 0.2
-    elif ctx.budget is not None:
+        return []  # the budget says the model cannot load at so little: only freeing memory helps
+    if ctx.budget is not None:
         why += " The budget still leaves room for the weights and the KV cache."
     return [
         Proposal(

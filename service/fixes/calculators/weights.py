@@ -178,7 +178,7 @@ def larger_gpu(ctx: FixContext) -> list[Proposal]:
     # weights plus the reserve, plus the same again for KV cache so the model can serve at all
     needed = (weights / split + readings.per_gpu_reserve(ctx)) * 1.25 / utilization
     total, _ = readings.total_gib(ctx)
-    if total is not None and needed <= total:
+    if (total is not None and needed <= total) or needed > 4096:
         return []
     why = (
         f"Each GPU needs about {gib(needed)} at utilization {utilization:.2f} for "
