@@ -43,6 +43,7 @@ _TRIGGERS = _triggers()
 _PREFIX = re.compile(
     r"""^(?:
       (?P<quote>>[ ]?|\*\*|[ ]*\|[ ]+|[ ]+(?=[A-Z(\[]))               # quote, bold, CI pipe, indent
+    | (?P<piped>(?P<plevel>DEBUG|INFO|WARNING|ERROR|CRITICAL)[ ]+\|[ ](?:[\w.\-]+[ ]\|[ ]?)?)  # fastchat
     | (?P<container>[A-Za-z0-9][\w.\-]*[ ]*\|[ ])                          # docker compose: vllm-1  |
     | (?P<iso>\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ ]+)
     | \((?P<proc>[A-Za-z_][\w\-]*(?:[ ]rank=\d+)?[ ]pid=\d+(?:,[ ]ip=[\w.:\-]+)?)\)[ ]*
@@ -51,6 +52,7 @@ _PREFIX = re.compile(
         (?:\[[^\]]*\][ ]*|[\w.\-]+:\d+\][ ]*)?
     | (?P<pylog>\d{4}-\d{2}-\d{2}[ ][\d:,.]+[ ]-[ ][\w.]+[ ]-[ ](?P<pylevel>[A-Z]+)[ ]-[ ])
     | (?P<uvicorn>(?P<ulevel>INFO|WARNING|ERROR|DEBUG):[ ]+)
+    | (?P<stream>(?:vLLM[ ])?(?:STDOUT|STDERR|stdout|stderr):[ ])                   # wrappers' pipes
     )""",
     re.VERBOSE,
 )
@@ -125,7 +127,9 @@ def split_prefixes(raw: str) -> tuple[str, str, str]:
             source = match.group("proc")
         elif match.group("container") and not source:
             source = match.group("container").split("|")[0].strip()
-        found_level = match.group("level") or match.group("pylevel") or match.group("ulevel")
+        found_level = (
+            match.group("level") or match.group("pylevel") or match.group("ulevel") or match.group("plevel")
+        )
         if found_level:
             level = found_level
         text = text[match.end() :]

@@ -89,3 +89,10 @@ def test_line_glued_after_a_progress_bar_belongs_to_the_later_process() -> None:
         "ERROR",
         "torch.OutOfMemoryError: CUDA out of memory.",
     )
+
+
+def test_prefixes_of_tools_that_wrap_vllm_are_stripped() -> None:
+    fastchat = 'worker-1  | 2024-02-20 21:46:23 | ERROR | stderr |   File "/vllm/worker/worker.py", line 71'
+    assert split_prefixes(fastchat)[1:] == ("ERROR", 'File "/vllm/worker/worker.py", line 71')
+    unsloth = "vLLM STDOUT: INFO 07-05 14:58:17 [__init__.py:239] Automatically detected platform cuda."
+    assert split_prefixes(unsloth) == ("", "INFO", "Automatically detected platform cuda.")
