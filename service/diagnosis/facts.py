@@ -2,9 +2,10 @@
 
 Precedence: for what failed (sizes, lengths, counts) the decisive lines first, then the other lines
 in log order; for what the run is (model, dtype, parallelism, weights: FIRST_STATED) the first
-line stating it; then a command found in the log, then the caller's request and command. The vLLM version is explicit
-when a line states it; otherwise each matched wording's release range narrows where the log can be
-from (e.g. "models's" up to 0.21, the estimated-max-length sentence from 0.8.5).
+line stating it; then a command found in the log, then the caller's request and command.
+
+The vLLM version is explicit when a line states it; otherwise each matched wording's release range
+narrows where the log can be from ("models's" up to 0.21, the estimated-length sentence from 0.8.5).
 """
 
 from __future__ import annotations
