@@ -138,3 +138,22 @@ def test_worker_rpc_exception_is_no_serving_sign(run_classify: Classify) -> None
         + OOM_TAIL
     )
     assert run_classify(log).phase == "warmup_oom"
+
+
+POOLED_OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 786.00 MiB. GPU 0 has a total capacity of "
+    "79.11 GiB of which 140.75 MiB is free. Of the allocated memory 68.83 GiB is allocated by PyTorch, with "
+    "42.00 MiB allocated in private pools (e.g., CUDA Graphs), and 331.08 MiB is reserved by PyTorch but "
+    "unallocated."
+)
+
+
+def test_memory_in_cuda_graph_pools_means_graphs_were_captured(run_classify: Classify) -> None:
+    diagnosis = run_classify(POOLED_OOM)
+    assert diagnosis.phase == "runtime_oom"
+    assert diagnosis.confidence < 0.6
+
+
+def test_dummy_inputs_in_the_traceback_mean_a_warm_up_run(run_classify: Classify) -> None:
+    log = "    sampling_metadata=dummy_metadata)\n    logits = logits.to(torch.float32)\n" + POOLED_OOM
+    assert run_classify(log).phase == "warmup_oom"
