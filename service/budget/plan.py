@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import msgspec
 
@@ -26,10 +27,12 @@ from service.budget.weights import Sharding, WeightBytes, pp_layer_counts, stage
 from service.errors import InputError, InvalidConfigError, UnknownGpuError
 from service.packs.catalog import (
     Catalog,
+    DefaultsEra,
     DtypeSpec,
     KvDtypeSpec,
     ModelSpec,
     QuantMethodSpec,
+    Stepped,
     version_tuple,
 )
 from service.schemas import Budget, EstimateRequest, Facts, FigureSource, StartupCheck
@@ -120,8 +123,17 @@ def _validate(request: EstimateRequest) -> None:
         raise InvalidConfigError(f"gpu_memory_utilization must be in (0, 1], not {util}.")
     if request.kv_cache_memory_bytes is not None and request.kv_cache_memory_bytes < 0:
         raise InvalidConfigError("kv_cache_memory_bytes cannot be negative.")
-    if request.free_gib is not None and request.free_gib < 0:
-        raise InvalidConfigError("free_gib cannot be negative.")
+    if request.free_gib is not None and not request.free_gib >= 0:
+        raise InvalidConfigError(f"free_gib must be a number of GiB, zero or more, not {request.free_gib}.")
+
+
+_E = TypeVar("_E", DefaultsEra, Stepped)
+
+
+def _era(entries: list[_E], version: tuple[int, int, int]) -> _E:
+    """The entry in force at `version`; releases older than the catalog's first use its first entry."""
+    current = [e for e in entries if version_tuple(e.since) <= version]
+    return current[-1] if current else entries[0]
 
 
 def _model(
@@ -203,7 +215,7 @@ def _quantization(
 
 def _scheduler_defaults(run_gpu: ResolvedGpu, catalog: Catalog, v: tuple[int, int, int]) -> tuple[int, int]:
     """max_num_seqs and max_num_batched_tokens `vllm serve` picks for this device and release."""
-    era = [e for e in catalog.engine.defaults if version_tuple(e.since) <= v][-1]
+    era = _era(catalog.engine.defaults, v)
     gpu_id = run_gpu.spec.id.lower() if run_gpu.spec else ""
     for tier in era.tiers:
         excluded = any(gpu_id.startswith(prefix.lower()) for prefix in tier.exclude)
@@ -226,6 +238,10 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
         notes.append(f"vLLM version not given; assumed {engine.latest}.")
     model, name, from_config, checkpoint_quant, scope, kept = _model(request, catalog)
     gpu = find_gpu(catalog, request.gpu, request.gpu_total_gib)
+    if request.free_gib is not None and request.free_gib > gpu.total_gib + 0.01:
+        raise InvalidConfigError(
+            f"free_gib {request.free_gib} exceeds the {gpu.total_gib} GiB that {gpu.name} has in total."
+        )
     pp = request.pipeline_parallel_size or 1
     tp = request.tensor_parallel_size or max(1, request.gpus // pp)
     if pp > model.num_hidden_layers:
@@ -255,7 +271,7 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
         )
     util = request.gpu_memory_utilization
     if util is None:
-        util = [s.value for s in engine.gpu_memory_utilization if version_tuple(s.since) <= version_t][-1]
+        util = _era(engine.gpu_memory_utilization, version_t).value
     seqs, batched = _scheduler_defaults(gpu, catalog, version_t)
     max_num_seqs = request.max_num_seqs or seqs
     max_num_batched_tokens = min(request.max_num_batched_tokens or batched, max_num_seqs * max_model_len)
@@ -564,6 +580,7 @@ def _verdict(
     tokens: int,
     fit_len: int,
     concurrency: float,
+    overcommit: bool,
 ) -> str:
     if check.passes is False:
         better = check.max_passing_utilization
@@ -571,6 +588,11 @@ def _verdict(
         return (
             f"vLLM refuses to start: {check.free_gib} GiB free is less than the {check.requested_gib} GiB "
             f"that --gpu-memory-utilization {run.util} requests{hint}."
+        )
+    if run.kv_cache_memory_bytes is not None and overcommit:
+        return (
+            f"--kv-cache-memory-bytes {run.kv_cache_memory_bytes} plus the weights and overheads exceed the "
+            f"{run.gpu.total_gib} GiB of {run.gpu.name}: vLLM runs out of memory allocating the KV cache."
         )
     if available <= 0:
         return "The weights and overheads leave no memory for the KV cache at this utilization."
@@ -595,6 +617,10 @@ def estimate(request: EstimateRequest, catalog: Catalog) -> Budget:
     available = _available(run, stage, requested)
     null = _null_bytes(run, stage.layout, catalog)
     fits_request = all(_fits(run, s, requested, catalog) for s in stages)
+    # A fixed KV size skips profiling, so nothing stops it from exceeding the GPU itself.
+    overcommit = run.kv_cache_memory_bytes is not None and any(
+        s.fixed + run.kv_cache_memory_bytes > run.total_bytes for s in stages
+    )
     fit_len = 0
     if available > 0:
         # vLLM searches up to the configured max_model_len, which may exceed the derived one
@@ -632,8 +658,8 @@ def estimate(request: EstimateRequest, catalog: Catalog) -> Budget:
         max_model_len_fit=fit_len,
         max_concurrency=round(concurrency, 4),
         startup_check=check,
-        fits=check.passes is not False and fits_request,
-        verdict=_verdict(run, check, available, fits_request, tokens, fit_len, concurrency),
+        fits=check.passes is not False and fits_request and not overcommit,
+        verdict=_verdict(run, check, available, fits_request, tokens, fit_len, concurrency, overcommit),
         min_gpu_memory_utilization=_min_utilization(run, stage, catalog),
         min_tensor_parallel_size=_min_tensor_parallel(run, requested, catalog),
         sources=_sources(run, stage, catalog),

@@ -293,6 +293,27 @@ def _quant(config: Mapping[str, object]) -> QuantSpec | None:
     raise InvalidConfigError(f"The config.json quantization method {method!r} is not in the catalog.")
 
 
+# Far beyond any served model (the largest have ~128 layers, hidden 16k, vocab 262k): a pasted
+# config above these bounds is a typo or an attack, and sizing it would loop per layer for hours.
+_CONFIG_LIMITS = {
+    "num_hidden_layers": 4096,
+    "hidden_size": 1 << 20,
+    "intermediate_size": 1 << 22,
+    "vocab_size": 1 << 24,
+    "max_position_embeddings": 1 << 30,
+}
+
+
+def _check_limits(fields: Mapping[str, object]) -> None:
+    for key, limit in _CONFIG_LIMITS.items():
+        value = fields[key]
+        if isinstance(value, int) and value > limit:
+            raise InvalidConfigError(
+                f"The config.json {key} {value} is implausibly large (at most {limit:,}), "
+                "so it cannot be sized."
+            )
+
+
 def model_from_config(
     config: Mapping[str, object], name: str | None = None
 ) -> tuple[ModelSpec, QuantSpec | None]:
@@ -345,6 +366,7 @@ def model_from_config(
         "moe": _moe(config),
         "mla": _mla(config),
     }
+    _check_limits(fields)
     try:
         spec = msgspec.convert(fields, ModelSpec)
     except msgspec.ValidationError as exc:

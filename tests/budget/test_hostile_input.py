@@ -1,0 +1,61 @@
+"""Estimates of absurd or out-of-range input answer at once with a clear error or a sane verdict."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from service.budget import estimate
+from service.errors import InvalidConfigError
+from service.packs.catalog import Catalog
+from service.schemas import EstimateRequest
+
+QWEN = "Qwen/Qwen2.5-0.5B-Instruct"
+
+
+@pytest.mark.parametrize("key", ["num_hidden_layers", "hidden_size", "intermediate_size", "vocab_size"])
+def test_pasted_config_with_implausibly_large_dimensions_is_refused_not_sized(
+    catalog: Catalog, key: str
+) -> None:
+    config: dict[str, object] = {
+        "num_hidden_layers": 32,
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "intermediate_size": 11008,
+        "vocab_size": 32000,
+    }
+    config[key] = 10**12
+    with pytest.raises(InvalidConfigError, match=f"{key} 1000000000000 is implausibly large"):
+        estimate(EstimateRequest(config=config, gpu="A100-80GB"), catalog)
+
+
+@pytest.mark.parametrize("version", ["0.0.1", "0.1.2", "0.2.0"])
+def test_versions_older_than_the_catalog_use_its_earliest_defaults(catalog: Catalog, version: str) -> None:
+    budget = estimate(EstimateRequest(model=QWEN, gpu="A100-80GB", vllm_version=version), catalog)
+    assert budget.gpu_memory_utilization == 0.9
+    assert budget.vllm_version == version
+
+
+def test_free_memory_above_the_gpu_total_is_a_clear_error(catalog: Catalog) -> None:
+    with pytest.raises(InvalidConfigError, match="free_gib 1000.0 exceeds the 79.25 GiB"):
+        estimate(EstimateRequest(model=QWEN, gpu="A100-80GB", free_gib=1000.0), catalog)
+
+
+def test_free_memory_that_is_not_a_number_is_a_clear_error(catalog: Catalog) -> None:
+    with pytest.raises(InvalidConfigError, match="free_gib must be a number"):
+        estimate(EstimateRequest(model=QWEN, gpu="A100-80GB", free_gib=math.nan), catalog)
+
+
+def test_kv_cache_memory_bytes_larger_than_the_gpu_does_not_fit(catalog: Catalog) -> None:
+    budget = estimate(EstimateRequest(model=QWEN, gpu="A100-80GB", kv_cache_memory_bytes=10**20), catalog)
+    assert budget.fits is False
+    assert "exceed the 79.25 GiB" in budget.verdict
+
+
+def test_kv_cache_memory_bytes_within_the_gpu_still_fits(catalog: Catalog) -> None:
+    budget = estimate(
+        EstimateRequest(model=QWEN, gpu="A100-80GB", kv_cache_memory_bytes=16 * 2**20, max_model_len=512),
+        catalog,
+    )
+    assert budget.fits is True
