@@ -10,6 +10,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 __all__ = ["build_parser", "main"]
 
@@ -95,8 +96,15 @@ def _add_bot(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--port", type=int, default=3000)
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error is one sentence on stderr and exit 2, not argparse's multi-line usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message[:1].upper()}{message[1:]} (see `{self.prog} --help`).\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = _Parser(
         prog="vramdoc", description="Diagnose vLLM GPU-memory failures and rank exact fixes."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import socket
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,19 @@ def load_settings(env: Mapping[str, str]) -> AgentSettings:
     )
 
 
+def _check_token_file_mode(path: Path) -> None:
+    """A token file every user of the GPU host can read (or rewrite) protects nothing."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # reading it next reports the reason in one sentence
+    if mode & (stat.S_IROTH | stat.S_IWOTH):
+        raise AgentConfigError(
+            f"The token file named by VRAMDOC_AGENT_TOKEN_FILE is readable or writable by every user "
+            f"(mode {stat.S_IMODE(mode):04o}): chmod 600 it (or 640 for a group)."
+        )
+
+
 def load_token(env: Mapping[str, str]) -> str:
     """The bearer token the agent demands; an agent without one must not start."""
     direct = env.get("VRAMDOC_AGENT_TOKEN", "").strip()
@@ -103,6 +117,7 @@ def load_token(env: Mapping[str, str]) -> str:
     if direct and path:
         raise AgentConfigError("Set only one of VRAMDOC_AGENT_TOKEN and VRAMDOC_AGENT_TOKEN_FILE, not both.")
     if path:
+        _check_token_file_mode(Path(path))
         try:
             direct = Path(path).read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as err:

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["Version", "VersionSpan", "flag_exists", "has_floor", "parse_span", "parse_version"]
+__all__ = ["EARLIEST", "Version", "VersionSpan", "flag_exists", "has_floor", "parse_span", "parse_version"]
 
 Version = tuple[int, int, int]
 # The versions a fix must hold for: one stated version, or the known ends of an inferred range.
 VersionSpan = tuple[Version | None, ...]
 
+# The oldest release whose flags rules/fixes/flags.yaml records: the floor of a range given only
+# an upper bound (`<=0.10.2` includes every release up to it, not just 0.10.2).
+EARLIEST: Version = (0, 2, 7)
 _RELEASE = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
 
 
@@ -58,6 +61,8 @@ def parse_span(version: str | None, range_text: str | None = None) -> VersionSpa
         bounds.append(bound)
     if len(bounds) == 1 and range_text and range_text.strip().startswith(">"):
         bounds.append(None)  # no upper bound: up to the newest release
+    elif bounds and not has_floor(None, range_text):
+        bounds.insert(0, min(EARLIEST, *(b for b in bounds if b is not None)))
     return tuple(bounds) or (None,)
 
 

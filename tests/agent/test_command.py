@@ -140,6 +140,7 @@ def test_vramdoc_agent_process_serves_snapshots_behind_its_token(tmp_path: Path)
     port = _free_port()
     token_file = tmp_path / "token"
     token_file.write_text("s3cret-token-from-a-file\n")
+    token_file.chmod(0o600)
     proc = subprocess.Popen(
         [sys.executable, "-m", "service.cli", "agent", "--listen", f"127.0.0.1:{port}", "--name", "gpu-e2e"],
         cwd=REPO,

@@ -46,6 +46,7 @@ def test_token_comes_from_the_variable_or_the_file(tmp_path: Path) -> None:
     assert load_token({"VRAMDOC_AGENT_TOKEN": " abc123 "}) == "abc123"
     path = tmp_path / "token"
     path.write_text("from-file\n")
+    path.chmod(0o600)
     assert load_token({"VRAMDOC_AGENT_TOKEN_FILE": str(path)}) == "from-file"
 
 
@@ -64,9 +65,27 @@ def test_unusable_token_settings_refuse_with_a_sentence(
     env: dict[str, str], message: str, tmp_path: Path
 ) -> None:
     (tmp_path / "empty").write_text("\n")
+    (tmp_path / "empty").chmod(0o640)
     paths = {"missing": str(tmp_path / "missing"), "empty": str(tmp_path / "empty")}
     with pytest.raises(AgentConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_token({k: v.format(**paths) for k, v in env.items()})
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o604, 0o602])
+def test_a_token_file_other_users_can_read_or_write_is_refused(tmp_path: Path, mode: int) -> None:
+    path = tmp_path / "token"
+    path.write_text("s3cret\n")
+    path.chmod(mode)
+    with pytest.raises(AgentConfigError, match=f"readable or writable by every user \\(mode {mode:04o}\\)"):
+        load_token({"VRAMDOC_AGENT_TOKEN_FILE": str(path)})
+
+
+@pytest.mark.parametrize("mode", [0o400, 0o600, 0o440, 0o640])
+def test_a_token_file_kept_to_its_owner_or_group_is_accepted(tmp_path: Path, mode: int) -> None:
+    path = tmp_path / "token"
+    path.write_text("s3cret\n")
+    path.chmod(mode)
+    assert load_token({"VRAMDOC_AGENT_TOKEN_FILE": str(path)}) == "s3cret"
 
 
 def test_host_name_is_lowercased_and_checked() -> None:

@@ -87,6 +87,33 @@ async def test_message_shortcut_answers_in_the_thread_of_that_message(
     assert slack.called("reactions.add")[0]["timestamp"] == "1700000000.000500"
 
 
+async def test_message_shortcut_where_the_bot_cannot_post_says_so_privately(
+    start_bot, slack: SlackStandin, agent: AgentStandin, redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    await register_agent(redis_client, key_prefix, "gpu-07", agent.url)
+    bot = await start_bot(closed_port_url())
+    slack.failing["chat.postMessage"] = "not_in_channel"
+    payload = {
+        "type": "message_action",
+        "callback_id": "diagnose_message",
+        "trigger_id": "1.2.3",
+        "team": {"id": "T0001", "domain": "standin"},
+        "user": {"id": "U0OTHER", "team_id": "T0001"},
+        "channel": {"id": "C0CHANNEL", "name": "ops"},
+        "message": {"type": "message", "user": "U0PERSON", "text": "gpu-07", "ts": "1700000000.000500"},
+        "response_url": f"{slack.root}respond/2",
+        "action_ts": "1700000001.000000",
+        "message_ts": "1700000000.000500",
+    }
+
+    await bot.interaction(payload)
+
+    await slack.wait_for(lambda: bool(slack.responses))
+    [response] = slack.responses
+    assert response["response_type"] == "ephemeral"
+    assert response["text"].startswith("I could not post in this channel")
+
+
 async def test_recheck_button_updates_the_answer_in_place(
     start_bot, slack: SlackStandin, agent: AgentStandin, redis_client: aioredis.Redis, key_prefix: str
 ) -> None:

@@ -114,7 +114,7 @@ def test_kv_cache_memory_bytes_is_never_recommended_before_0_10_2(version: str) 
         ("0.10.2", ">=0.9.1", ((0, 10, 2),)),
         (None, ">=0.8.0", ((0, 8, 0), None)),
         (None, ">=0.9.1,<=0.13", ((0, 9, 1), (0, 13, 999))),
-        (None, "<=0.11.0", ((0, 11, 0),)),
+        (None, "<=0.11.0", ((0, 2, 7), (0, 11, 0))),
         (None, None, (None,)),
     ],
 )
@@ -143,3 +143,12 @@ def test_a_flag_is_called_missing_for_a_range_only_if_no_version_in_it_has_it() 
     )
     assert surely[0].change == "remove --swap-space"
     assert "vLLM 0.18.0 rejects it" in surely[0].why
+
+
+def test_a_range_with_only_an_upper_bound_never_offers_a_flag_its_older_releases_lack() -> None:
+    # A 0.2.7 log the classifier can only bound as `<=0.10.2`: --cuda-graph-sizes exists from 0.9.2.
+    fixes = rank_fixes("warmup_oom", RICH, [], None, None, None, PACK, top=20, version_range="<=0.10.2")
+    changes = " ".join(f.change for f in fixes)
+    assert "--enforce-eager" in changes
+    assert "--cuda-graph-sizes" not in changes
+    assert "--cudagraph-capture-sizes" not in changes
