@@ -139,6 +139,65 @@ def split_prefixes(raw: str) -> tuple[str, str, str]:
     return source, level, text
 
 
+# Terminals hard-wrap long lines at their width, mid-word: every wrapped piece then has exactly
+# that many characters, the longest length in the paste. One long line alone is not taken as a wrap.
+_MIN_WRAP_WIDTH = 60
+
+
+def _wrap_points(lines: list[str]) -> set[int]:
+    """Indexes of lines cut at the terminal width: the longest length, shared by two or more."""
+    lengths = list(map(len, lines))
+    width = max(lengths, default=0)
+    if width < _MIN_WRAP_WIDTH or lengths.count(width) < 2:
+        return set()
+    points: set[int] = set()
+    at = -1
+    for _ in range(lengths.count(width)):
+        at = lengths.index(width, at + 1)
+        points.add(at)
+    return points
+
+
+def _unwrap(lines: list[str], points: set[int]) -> bool:
+    """Rejoin terminal hard-wraps in place; True when any was rejoined.
+
+    A line at a wrap point is joined with the next one unless that one starts a new record (a
+    logger, process or timestamp prefix) or is empty. The newline is moved, not removed: the
+    joined text stays on the first line's number and an empty line takes the continuation's
+    place, so every later line keeps its original number.
+    """
+    changed = False
+    for start in sorted(points):
+        if not lines[start]:
+            continue  # already joined into an earlier line
+        end = start
+        while end in points and end + 1 < len(lines) and _continues(lines[end + 1], lines[end]):
+            end += 1
+        if end == start:
+            continue
+        lines[start] = "".join(lines[start : end + 1])
+        for i in range(start + 1, end + 1):
+            lines[i] = ""
+        changed = True
+    return changed
+
+
+# Starts of a new record even without a logger prefix: a traceback, a frame, an exception, a level.
+_RECORD = re.compile(
+    r"(?:Traceback \(most recent call last\)|[ ]*File \""
+    r"|(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning)\b"
+    r"|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b)"
+)
+
+
+def _continues(line: str, previous: str) -> bool:
+    """Whether `line` can be the rest of the wrapped `previous` (not empty, not a new record)."""
+    if not line.strip() or line == previous or _RECORD.match(line):
+        return False
+    match = _PREFIX.match(line)
+    return match is None or match.end() == 0
+
+
 class Document:
     """A cleaned log: whole text for fast scans, lines on demand with their original numbers."""
 
@@ -146,10 +205,17 @@ class Document:
 
     def __init__(self, raw: str) -> None:
         data: bytes | None = raw.encode("utf-8", errors="replace")
+        points: set[int] = set()
         if _TRIGGERS.search(data) is not None:
+            # widths as the terminal printed them, before fences and colour codes are removed
+            points = _wrap_points(raw.split("\n"))
             raw, data = clean_text(raw), None
+        lines = raw.split("\n")
+        points |= _wrap_points(lines)
+        if points and _unwrap(lines, points):
+            raw, data = "\n".join(lines), None
         self.text = raw
-        self.lines = raw.split("\n")
+        self.lines = lines
         self._cache: dict[int, Line] = {}
         self._data = data
 

@@ -96,3 +96,54 @@ def test_prefixes_of_tools_that_wrap_vllm_are_stripped() -> None:
     assert split_prefixes(fastchat)[1:] == ("ERROR", 'File "/vllm/worker/worker.py", line 71')
     unsloth = "vLLM STDOUT: INFO 07-05 14:58:17 [__init__.py:239] Automatically detected platform cuda."
     assert split_prefixes(unsloth) == ("", "INFO", "Automatically detected platform cuda.")
+
+
+def _hard_wrap(text: str, width: int) -> str:
+    out: list[str] = []
+    for line in text.split("\n"):
+        while len(line) > width:
+            out.append(line[:width])
+            line = line[width:]
+        out.append(line)
+    return "\n".join(out)
+
+
+KV_LINE = (
+    "(EngineCore pid=316) ValueError: To serve at least one request with the model's max seq len (100000), "
+    "(4.26 GiB KV cache is needed, which is larger than the available KV cache memory (4.25 GiB)."
+)
+
+
+def test_terminal_hard_wraps_are_rejoined_on_the_first_line_number() -> None:
+    text = "INFO started\n" + _hard_wrap(KV_LINE, 70) + "\nINFO after"
+    doc = Document(text)
+    assert len(doc) == len(text.split("\n"))
+    assert doc.line(2).text == KV_LINE.removeprefix("(EngineCore pid=316) ")
+    assert doc.line(3).text == ""
+    assert doc.line(len(doc)).text == "INFO after"
+
+
+def test_wrapped_pieces_inside_a_code_fence_are_measured_before_the_fence_is_removed() -> None:
+    body = "```\n" + _hard_wrap("ValueError: " + "x" * 150 + " end```", 80)
+    assert Document(body).line(2).text == "ValueError: " + "x" * 150 + " end"
+
+
+def test_repeated_lines_of_equal_length_are_not_joined() -> None:
+    line = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity"
+    )
+    doc = Document("\n".join([line] * 4))
+    assert [doc.line(n).text for n in range(1, 5)] == [line] * 4
+
+
+def test_one_long_line_alone_is_not_taken_as_wrapped() -> None:
+    long = "ValueError: " + "y" * 100
+    doc = Document(long + "\ncontinuation that is really its own line")
+    assert doc.line(1).text == long
+
+
+def test_a_new_record_after_a_full_width_line_is_not_joined() -> None:
+    width = "z" * 90
+    doc = Document(f"{width}\n{width}\nTraceback (most recent call last):\nINFO 01-01 00:00:00 x.py:1] done")
+    assert doc.line(2).text == width
+    assert doc.line(3).text.startswith("Traceback")
