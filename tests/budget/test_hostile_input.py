@@ -59,3 +59,33 @@ def test_kv_cache_memory_bytes_within_the_gpu_still_fits(catalog: Catalog) -> No
         catalog,
     )
     assert budget.fits is True
+
+
+_BASE: dict[str, object] = {
+    "num_hidden_layers": 32,
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "intermediate_size": 11008,
+    "vocab_size": 32000,
+}
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"sliding_window": -5}, "window must be positive"),
+        ({"sliding_window": 4096, "sliding_window_pattern": -3}, "global_every must be 0"),
+        ({"num_local_experts": 8, "num_experts_per_tok": 0}, "experts_per_token must be in"),
+        (
+            {"kv_lora_rank": 512, "qk_rope_head_dim": -1, "qk_nope_head_dim": 1, "v_head_dim": 1},
+            "ranks > 0",
+        ),
+        ({"rope_scaling": {"type": "linear", "factor": 1e300}}, "rope_scaling factor 1e\\+300"),
+        ({"rope_scaling": {"type": "yarn", "factor": math.inf}}, "rope_scaling factor inf"),
+    ],
+)
+def test_pasted_config_with_an_impossible_section_is_an_input_error_not_a_crash(
+    catalog: Catalog, extra: dict[str, object], message: str
+) -> None:
+    with pytest.raises(InvalidConfigError, match=message):
+        estimate(EstimateRequest(config={**_BASE, **extra}, gpu="A100-80GB"), catalog)
