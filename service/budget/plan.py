@@ -249,8 +249,9 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
             f"Total number of attention heads ({model.num_attention_heads}) must be divisible by "
             f"tensor parallel size ({tp})."
         )
-    if tp * pp > request.gpus and request.gpus > 1:
-        notes.append(f"TP {tp} × PP {pp} needs {tp * pp} GPUs but only {request.gpus} were given.")
+    if tp * pp > request.gpus:
+        given = f"only {request.gpus} were given" if request.gpus > 1 else "the estimate assumes that many"
+        notes.append(f"TP {tp} × PP {pp} needs {tp * pp} GPUs; {given}.")
     dtype = _dtype(request, model, gpu, catalog, notes)
     quant = _quantization(request, checkpoint_quant, gpu, catalog, notes)
     kv = find_kv_dtype(catalog, request.kv_cache_dtype or "auto")

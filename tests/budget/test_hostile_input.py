@@ -89,3 +89,17 @@ def test_pasted_config_with_an_impossible_section_is_an_input_error_not_a_crash(
 ) -> None:
     with pytest.raises(InvalidConfigError, match=message):
         estimate(EstimateRequest(config={**_BASE, **extra}, gpu="A100-80GB"), catalog)
+
+
+@pytest.mark.parametrize(("gpus", "said"), [(1, "the estimate assumes that many"), (2, "only 2 were given")])
+def test_tensor_parallel_larger_than_the_gpus_given_is_said_in_a_note(
+    catalog: Catalog, gpus: int, said: str
+) -> None:
+    budget = estimate(
+        EstimateRequest(
+            model=QWEN, gpu="A100-80GB", gpus=gpus, tensor_parallel_size=2, pipeline_parallel_size=2
+        ),
+        catalog,
+    )
+    assert budget.gpus == 4
+    assert f"TP 2 × PP 2 needs 4 GPUs; {said}." in budget.notes
