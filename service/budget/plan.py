@@ -594,7 +594,7 @@ def estimate(request: EstimateRequest, catalog: Catalog) -> Budget:
         s.fixed + run.kv_cache_memory_bytes > run.total_bytes for s in stages
     )
     fit_len = 0
-    if available > 0:
+    if available > 0 and not overcommit:
         fit_len = min(
             largest_fitting_length(s.layout, _available(run, s, requested) - null, run.derived_max_len)
             for s in stages

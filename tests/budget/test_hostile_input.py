@@ -50,6 +50,7 @@ def test_free_memory_that_is_not_a_number_is_a_clear_error(catalog: Catalog) -> 
 def test_kv_cache_memory_bytes_larger_than_the_gpu_does_not_fit(catalog: Catalog) -> None:
     budget = estimate(EstimateRequest(model=QWEN, gpu="A100-80GB", kv_cache_memory_bytes=10**20), catalog)
     assert budget.fits is False
+    assert budget.max_model_len_fit == 0
     assert "exceed the 79.25 GiB" in budget.verdict
 
 
