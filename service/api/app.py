@@ -13,10 +13,9 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from litestar import Litestar, Router
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin
-from litestar.plugins.prometheus import PrometheusController
 
 from service.api.access import rate_limit, require_token
-from service.api.monitoring import init_sentry, prometheus_config
+from service.api.monitoring import MetricsController, init_sentry, prometheus_config
 from service.api.openapi import add_request_components
 from service.api.problems import exception_handlers
 from service.api.routes import V1_HANDLERS, health_handlers
@@ -56,7 +55,7 @@ def create_app(settings: Settings, *, packs: RulePacks | None = None) -> Litesta
     v1 = Router("/v1", route_handlers=V1_HANDLERS, guards=[rate_limit, require_token])
     metrics = prometheus_config()
     app = Litestar(
-        route_handlers=[v1, *health_handlers, PrometheusController],
+        route_handlers=[v1, *health_handlers, MetricsController],
         lifespan=[_lifespan(settings, packs)],
         exception_handlers=exception_handlers,
         middleware=[metrics.middleware],
