@@ -23,6 +23,7 @@ _OFF = {"", "0", "off", "none", "unlimited"}
 DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024
 DEFAULT_CACHE_TTL_S = 300
 DEFAULT_CACHE_MAX_ENTRIES = 4096
+DEFAULT_BODY_TIMEOUT_S = 30.0
 
 
 class SettingsError(VramdocError):
@@ -67,6 +68,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     rate_limit: RateLimit | None = DEFAULT_RATE_LIMIT
     cache_ttl_s: int = DEFAULT_CACHE_TTL_S
     cache_max_entries: int = DEFAULT_CACHE_MAX_ENTRIES
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -103,10 +105,24 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             cache_max_entries=_positive_int(
                 env, "VRAMDOC_CACHE_MAX_ENTRIES", DEFAULT_CACHE_MAX_ENTRIES, minimum=1
             ),
+            body_timeout_s=_seconds(env, "VRAMDOC_BODY_TIMEOUT_S", DEFAULT_BODY_TIMEOUT_S),
         )
 
 
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise SettingsError(f"{name}={raw!r} must be a positive number of seconds.")
+    return value
 
 
 def _positive_int(env: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:
