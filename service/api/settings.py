@@ -105,24 +105,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             cache_max_entries=_positive_int(
                 env, "VRAMDOC_CACHE_MAX_ENTRIES", DEFAULT_CACHE_MAX_ENTRIES, minimum=1
             ),
-            body_timeout_s=_seconds(env, "VRAMDOC_BODY_TIMEOUT_S", DEFAULT_BODY_TIMEOUT_S),
         )
 
 
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
-
-
-def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = 0.0
-    if not 0 < value < float("inf"):
-        raise SettingsError(f"{name}={raw!r} must be a positive number of seconds.")
-    return value
 
 
 def _positive_int(env: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:

@@ -80,9 +80,3 @@ def test_redis_url_without_a_redis_scheme_is_one_sentence_not_a_startup_tracebac
 @pytest.mark.parametrize("value", ["redis://localhost:6379/0", "rediss://h:6380", "unix:///run/redis.sock"])
 def test_redis_urls_with_a_redis_scheme_are_accepted(value: str) -> None:
     assert Settings.from_env({"VRAMDOC_REDIS_URL": value}).redis_url == value
-
-
-@pytest.mark.parametrize("value", ["soon", "0", "-1", "inf", "nan"])
-def test_bad_body_timeout_names_the_variable(value: str) -> None:
-    with pytest.raises(SettingsError, match="VRAMDOC_BODY_TIMEOUT_S"):
-        Settings.from_env({"VRAMDOC_BODY_TIMEOUT_S": value})
