@@ -55,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
     """Start the bot; a missing or bad setting is one sentence on stderr and exit code 2."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        if not 0 <= args.port <= 65535:
+            raise SettingsError(f"--port must be between 0 and 65535, not {args.port}.")
         settings = load_settings(http=bool(args.http))
         if settings.app_token is not None:
             asyncio.run(_socket_mode(settings))

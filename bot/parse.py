@@ -57,6 +57,19 @@ _SIZING = re.compile(
     (?P<rest>.*)$
     """
 )
+# The same question typed the way people talk: "will llama 3.1 70b fit on 2x a100 80gb at 32k?".
+# Up to three words each for the model (one with a digit) and the GPU (starting like a GPU name);
+# the words are joined with '-' into the catalog's spelling.
+_SIZING_SPACED = re.compile(
+    r"""(?ix)
+    ^\s*(?:(?:will|would|does|do|can|could)\s+)?(?:estimate|size|sizing)?\s*:?\s*
+    (?P<model>[a-z0-9][\w./:-]*(?:\s+(?!fits?\b)[a-z0-9][\w./:-]*){0,2})\s+
+    (?:fits?\s+)?(?:on|in|into|across)\s+
+    (?:(?P<count>\d+)\s*[x×*]\s*|(?P<count_spaced>\d+)\s+)?
+    (?P<gpu>[a-z0-9][\w.-]*(?:\s+(?!(?:at|with|for|using|and|or)\b)[a-z0-9][\w.-]*){0,2}?)
+    (?P<rest>(?:\s+(?:at|with|for|using)\b.*)?)[\s?.!]*$
+    """
+)
 _LENGTH_AT = re.compile(r"(?i)\b(?:at|with|for)\s+(\d+(?:\.\d+)?\s*[km]?)\b(?!\s*gi?b)")
 _LENGTH_WORD = re.compile(r"(?i)\b(\d+(?:\.\d+)?\s*[km]?)\s*(?:context|ctx|tokens|token context|len)\b")
 _TP = re.compile(r"(?i)\b(?:tp|tensor[- _]parallel(?:[- _]size)?)\s*[=:]?\s*(\d+)\b")
@@ -166,6 +179,20 @@ def parse_length(raw: str) -> int | None:
     return value if value > 0 else None
 
 
+def _spaced_sizing(flat: str) -> re.Match[str] | None:
+    """The spaced form, only when its model names a size or version and its GPU looks like one."""
+    match = _SIZING_SPACED.match(flat)
+    if match is None:
+        return None
+    model_words = match.group("model").lower().split()
+    gpu_first = match.group("gpu").lower().split()[0]
+    if not any(c.isdigit() for c in match.group("model")) or set(model_words) & _STOPWORDS:
+        return None
+    if not (_GPU_WORD.match(gpu_first) or _GIB.match(gpu_first)):
+        return None
+    return match
+
+
 def parse_sizing(text: str) -> EstimateRequest | None:
     """A sizing question as an EstimateRequest, or None when the text is not one."""
     if not _SIZING_TRIGGER.search(text):
@@ -173,9 +200,11 @@ def parse_sizing(text: str) -> EstimateRequest | None:
     flat = " ".join(text.replace("`", " ").split())
     match = _SIZING.match(flat)
     if match is None or match.group("model").lower() in {"it", "this", "that", "model"}:
-        return None
+        match = _spaced_sizing(flat)
+        if match is None:
+            return None
     rest = match.group("rest")
-    gpu = match.group("gpu").rstrip("?.!,")
+    gpu = "-".join(match.group("gpu").rstrip("?.!,").split())
     total = _GIB.match(gpu)
     length_match = _LENGTH_AT.search(rest) or _LENGTH_WORD.search(rest)
     kv = _KV_FP8.search(rest)
@@ -186,7 +215,7 @@ def parse_sizing(text: str) -> EstimateRequest | None:
     util = _UTIL.search(rest)
     version = _VLLM_VERSION.search(text)
     return EstimateRequest(
-        model=match.group("model").rstrip("?.!,"),
+        model="-".join(match.group("model").rstrip("?.!,").split()),
         gpu=None if total else gpu,
         gpu_total_gib=float(total.group(1)) if total else None,
         gpus=int(match.group("count") or match.group("count_spaced") or 1) or 1,

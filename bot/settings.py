@@ -18,6 +18,9 @@ DEFAULT_MAX_FILE_BYTES = 2 * 1024 * 1024
 DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024
 
 
+_HTTP = ("http://", "https://")
+
+
 class SettingsError(Exception):
     """A setting is missing or malformed; the message names the variable."""
 
@@ -66,6 +69,17 @@ def _agent_token(env: Mapping[str, str]) -> str | None:
         raise SettingsError(f"VRAMDOC_AGENT_TOKEN_FILE {path!r} cannot be read ({exc.strerror}).") from None
 
 
+def _url(env: Mapping[str, str], name: str, schemes: tuple[str, ...], default: str | None) -> str | None:
+    """A URL setting checked at startup, so a typo is one sentence now, not a failure per message."""
+    raw = env.get(name, "").strip().rstrip("/")
+    if not raw:
+        return default
+    if not raw.startswith(schemes) or len(raw) <= len(raw.split("://")[0]) + 3:
+        scheme = raw.split(":")[0]
+        raise SettingsError(f"{name} must start with {' or '.join(schemes)} (it starts with {scheme!r}).")
+    return raw
+
+
 def load_settings(env: Mapping[str, str] | None = None, *, http: bool = False) -> BotSettings:
     """Settings from `env` (default os.environ); HTTP mode needs the signing secret."""
     env = os.environ if env is None else env
@@ -83,12 +97,12 @@ def load_settings(env: Mapping[str, str] | None = None, *, http: bool = False) -
         bot_token=bot_token,
         signing_secret=secret,
         app_token=None if http else app_token,
-        service_url=env.get("VRAMDOC_SERVICE_URL", "").strip().rstrip("/") or "http://127.0.0.1:8080",
+        service_url=_url(env, "VRAMDOC_SERVICE_URL", _HTTP, "http://127.0.0.1:8080") or "",
         service_token=env.get("VRAMDOC_SERVICE_TOKEN", "").strip() or None,
-        redis_url=env.get("VRAMDOC_REDIS_URL", "").strip() or None,
+        redis_url=_url(env, "VRAMDOC_REDIS_URL", ("redis://", "rediss://", "unix://"), None),
         agent_token=_agent_token(env),
         hosts_file=Path(hosts_file) if hosts_file else None,
-        slack_api_url=env.get("VRAMDOC_SLACK_API_URL", "").strip() or None,
+        slack_api_url=_url(env, "VRAMDOC_SLACK_API_URL", _HTTP, None),
         max_file_bytes=int(_positive(env, "VRAMDOC_BOT_MAX_FILE_BYTES", int, DEFAULT_MAX_FILE_BYTES)),
         max_body_bytes=int(_positive(env, "VRAMDOC_MAX_BODY_BYTES", int, DEFAULT_MAX_BODY_BYTES)),
         service_timeout_s=_positive(env, "VRAMDOC_BOT_SERVICE_TIMEOUT_S", float, 15.0),

@@ -79,6 +79,16 @@ def _http_url(name: str, value: str) -> str:
     return value
 
 
+def _redis_url(url: str | None) -> str | None:
+    """Checked here: a malformed URL would otherwise abort startup with a redis-py traceback."""
+    schemes = ("redis://", "rediss://", "unix://")
+    if url is not None and not url.startswith(schemes):
+        raise AgentConfigError(
+            f"VRAMDOC_REDIS_URL must start with {', '.join(schemes)} (it starts with {url.split(':')[0]!r})."
+        )
+    return url
+
+
 def load_settings(env: Mapping[str, str]) -> AgentSettings:
     """Settings from the environment; raises AgentConfigError naming the bad variable."""
     raw_urls = env.get("VRAMDOC_AGENT_VLLM_URLS")
@@ -89,7 +99,7 @@ def load_settings(env: Mapping[str, str]) -> AgentSettings:
     return AgentSettings(
         vllm_urls=vllm_urls,
         dcgm_url=_http_url("VRAMDOC_AGENT_DCGM_URL", dcgm) if dcgm else None,
-        redis_url=env.get("VRAMDOC_REDIS_URL", "").strip() or None,
+        redis_url=_redis_url(env.get("VRAMDOC_REDIS_URL", "").strip() or None),
         url=_http_url("VRAMDOC_AGENT_URL", url) if url else None,
         heartbeat_s=_positive(env, "VRAMDOC_AGENT_HEARTBEAT_S", 15.0),
         scrape_timeout_s=_positive(env, "VRAMDOC_AGENT_SCRAPE_TIMEOUT_S", 2.0),

@@ -11,16 +11,17 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from litestar import Litestar, Router
+from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin
-from litestar.plugins.prometheus import PrometheusController
 
 from service.api.access import rate_limit, require_token
-from service.api.monitoring import init_sentry, prometheus_config
+from service.api.monitoring import MetricsController, init_sentry, prometheus_config
 from service.api.openapi import add_request_components
 from service.api.problems import exception_handlers
 from service.api.routes import V1_HANDLERS, health_handlers
 from service.api.settings import Settings
+from service.api.stalled import StalledBodyGuard
 from service.api.stores import SharedState
 from service.api.views import Loaded
 from service.packs import RulePacks, load_packs
@@ -56,10 +57,13 @@ def create_app(settings: Settings, *, packs: RulePacks | None = None) -> Litesta
     v1 = Router("/v1", route_handlers=V1_HANDLERS, guards=[rate_limit, require_token])
     metrics = prometheus_config()
     app = Litestar(
-        route_handlers=[v1, *health_handlers, PrometheusController],
+        route_handlers=[v1, *health_handlers, MetricsController],
         lifespan=[_lifespan(settings, packs)],
         exception_handlers=exception_handlers,
-        middleware=[metrics.middleware],
+        middleware=[
+            metrics.middleware,
+            DefineMiddleware(StalledBodyGuard, timeout_s=settings.body_timeout_s),
+        ],
         request_max_body_size=settings.max_body_bytes,
         openapi_config=OpenAPIConfig(
             title="vramdoc",

@@ -10,13 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 import sentry_sdk
-from litestar.plugins.prometheus import PrometheusConfig
-from prometheus_client import Counter
+from litestar import Response, get
+from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
+from prometheus_client import CONTENT_TYPE_LATEST, Counter
 from sentry_sdk.integrations.litestar import LitestarIntegration
 
 from service.redact import redact
 
-__all__ = ["DIAGNOSES", "init_sentry", "prometheus_config", "scrub"]
+__all__ = ["DIAGNOSES", "MetricsController", "init_sentry", "prometheus_config", "scrub"]
 
 DIAGNOSES = Counter(
     "vramdoc_diagnoses_total", "Diagnoses answered, by endpoint and root phase.", ["endpoint", "phase"]
@@ -34,6 +35,19 @@ def prometheus_config() -> PrometheusConfig:
         exclude=["/metrics"],
         buckets=[0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5],
     )
+
+
+class MetricsController(PrometheusController):
+    """`GET /metrics`, documented as the Prometheus text it serves, not as JSON."""
+
+    @get(
+        media_type=CONTENT_TYPE_LATEST,
+        summary="Prometheus metrics: requests, latency, diagnoses by phase",
+        tags=["operations"],
+    )
+    async def get(self) -> Response[bytes]:
+        response: Response[bytes] = await PrometheusController.get.fn(self)
+        return response
 
 
 def scrub(value: Any) -> Any:

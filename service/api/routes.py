@@ -39,6 +39,7 @@ _PROBLEMS = {
     for status, text in {
         400: "Malformed body or parameter; `errors` names the field.",
         401: "Missing or wrong bearer token (only when the service has API tokens).",
+        408: "The body stopped arriving for 30 s.",
         413: "Body larger than VRAMDOC_MAX_BODY_BYTES.",
         422: "Input the core cannot use: empty log, unknown model or GPU (with `suggestions`).",
         429: "Rate limit reached; see Retry-After.",

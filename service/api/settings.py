@@ -23,6 +23,7 @@ _OFF = {"", "0", "off", "none", "unlimited"}
 DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024
 DEFAULT_CACHE_TTL_S = 300
 DEFAULT_CACHE_MAX_ENTRIES = 4096
+DEFAULT_BODY_TIMEOUT_S = 30.0
 
 
 class SettingsError(VramdocError):
@@ -67,6 +68,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     rate_limit: RateLimit | None = DEFAULT_RATE_LIMIT
     cache_ttl_s: int = DEFAULT_CACHE_TTL_S
     cache_max_entries: int = DEFAULT_CACHE_MAX_ENTRIES
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -79,9 +81,19 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 
         rate = text("VRAMDOC_RATE_LIMIT")
         rules_dir = text("VRAMDOC_RULES_DIR")
-        tokens = tuple(t.strip() for t in (text("VRAMDOC_API_TOKENS") or "").split(",") if t.strip())
+        raw_tokens = text("VRAMDOC_API_TOKENS")
+        tokens = tuple(t.strip() for t in (raw_tokens or "").split(",") if t.strip())
+        if raw_tokens is not None and not tokens:
+            # Set but naming no token would silently leave the service open to everyone.
+            raise SettingsError("VRAMDOC_API_TOKENS is set but names no token; give comma-separated tokens.")
+        redis_url = text("VRAMDOC_REDIS_URL")
+        if redis_url is not None and not redis_url.startswith(_REDIS_SCHEMES):
+            raise SettingsError(
+                f"VRAMDOC_REDIS_URL must start with {', '.join(_REDIS_SCHEMES)} "
+                f"(it starts with {redis_url.split(':')[0]!r})."
+            )
         return cls(
-            redis_url=text("VRAMDOC_REDIS_URL"),
+            redis_url=redis_url,
             redis_prefix=text("VRAMDOC_REDIS_PREFIX") or "vramdoc",
             sentry_dsn=text("VRAMDOC_SENTRY_DSN"),
             sentry_environment=text("VRAMDOC_SENTRY_ENVIRONMENT"),
@@ -94,6 +106,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
                 env, "VRAMDOC_CACHE_MAX_ENTRIES", DEFAULT_CACHE_MAX_ENTRIES, minimum=1
             ),
         )
+
+
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 def _positive_int(env: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:

@@ -253,8 +253,9 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
             f"Total number of attention heads ({model.num_attention_heads}) must be divisible by "
             f"tensor parallel size ({tp})."
         )
-    if tp * pp > request.gpus and request.gpus > 1:
-        notes.append(f"TP {tp} × PP {pp} needs {tp * pp} GPUs but only {request.gpus} were given.")
+    if tp * pp > request.gpus:
+        given = f"only {request.gpus} were given" if request.gpus > 1 else "the estimate assumes that many"
+        notes.append(f"TP {tp} × PP {pp} needs {tp * pp} GPUs; {given}.")
     dtype = _dtype(request, model, gpu, catalog, notes)
     quant = _quantization(request, checkpoint_quant, gpu, catalog, notes)
     kv = find_kv_dtype(catalog, request.kv_cache_dtype or "auto")
@@ -622,7 +623,7 @@ def estimate(request: EstimateRequest, catalog: Catalog) -> Budget:
         s.fixed + run.kv_cache_memory_bytes > run.total_bytes for s in stages
     )
     fit_len = 0
-    if available > 0:
+    if available > 0 and not overcommit:
         # vLLM searches up to the configured max_model_len, which may exceed the derived one
         # (VLLM_ALLOW_LONG_MAX_MODEL_LEN); below it, the derived length bounds the inversion.
         upper = max(run.max_model_len, run.derived_max_len)

@@ -202,6 +202,11 @@ def _rope(config: Mapping[str, object]) -> RopeSpec:
         kind = {"su": "longrope", "mrope": "default"}.get(raw_kind, raw_kind)
         factor_value = scaling.get("factor", 1.0)
         factor = float(factor_value) if isinstance(factor_value, int | float) else 1.0
+        if not 0 < factor <= _MAX_ROPE_FACTOR:  # also NaN and infinity
+            raise InvalidConfigError(
+                f"The config.json rope_scaling factor {factor_value} is not a usable scaling "
+                f"(at most {_MAX_ROPE_FACTOR:g})."
+            )
         original = _opt_int(scaling, "original_max_position_embeddings")
     if kind not in ("default", "linear", "dynamic", "llama3", "yarn", "longrope", "deepseek_yarn"):
         kind = "default"
@@ -304,6 +309,9 @@ _CONFIG_LIMITS = {
 }
 
 
+_MAX_ROPE_FACTOR = 1024.0
+
+
 def _check_limits(fields: Mapping[str, object]) -> None:
     for key, limit in _CONFIG_LIMITS.items():
         value = fields[key]
@@ -312,6 +320,14 @@ def _check_limits(fields: Mapping[str, object]) -> None:
                 f"The config.json {key} {value} is implausibly large (at most {limit:,}), "
                 "so it cannot be sized."
             )
+
+
+def _sections(config: Mapping[str, object], model_type: str) -> dict[str, object]:
+    """The sliding-window, MoE and MLA parts; a value their checks refuse is the config's error."""
+    try:
+        return {"sliding": _sliding(config, model_type), "moe": _moe(config), "mla": _mla(config)}
+    except ValueError as exc:
+        raise InvalidConfigError(f"The config.json does not describe a usable model ({exc}).") from exc
 
 
 def model_from_config(
@@ -362,9 +378,7 @@ def model_from_config(
         "learned_positions": max_len + 2 if is_opt else 0,
         "attention_sinks": model_type == "gpt_oss",
         "rope": None if is_opt else _rope(config),
-        "sliding": _sliding(config, model_type),
-        "moe": _moe(config),
-        "mla": _mla(config),
+        **_sections(config, model_type),
     }
     _check_limits(fields)
     try:

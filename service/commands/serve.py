@@ -32,6 +32,9 @@ def run(args: argparse.Namespace) -> int:
     except (SettingsError, PackError) as exc:
         print(f"vramdoc serve: {exc}", file=sys.stderr)
         return 2
+    if not 0 <= args.port <= 65535:
+        print(f"vramdoc serve: --port must be between 0 and 65535, not {args.port}.", file=sys.stderr)
+        return 2
     if args.workers < 1:
         print(f"vramdoc serve: --workers must be at least 1, not {args.workers}.", file=sys.stderr)
         return 2

@@ -28,6 +28,9 @@ class Catalog(Protocol):
     def gpu_supports_fp8(self, gpu: str) -> bool | None:
         """Whether the GPU has native fp8 (for an fp8 KV cache), or None when unknown."""
 
+    def gpu_compute_capability(self, gpu: str) -> str | None:
+        """The GPU's compute capability ("7.5"), or None when the GPU is not in the catalog."""
+
     def attention_heads(self, model: str) -> int | None:
         """The model's number of attention heads, or None when the model is unknown."""
 

@@ -38,6 +38,13 @@ class CatalogLookup:
             return None
         return spec.fp8 if spec is not None else None
 
+    def gpu_compute_capability(self, gpu: str) -> str | None:
+        try:
+            spec = find_gpu(self._catalog, gpu, None).spec
+        except InputError:
+            return None
+        return spec.compute_capability if spec is not None else None
+
     def attention_heads(self, model: str) -> int | None:
         spec = self._model(model)
         return spec.num_attention_heads if spec is not None else None

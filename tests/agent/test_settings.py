@@ -100,3 +100,9 @@ def test_host_name_is_lowercased_and_checked() -> None:
 def test_urls_that_cannot_be_scraped_are_refused(url: str) -> None:
     with pytest.raises(AgentConfigError, match="is not an http:// or https:// URL"):
         load_settings({"VRAMDOC_AGENT_VLLM_URLS": url})
+
+
+@pytest.mark.parametrize("value", ["nope", "localhost:6379", "http://redis:6379"])
+def test_malformed_redis_url_is_one_sentence_not_a_startup_traceback(value: str) -> None:
+    with pytest.raises(AgentConfigError, match="VRAMDOC_REDIS_URL must start with redis://"):
+        load_settings({"VRAMDOC_REDIS_URL": value})

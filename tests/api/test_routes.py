@@ -100,3 +100,10 @@ def test_openapi_documents_both_body_kinds_and_resolvable_schemas(client: httpx.
     assert {"Diagnosis", "Budget", "EstimateRequest", "Problem"} <= set(components)
     params = {p["name"] for p in schema["paths"]["/v1/diagnose"]["post"]["parameters"]}
     assert params == {"model", "gpu", "command", "vllm_version", "top"}
+
+
+def test_openapi_documents_metrics_as_the_prometheus_text_it_serves(client: httpx.Client) -> None:
+    response = client.get("/metrics")
+    documented = client.get("/schema/openapi.json").json()["paths"]["/metrics"]["get"]["responses"]["200"]
+    assert list(documented["content"]) == [response.headers["content-type"]]
+    assert response.headers["content-type"].startswith("text/plain")

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 KV_LOG = (Path(__file__).parent / "data" / "kv-capacity-v0.32-qwen.log").read_text()
@@ -87,3 +88,15 @@ def test_port_in_use_is_exit_2_with_a_sentence() -> None:
         _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 2
     assert "vramdoc serve: could not serve on 127.0.0.1:" in stderr
+
+
+@pytest.mark.parametrize("port", ["99999", "-1"])
+def test_port_out_of_range_is_exit_2_with_a_sentence_before_starting(port: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "service.cli", "serve", "--port", port],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr == f"vramdoc serve: --port must be between 0 and 65535, not {port}.\n"

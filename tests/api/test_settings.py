@@ -63,3 +63,20 @@ def test_bad_rate_limit_names_the_variable(text: str) -> None:
 def test_bad_body_limit_names_the_variable(value: str) -> None:
     with pytest.raises(SettingsError, match="VRAMDOC_MAX_BODY_BYTES"):
         Settings.from_env({"VRAMDOC_MAX_BODY_BYTES": value})
+
+
+@pytest.mark.parametrize("value", [",", " , ", ",,,"])
+def test_api_tokens_set_but_empty_refuse_to_start_rather_than_serve_without_auth(value: str) -> None:
+    with pytest.raises(SettingsError, match="VRAMDOC_API_TOKENS is set but names no token"):
+        Settings.from_env({"VRAMDOC_API_TOKENS": value})
+
+
+@pytest.mark.parametrize("value", ["notaurl", "http://localhost:6379", "localhost:6379"])
+def test_redis_url_without_a_redis_scheme_is_one_sentence_not_a_startup_traceback(value: str) -> None:
+    with pytest.raises(SettingsError, match="VRAMDOC_REDIS_URL must start with redis://"):
+        Settings.from_env({"VRAMDOC_REDIS_URL": value})
+
+
+@pytest.mark.parametrize("value", ["redis://localhost:6379/0", "rediss://h:6380", "unix:///run/redis.sock"])
+def test_redis_urls_with_a_redis_scheme_are_accepted(value: str) -> None:
+    assert Settings.from_env({"VRAMDOC_REDIS_URL": value}).redis_url == value

@@ -153,3 +153,31 @@ def test_unfenced_paste_takes_hosts_only_from_the_lines_before_it() -> None:
     ask = parse_ask(paste)
     assert ask.hosts == ("gpu-07",)
     assert ask.log == paste.strip()
+
+
+@pytest.mark.parametrize(
+    ("text", "model", "gpu", "gpus", "length"),
+    [
+        ("will llama 70b fit on 2x a100 80gb at 32k", "llama-70b", "a100-80gb", 2, 32768),
+        ("will llama 3.1 70b fit on 2 a100 80gb at 32k?", "llama-3.1-70b", "a100-80gb", 2, 32768),
+        ("will qwen2.5 7b fit on l4", "qwen2.5-7b", "l4", 1, None),
+        ("qwen 7b fits on rtx 4090?", "qwen-7b", "rtx-4090", 1, None),
+    ],
+)
+def test_sizing_question_typed_with_spaces_is_a_sizing_question_not_hosts(
+    text: str, model: str, gpu: str, gpus: int, length: int | None
+) -> None:
+    ask = parse_ask(text)
+    assert ask.hosts == ()
+    assert ask.estimate is not None
+    assert (ask.estimate.model, ask.estimate.gpu, ask.estimate.gpus) == (model, gpu, gpus)
+    assert ask.estimate.max_model_len == length
+
+
+@pytest.mark.parametrize(
+    "text", ["why does my model not fit on gpu-07", "does it fit on gpu-07?", "will it fit on gpu-07"]
+)
+def test_fit_questions_about_a_host_still_name_the_host(text: str) -> None:
+    ask = parse_ask(text)
+    assert ask.estimate is None
+    assert ask.hosts == ("gpu-07",)

@@ -134,3 +134,28 @@ async def test_vramdoc_bot_connects_in_socket_mode_and_stops_cleanly_on_sigterm(
         code = await proc.wait()
     assert code == 0
     assert slack.called("apps.connections.open")
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("VRAMDOC_SERVICE_URL", "nope", "VRAMDOC_SERVICE_URL must start with http:// or https://"),
+        ("VRAMDOC_SERVICE_URL", "http://", "VRAMDOC_SERVICE_URL must start with http://"),
+        ("VRAMDOC_REDIS_URL", "localhost:6379", "VRAMDOC_REDIS_URL must start with redis://"),
+        ("VRAMDOC_SLACK_API_URL", "ftp://x/api/", "VRAMDOC_SLACK_API_URL must start with http://"),
+    ],
+)
+def test_malformed_urls_are_one_sentence_at_startup_not_a_traceback_or_a_failure_per_message(
+    name: str, value: str, message: str
+) -> None:
+    with pytest.raises(SettingsError, match=message):
+        load_settings({"SLACK_BOT_TOKEN": "x", "SLACK_APP_TOKEN": "a", name: value})
+
+
+def test_bot_port_out_of_range_exits_2_with_a_sentence(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "x")
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", "s")
+    assert main(["bot", "--http", "--port", "99999"]) == 2
+    assert capsys.readouterr().err == "vramdoc bot: --port must be between 0 and 65535, not 99999.\n"

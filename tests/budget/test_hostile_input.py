@@ -50,6 +50,7 @@ def test_free_memory_that_is_not_a_number_is_a_clear_error(catalog: Catalog) -> 
 def test_kv_cache_memory_bytes_larger_than_the_gpu_does_not_fit(catalog: Catalog) -> None:
     budget = estimate(EstimateRequest(model=QWEN, gpu="A100-80GB", kv_cache_memory_bytes=10**20), catalog)
     assert budget.fits is False
+    assert budget.max_model_len_fit == 0
     assert "exceed the 79.25 GiB" in budget.verdict
 
 
@@ -59,3 +60,47 @@ def test_kv_cache_memory_bytes_within_the_gpu_still_fits(catalog: Catalog) -> No
         catalog,
     )
     assert budget.fits is True
+
+
+_BASE: dict[str, object] = {
+    "num_hidden_layers": 32,
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "intermediate_size": 11008,
+    "vocab_size": 32000,
+}
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"sliding_window": -5}, "window must be positive"),
+        ({"sliding_window": 4096, "sliding_window_pattern": -3}, "global_every must be 0"),
+        ({"num_local_experts": 8, "num_experts_per_tok": 0}, "experts_per_token must be in"),
+        (
+            {"kv_lora_rank": 512, "qk_rope_head_dim": -1, "qk_nope_head_dim": 1, "v_head_dim": 1},
+            "ranks > 0",
+        ),
+        ({"rope_scaling": {"type": "linear", "factor": 1e300}}, "rope_scaling factor 1e\\+300"),
+        ({"rope_scaling": {"type": "yarn", "factor": math.inf}}, "rope_scaling factor inf"),
+    ],
+)
+def test_pasted_config_with_an_impossible_section_is_an_input_error_not_a_crash(
+    catalog: Catalog, extra: dict[str, object], message: str
+) -> None:
+    with pytest.raises(InvalidConfigError, match=message):
+        estimate(EstimateRequest(config={**_BASE, **extra}, gpu="A100-80GB"), catalog)
+
+
+@pytest.mark.parametrize(("gpus", "said"), [(1, "the estimate assumes that many"), (2, "only 2 were given")])
+def test_tensor_parallel_larger_than_the_gpus_given_is_said_in_a_note(
+    catalog: Catalog, gpus: int, said: str
+) -> None:
+    budget = estimate(
+        EstimateRequest(
+            model=QWEN, gpu="A100-80GB", gpus=gpus, tensor_parallel_size=2, pipeline_parallel_size=2
+        ),
+        catalog,
+    )
+    assert budget.gpus == 4
+    assert f"TP 2 × PP 2 needs 4 GPUs; {said}." in budget.notes

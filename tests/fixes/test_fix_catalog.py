@@ -145,3 +145,13 @@ def test_every_budget_based_max_model_len_passes_the_budgets_own_capacity_check(
         if edit is not None and edit.set_flag == "--max-model-len":
             rerun = lookup.reestimate(budget, max_model_len=int(edit.values[0]))
             assert rerun is not None and rerun.fits, (model, gpu, length, util, fix.change)
+
+
+def test_fp8_weights_are_never_offered_on_a_named_gpu_below_compute_capability_8(
+    pack: FixPack, lookup: CatalogLookup
+) -> None:
+    # A request's GPU hint names the card; the log states no compute capability.
+    for gpu, offered in (("T4", False), ("V100", False), ("A100", True), ("H100", True)):
+        facts = Facts(model="lmsys/vicuna-7b-v1.3", gpu_name=gpu, num_gpu_blocks=0)
+        fixes = rank_fixes("weights_oom", facts, [], None, None, "0.10.2", pack, catalog=lookup, top=10)
+        assert any(f.change == "--quantization fp8" for f in fixes) == offered, gpu

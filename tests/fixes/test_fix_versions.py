@@ -152,3 +152,9 @@ def test_a_range_with_only_an_upper_bound_never_offers_a_flag_its_older_releases
     assert "--enforce-eager" in changes
     assert "--cuda-graph-sizes" not in changes
     assert "--cudagraph-capture-sizes" not in changes
+
+
+def test_a_stated_vllm_0_1_log_still_gets_the_flags_vllm_0_1_had() -> None:
+    facts = Facts(dtype="bfloat16", compute_capability="7.5", gpu_name="Tesla T4")
+    fixes = rank_fixes("dtype_unsupported", facts, [], None, None, "0.1.7", PACK, top=5)
+    assert [f.change for f in fixes][:1] == ["--dtype half"]

@@ -158,6 +158,9 @@ def compute_capability(ctx: FixContext) -> tuple[int, int] | None:
     text = ctx.facts.compute_capability
     if text is None and ctx.gpu is not None:
         text = ctx.gpu.compute_capability
+    name = ctx.facts.gpu_name or (ctx.budget.gpu if ctx.budget is not None else None)
+    if text is None and name and ctx.catalog is not None:
+        text = ctx.catalog.gpu_compute_capability(name)  # a named GPU's, e.g. the request's hint
     if text is None:
         return None
     match = re.match(r"^\s*(\d+)\.(\d+)", text) or re.match(r"^\s*(\d)(\d)\s*$", text)
