@@ -22,6 +22,7 @@ from service.budget.resolve import (
     find_model,
     find_quantization,
     model_from_config,
+    other_sizes,
 )
 from service.budget.weights import Sharding, WeightBytes, pp_layer_counts, stage_weight_bytes
 from service.errors import InputError, InvalidConfigError, UnknownGpuError
@@ -234,6 +235,12 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
         notes.append(f"vLLM version not given; assumed {engine.latest}.")
     model, name, from_config, checkpoint_quant, scope = _model(request, catalog)
     gpu = find_gpu(catalog, request.gpu, request.gpu_total_gib)
+    others = other_sizes(catalog, request.gpu, gpu.spec) if request.gpu and gpu.spec else []
+    if others and request.gpu_total_gib is None:
+        notes.append(
+            f"{request.gpu!r} is read as {gpu.name} ({gpu.total_gib} GiB); "
+            f"name the card if yours is another size ({', '.join(others[:3])})."
+        )
     if request.free_gib is not None and request.free_gib > gpu.total_gib + 0.01:
         raise InvalidConfigError(
             f"free_gib {request.free_gib} exceeds the {gpu.total_gib} GiB that {gpu.name} has in total."

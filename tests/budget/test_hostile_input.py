@@ -104,3 +104,21 @@ def test_tensor_parallel_larger_than_the_gpus_given_is_said_in_a_note(
     )
     assert budget.gpus == 4
     assert f"TP 2 × PP 2 needs 4 GPUs; {said}." in budget.notes
+
+
+@pytest.mark.parametrize(
+    ("gpu", "others"),
+    [("A100", "A100-PCIE-40GB, A100-SXM4-40GB"), ("V100", "V100-PCIE-32GB, V100-SXM2-32GB")],
+)
+def test_a_gpu_family_name_with_several_memory_sizes_says_which_one_it_assumed(
+    catalog: Catalog, gpu: str, others: str
+) -> None:
+    budget = estimate(EstimateRequest(model=QWEN, gpu=gpu), catalog)
+    assert f"{gpu!r} is read as {budget.gpu} ({budget.total_gib} GiB); " in " ".join(budget.notes)
+    assert f"({others})." in " ".join(budget.notes)
+
+
+@pytest.mark.parametrize("gpu", ["A100-80GB", "A10", "L4", "RTX 4090", "T4"])
+def test_an_exact_or_unambiguous_gpu_name_adds_no_size_note(catalog: Catalog, gpu: str) -> None:
+    budget = estimate(EstimateRequest(model=QWEN, gpu=gpu), catalog)
+    assert not any("is read as" in note for note in budget.notes)
