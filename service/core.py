@@ -13,7 +13,7 @@ from service.diagnosis import classify_text
 from service.errors import EmptyLogError
 from service.fixes.diagnosis import with_fixes
 from service.packs import RulePacks
-from service.schemas import Budget, DiagnoseRequest, Diagnosis, EstimateRequest
+from service.schemas import Budget, DiagnoseRequest, Diagnosis, EstimateRequest, Facts
 
 __all__ = ["classify", "diagnose", "estimate"]
 
@@ -45,10 +45,27 @@ def classify(request: DiagnoseRequest, packs: RulePacks) -> Diagnosis:
     )
 
 
+def _budget_facts(diagnosis: Diagnosis) -> Facts:
+    """The facts the budget may take as startup state.
+
+    An OOM's "X is free" is what was left at the moment of the failure, after weights and cache were
+    allocated; fed to the startup check it would claim vLLM never started, so it is left out.
+    """
+    source = diagnosis.fact_sources.get("free_gib", "")
+    if not source.startswith("line "):
+        return diagnosis.facts
+    line = int(source.removeprefix("line "))
+    stated_by_oom = any(
+        item.line == line and ((item.rule or "").startswith("torch-") or "out of memory" in item.text.lower())
+        for item in diagnosis.evidence
+    )
+    return msgspec.structs.replace(diagnosis.facts, free_gib=None) if stated_by_oom else diagnosis.facts
+
+
 def diagnose(request: DiagnoseRequest, packs: RulePacks) -> Diagnosis:
     """The full diagnosis: classification, the budget when model and GPU are known, ranked fixes."""
     diagnosis = classify(request, packs)
-    budget = budget_from_facts(diagnosis.facts, packs.catalog)
+    budget = budget_from_facts(_budget_facts(diagnosis), packs.catalog)
     diagnosis = msgspec.structs.replace(diagnosis, budget=budget)
     return with_fixes(diagnosis, request, packs.fixes, packs.catalog)
 

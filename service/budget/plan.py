@@ -55,6 +55,7 @@ class Run:
     from_config: bool
     quant: QuantMethodSpec | None
     quant_scope: str
+    unquantized_layers: tuple[int, int]
     gpu: ResolvedGpu
     gpus: int
     tp: int
@@ -136,7 +137,9 @@ def _era(entries: list[_E], version: tuple[int, int, int]) -> _E:
     return current[-1] if current else entries[0]
 
 
-def _model(request: EstimateRequest, catalog: Catalog) -> tuple[ModelSpec, str, bool, str | None, str]:
+def _model(
+    request: EstimateRequest, catalog: Catalog
+) -> tuple[ModelSpec, str, bool, str | None, str, tuple[int, int]]:
     if request.config is not None:
         spec, quant = model_from_config(request.config, request.model)
         name = request.model or spec.id
@@ -149,7 +152,8 @@ def _model(request: EstimateRequest, catalog: Catalog) -> tuple[ModelSpec, str, 
         raise InvalidConfigError("Name a model (catalog or Hugging Face id) or paste its config.json.")
     method = quant.method if quant is not None else None
     scope = quant.scope if quant is not None else "linear"
-    return spec, name, from_config, method, scope
+    kept = (quant.unquantized_first_layers, quant.unquantized_last_layers) if quant is not None else (0, 0)
+    return spec, name, from_config, method, scope, kept
 
 
 def _derived_max_len(model: ModelSpec) -> int:
@@ -233,7 +237,7 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
         raise InvalidConfigError(f"{version!r} is not a vLLM version such as 0.29.1.") from exc
     if request.vllm_version is None:
         notes.append(f"vLLM version not given; assumed {engine.latest}.")
-    model, name, from_config, checkpoint_quant, scope = _model(request, catalog)
+    model, name, from_config, checkpoint_quant, scope, kept = _model(request, catalog)
     gpu = find_gpu(catalog, request.gpu, request.gpu_total_gib)
     others = other_sizes(catalog, request.gpu, gpu.spec) if request.gpu and gpu.spec else []
     if others and request.gpu_total_gib is None:
@@ -294,6 +298,7 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
         from_config=from_config,
         quant=quant,
         quant_scope=scope,
+        unquantized_layers=kept,
         gpu=gpu,
         gpus=max(request.gpus, tp * pp),
         tp=tp,
@@ -376,21 +381,45 @@ def _activation(run: Run, tp: int, catalog: Catalog) -> int:
     return int(run.max_num_batched_tokens * per_token + logits)
 
 
-def _quant_bytes(run: Run) -> float | None:
-    """Bytes per quantized weight, with the experts' hidden-size padding some MoE kernels add."""
+def _marlin_moe(run: Run) -> bool:
+    """Whether vLLM runs this method's MoE experts through Marlin (GPUs below its capability)."""
+    quant, spec = run.quant, run.gpu.spec
+    if quant is None or quant.marlin_below_compute_capability is None or spec is None:
+        return False
+    major, minor = quant.marlin_below_compute_capability.split(".")
+    return spec.capability < (int(major), int(minor))
+
+
+def _quant_bytes(run: Run, tp: int) -> float | None:
+    """Bytes per quantized weight, with the padding some MoE kernels give the experts' matrices.
+
+    The expert tensors are allocated at padded sizes (hidden size, and on the Marlin path also the
+    per-GPU intermediate size), so the bytes per logical weight grow by the padding ratio.
+    """
     if run.quant is None:
         return None
-    multiple = run.quant.expert_hidden_multiple
-    if multiple is None or run.quant_scope != "experts":
-        return run.quant.bytes_per_weight
-    hidden = run.model.hidden_size
-    return run.quant.bytes_per_weight * math.ceil(hidden / multiple) * multiple / hidden
+    quant, moe = run.quant, run.model.moe
+    if run.quant_scope != "experts" or moe is None:
+        return quant.bytes_per_weight
+    ratio = 1.0
+    if quant.expert_hidden_multiple is not None:
+        hidden, multiple = run.model.hidden_size, quant.expert_hidden_multiple
+        ratio *= math.ceil(hidden / multiple) * multiple / hidden
+    if _marlin_moe(run) and quant.marlin_expert_intermediate_multiple is not None:
+        inter, multiple = moe.intermediate_size // tp, quant.marlin_expert_intermediate_multiple
+        ratio *= math.ceil(inter / multiple) * multiple / inter
+    return quant.bytes_per_weight * ratio
 
 
 def _stages(run: Run, tp: int, catalog: Catalog) -> list[Stage]:
     o = catalog.engine.overheads
-    quant_bytes = _quant_bytes(run)
-    sharding = Sharding(tp=tp, vocab_padding=catalog.engine.vocab_padding, quant_scope=run.quant_scope)
+    quant_bytes = _quant_bytes(run, tp)
+    sharding = Sharding(
+        tp=tp,
+        vocab_padding=catalog.engine.vocab_padding,
+        quant_scope=run.quant_scope,
+        unquantized_layers=run.unquantized_layers,
+    )
     weights = stage_weight_bytes(run.model, sharding, run.pp, run.dtype_bytes, quant_bytes)
     non_torch = int((o.non_torch_gib + (o.non_torch_tp_gib if tp * run.pp > 1 else 0)) * GIB)
     activation = _activation(run, tp, catalog)
@@ -602,9 +631,11 @@ def estimate(request: EstimateRequest, catalog: Catalog) -> Budget:
     )
     fit_len = 0
     if available > 0 and not overcommit:
+        # vLLM searches up to the configured max_model_len, which may exceed the derived one
+        # (VLLM_ALLOW_LONG_MAX_MODEL_LEN); below it, the derived length bounds the inversion.
+        upper = max(run.max_model_len, run.derived_max_len)
         fit_len = min(
-            largest_fitting_length(s.layout, _available(run, s, requested) - null, run.derived_max_len)
-            for s in stages
+            largest_fitting_length(s.layout, _available(run, s, requested) - null, upper) for s in stages
         )
     tokens, concurrency = _pool(run, stage.layout, num_blocks, catalog) if available > 0 else (0, 0.0)
     check = _startup(run, requested, catalog)

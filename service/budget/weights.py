@@ -32,25 +32,46 @@ class Sharding:
     tp: int = 1
     vocab_padding: int = 0
     quant_scope: str | None = None
+    unquantized_layers: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True, slots=True)
 class Split:
-    """Elements on one GPU: quantizable linear weights (by scope) and everything kept in the dtype."""
+    """Elements on one GPU: quantizable linear weights (attention, MLP, experts) and the rest."""
 
     linear: int = 0
     experts: int = 0
     dense: int = 0
+    mlp: int = 0
 
     def __add__(self, other: Split) -> Split:
-        return Split(self.linear + other.linear, self.experts + other.experts, self.dense + other.dense)
+        return Split(
+            self.linear + other.linear,
+            self.experts + other.experts,
+            self.dense + other.dense,
+            self.mlp + other.mlp,
+        )
 
     def times(self, n: int) -> Split:
-        return Split(self.linear * n, self.experts * n, self.dense * n)
+        return Split(self.linear * n, self.experts * n, self.dense * n, self.mlp * n)
+
+    def unquantized(self) -> Split:
+        """The same elements with nothing quantizable: a layer the checkpoint leaves in its dtype."""
+        return Split(dense=self.total)
 
     @property
     def total(self) -> int:
-        return self.linear + self.experts + self.dense
+        return self.linear + self.experts + self.dense + self.mlp
+
+    def quantizable(self, scope: str | None) -> int:
+        """Elements the checkpoint's quantization covers: all linear layers, MLPs only, or experts only."""
+        if scope == "linear":
+            return self.linear + self.mlp + self.experts
+        if scope == "mlp":
+            return self.mlp + self.experts
+        if scope == "experts":
+            return self.experts
+        return 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +124,8 @@ def _dense_mlp(model: ModelSpec, intermediate: int, tp: int) -> Split:
     h = model.hidden_size
     inter = intermediate // tp
     if model.mlp == "gated":
-        return Split(linear=3 * h * inter, dense=(2 * inter + h) if model.mlp_bias else 0)
-    return Split(linear=2 * h * inter, dense=(inter + h) if model.mlp_bias else 0)
+        return Split(mlp=3 * h * inter, dense=(2 * inter + h) if model.mlp_bias else 0)
+    return Split(mlp=2 * h * inter, dense=(inter + h) if model.mlp_bias else 0)
 
 
 def _moe_mlp(model: ModelSpec, tp: int) -> Split:
@@ -119,10 +140,10 @@ def _moe_mlp(model: ModelSpec, tp: int) -> Split:
     if moe.score_correction_bias:
         dense += moe.num_experts
     shared = moe.shared_intermediate_size or moe.shared_experts * moe.intermediate_size
-    linear = 3 * h * (shared // tp) if shared else 0
+    mlp = 3 * h * (shared // tp) if shared else 0
     if moe.shared_expert_gate:
         dense += h
-    return Split(linear=linear, experts=experts, dense=dense)
+    return Split(mlp=mlp, experts=experts, dense=dense)
 
 
 def _is_moe_layer(model: ModelSpec, index: int) -> bool:
@@ -157,15 +178,26 @@ def pp_layer_counts(num_layers: int, pp: int) -> list[int]:
     return counts
 
 
+def _layer_counts(
+    model: ModelSpec, sharding: Sharding, start: int, stop: int
+) -> dict[tuple[bool, bool], int]:
+    """Layers of [start, stop) by (MoE layer, left unquantized by the checkpoint)."""
+    first, last = sharding.unquantized_layers
+    counts: dict[tuple[bool, bool], int] = {}
+    for index in range(start, stop):
+        kept = index < first or index >= model.num_hidden_layers - last
+        key = (_is_moe_layer(model, index), kept)
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
 def _stage(model: ModelSpec, sharding: Sharding, start: int, stop: int, first: bool, last: bool) -> Split:
-    moe_layers = sum(1 for index in range(start, stop) if _is_moe_layer(model, index))
-    dense_layers = stop - start - moe_layers
     common = _attention(model, sharding.tp) + Split(dense=model.norms_per_layer * _norm(model))
-    total = common.times(stop - start)
-    if dense_layers:
-        total = total + _dense_mlp(model, model.intermediate_size, sharding.tp).times(dense_layers)
-    if moe_layers:
-        total = total + _moe_mlp(model, sharding.tp).times(moe_layers)
+    total = Split()
+    for (moe, kept), n in _layer_counts(model, sharding, start, stop).items():
+        mlp = _moe_mlp(model, sharding.tp) if moe else _dense_mlp(model, model.intermediate_size, sharding.tp)
+        layer = common + mlp
+        total = total + (layer.unquantized() if kept else layer).times(n)
     vocab = _vocab(model, sharding) * model.hidden_size
     if first:
         total = total + Split(dense=vocab + model.learned_positions * model.hidden_size)
@@ -211,11 +243,7 @@ def stage_weight_bytes(
     for stage, n in enumerate(counts):
         split = _stage(model, sharding, start, start + n, stage == 0, stage == len(counts) - 1)
         start += n
-        quantizable = 0
-        if quant_bytes is not None and sharding.quant_scope == "linear":
-            quantizable = split.linear + split.experts
-        elif quant_bytes is not None and sharding.quant_scope == "experts":
-            quantizable = split.experts
+        quantizable = split.quantizable(sharding.quant_scope) if quant_bytes is not None else 0
         q = int(quantizable * (quant_bytes or 0.0))
         u = int((split.total - quantizable) * dtype_bytes)
         stages.append(WeightBytes(total=q + u + rope, quantized=q, unquantized=u, rope_cache=rope))

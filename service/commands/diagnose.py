@@ -76,7 +76,8 @@ def render_report(diagnosis: Diagnosis) -> str:
         out += ["", "facts:"]
         for name, value in facts.items():
             source = diagnosis.fact_sources.get(name, "")
-            out.append(f"  {name:32} {value}" + (f"   [{source}]" if source else ""))
+            shown = f"{value:.4g}" if isinstance(value, float) else value
+            out.append(f"  {name:32} {shown}" + (f"   [{source}]" if source else ""))
     if diagnosis.evidence:
         out += ["", "evidence:"]
         for item in diagnosis.evidence:

@@ -1,9 +1,11 @@
 """Collecting facts (DESIGN §3.2) from hits, the pasted command and the request, each with its source.
 
-Precedence: the decisive lines first (their numbers are what failed), then every other line in log
-order, then the command found in the log, then the caller's request. The vLLM version is explicit
-when a line states it; otherwise each matched wording's release range narrows where the log can be
-from (e.g. "models's" up to 0.21, the estimated-max-length sentence from 0.8.5).
+Precedence: for what failed (sizes, lengths, counts) the decisive lines first, then the other lines
+in log order; for what the run is (model, dtype, parallelism, weights: FIRST_STATED) the first
+line stating it; then a command found in the log, then the caller's request and command.
+
+The vLLM version is explicit when a line states it; otherwise each matched wording's release range
+narrows where the log can be from ("models's" up to 0.21, the estimated-length sentence from 0.8.5).
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ FIRST_STATED = frozenset(
 
 @dataclass(slots=True)
 class FactSet:
+    """Facts by name with where each came from ("line 12", "command", "request"), first set wins."""
+
     values: dict[str, object] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     flag_issues: list[tuple[FlagIssue, int | None]] = field(default_factory=list)
@@ -55,7 +59,19 @@ class FactSet:
             self.sources[name] = source
 
     def to_facts(self) -> Facts:
-        return msgspec.convert(self.values, Facts)
+        """The typed Facts; a value that does not fit its field is dropped, never raised."""
+        try:
+            return msgspec.convert(self.values, Facts)
+        except msgspec.ValidationError:
+            kept: dict[str, object] = {}
+            for name, value in self.values.items():
+                try:
+                    msgspec.convert({**kept, name: value}, Facts)
+                except msgspec.ValidationError:
+                    self.sources.pop(name, None)
+                    continue
+                kept[name] = value
+            return msgspec.convert(kept, Facts)
 
 
 def _command_hits(hits: list[Hit]) -> list[Hit]:

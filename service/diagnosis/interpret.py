@@ -168,10 +168,12 @@ def place_oom(ctx: Context, oom: Hit, hint: HintFn) -> Placement:
     for stage in ("loading", "serving"):
         sign = ctx.sign_anywhere(stage)
         if isinstance(sign, Hit):
-            basis = f"{sign.compiled.rule.title[0].lower()}{sign.compiled.rule.title[1:]}"
+            title = sign.compiled.rule.title.split(" (")[0]
+            basis = f"{title[0].lower()}{title[1:]}"
             return Placement(_STAGE_PHASE[stage], 0.65, basis, sign.line.number)
         if sign is not None:
-            return Placement(_STAGE_PHASE[stage], 0.6, "the report says when it fails", None)
+            title = sign.rule.title.split(" (")[0]
+            return Placement(_STAGE_PHASE[stage], 0.55, f"{title[0].lower()}{title[1:]}", None)
     phase = oom.compiled.rule.phase or "warmup_oom"
     return Placement(phase, 0.5, "no context around it", None)
 

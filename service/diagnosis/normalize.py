@@ -43,6 +43,7 @@ _TRIGGERS = _triggers()
 _PREFIX = re.compile(
     r"""^(?:
       (?P<quote>>[ ]?|\*\*|[ ]*\|[ ]+|[ ]+(?=[A-Z(\[]))               # quote, bold, CI pipe, indent
+    | (?P<piped>(?P<plevel>DEBUG|INFO|WARNING|ERROR|CRITICAL)[ ]+\|[ ](?:[\w.\-]+[ ]\|[ ]?)?)  # fastchat
     | (?P<container>[A-Za-z0-9][\w.\-]*[ ]*\|[ ])                          # docker compose: vllm-1  |
     | (?P<iso>\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ ]+)
     | \((?P<proc>[A-Za-z_][\w\-]*(?:[ ]rank=\d+)?[ ]pid=\d+(?:,[ ]ip=[\w.:\-]+)?)\)[ ]*
@@ -51,8 +52,15 @@ _PREFIX = re.compile(
         (?:\[[^\]]*\][ ]*|[\w.\-]+:\d+\][ ]*)?
     | (?P<pylog>\d{4}-\d{2}-\d{2}[ ][\d:,.]+[ ]-[ ][\w.]+[ ]-[ ](?P<pylevel>[A-Z]+)[ ]-[ ])
     | (?P<uvicorn>(?P<ulevel>INFO|WARNING|ERROR|DEBUG):[ ]+)
+    | (?P<stream>(?:vLLM[ ])?(?:STDOUT|STDERR|stdout|stderr):[ ])                   # wrappers' pipes
     )""",
     re.VERBOSE,
+)
+
+
+_GLUED = re.compile(
+    r"\((?:[A-Za-z_][\w\-]*(?: rank=\d+)? pid=\d+(?:, ip=[\w.:\-]+)?)\)[ ]*"
+    r"(?=(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)[ ]+\d{2}-\d{2}[ ]+\d{2}:\d{2}:\d{2})"
 )
 
 
@@ -100,10 +108,17 @@ def clean_text(text: str) -> str:
 
 
 def split_prefixes(raw: str) -> tuple[str, str, str]:
-    """(source, level, message) of one cleaned line, with every known prefix removed."""
+    """(source, level, message) of one cleaned line, with every known prefix removed.
+
+    A progress bar without a newline glues the next process's line onto its own; the message is
+    then what follows the last process tag that starts a logger header.
+    """
     source = ""
     level = ""
     text = raw
+    starts = [m.start() for m in _GLUED.finditer(raw)] if "pid=" in raw else []
+    if starts and starts[-1] > 0:
+        text = raw[starts[-1] :]
     for _ in range(12):
         match = _PREFIX.match(text)
         if match is None or match.end() == 0:
@@ -112,7 +127,9 @@ def split_prefixes(raw: str) -> tuple[str, str, str]:
             source = match.group("proc")
         elif match.group("container") and not source:
             source = match.group("container").split("|")[0].strip()
-        found_level = match.group("level") or match.group("pylevel") or match.group("ulevel")
+        found_level = (
+            match.group("level") or match.group("pylevel") or match.group("ulevel") or match.group("plevel")
+        )
         if found_level:
             level = found_level
         text = text[match.end() :]

@@ -156,7 +156,9 @@ class QuantSpec(Entry, frozen=True):
     """How a checkpoint is quantized: the method (dtypes.yaml) and which layers it covers."""
 
     method: str
-    scope: Literal["linear", "experts"] = "linear"
+    scope: Literal["linear", "experts", "mlp"] = "linear"
+    unquantized_first_layers: int = 0
+    unquantized_last_layers: int = 0
 
 
 class ModelSpec(Entry, frozen=True):
@@ -308,6 +310,8 @@ class QuantMethodSpec(Entry, frozen=True):
     zero_bits: int = 0
     per_row_bytes: float = 0.0
     expert_hidden_multiple: int | None = None
+    marlin_below_compute_capability: str | None = None
+    marlin_expert_intermediate_multiple: int | None = None
     aliases: list[str] = msgspec.field(default_factory=list)
     min_compute_capability: str | None = None
     note: str | None = None
@@ -318,6 +322,16 @@ class QuantMethodSpec(Entry, frozen=True):
         _require(
             self.expert_hidden_multiple is None or self.expert_hidden_multiple > 0,
             "expert_hidden_multiple must be positive",
+        )
+        _require(
+            (self.marlin_below_compute_capability is None)
+            == (self.marlin_expert_intermediate_multiple is None),
+            "marlin_below_compute_capability and marlin_expert_intermediate_multiple go together",
+        )
+        _require(
+            self.marlin_below_compute_capability is None
+            or bool(_CAPABILITY.match(self.marlin_below_compute_capability)),
+            "marlin_below_compute_capability reads like 9.0",
         )
         _require(
             self.group_size is not None or (self.scale_bytes == 0 and self.zero_bits == 0),

@@ -397,3 +397,51 @@ def test_no_utilization_advice_when_kv_cache_memory_bytes_overrides_it(catalog: 
     budget = estimate(EstimateRequest(model=LLAMA_8B, gpu="H100", kv_cache_memory_bytes=GIB), catalog)
     assert budget.min_gpu_memory_utilization is None
     assert budget.sources["num_blocks"].kind == "exact"
+
+
+def test_mxfp4_experts_below_hopper_pad_the_intermediate_size_for_marlin(catalog: Catalog) -> None:
+    hopper = estimate(EstimateRequest(model="openai/gpt-oss-20b", gpu="H100"), catalog)
+    ampere = estimate(EstimateRequest(model="openai/gpt-oss-20b", gpu="A100-SXM4-80GB"), catalog)
+    # 24 layers x 32 experts x 3 matrices x (2944 - 2880) padded rows x 3072 padded hidden, at mxfp4
+    padding = 24 * 32 * 3 * (2944 - 2880) * 3072 * (0.5 + 1 / 32)
+    assert ampere.weights_gib - hopper.weights_gib == pytest.approx(padding / GIB, abs=1e-4)
+
+
+def test_fp8_checkpoint_that_quantizes_only_the_mlp_keeps_attention_and_edge_layers_in_bf16(
+    catalog: Catalog,
+) -> None:
+    meta = estimate(
+        EstimateRequest(model="meta-llama/Llama-3.1-405B-Instruct-FP8", gpu="H100", gpus=8), catalog
+    )
+    everything = estimate(
+        EstimateRequest(model="meta-llama/Llama-3.1-405B-Instruct", gpu="H100", gpus=8, quantization="fp8"),
+        catalog,
+    )
+    h, kv, inter, tp = 16384, 1024, 53248, 8
+    attention = (2 * h * h + 2 * h * kv) // tp
+    mlp = 3 * h * inter // tp
+    # one extra byte per element for 126 layers' attention and the first and last layers' MLP
+    assert meta.weights_gib - everything.weights_gib == pytest.approx(
+        (126 * attention + 2 * mlp) / GIB, abs=1e-3
+    )
+    assert meta.tensor_parallel_size == 8
+
+
+def test_estimated_max_model_len_searches_up_to_a_configured_length_beyond_the_models_own(
+    catalog: Catalog,
+) -> None:
+    # Qwen3-30B-A3B derives 40,960; with VLLM_ALLOW_LONG_MAX_MODEL_LEN a user may ask for 221,000,
+    # and vLLM's binary search then runs up to 221,000 (48 KiB per token in fp8).
+    budget = estimate(
+        EstimateRequest(
+            model="Qwen/Qwen3-30B-A3B-FP8",
+            gpu="H100",
+            kv_cache_dtype="fp8",
+            kv_cache_memory_bytes=6 * GIB,
+            max_model_len=221_000,
+            vllm_version="0.10.2",
+        ),
+        catalog,
+    )
+    assert budget.max_model_len_fit == 6 * GIB // (48 * 1024 * 16) * 16
+    assert not budget.fits

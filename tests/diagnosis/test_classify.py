@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.core import classify
+from service.diagnosis.facts import FactSet
 from service.errors import EmptyLogError
 from service.packs import RulePacks
 from service.schemas import DiagnoseRequest, Diagnosis
@@ -201,3 +202,12 @@ def test_thousands_of_repeated_ooms_are_diagnosed_from_the_first_ones(run_classi
     assert diagnosis.phase == "runtime_oom"
     assert [e.line for e in diagnosis.evidence] == [1, 2, 3, 4, 5, 6]
     assert len(diagnosis.findings) < 5
+
+
+def test_a_value_of_the_wrong_type_is_dropped_not_raised() -> None:
+    found = FactSet()
+    found.add("max_model_len", 2048, "line 1")
+    found.add("gpu_memory_utilization", "lots", "request")
+    assert found.to_facts().max_model_len == 2048
+    assert found.to_facts().gpu_memory_utilization is None
+    assert "gpu_memory_utilization" not in found.sources

@@ -77,3 +77,22 @@ def test_prefix_stripping_is_idempotent(text: str) -> None:
     line = clean_text(text).split("\n")[0]
     source, level, message = split_prefixes(line)
     assert split_prefixes(message)[2] == message
+
+
+def test_line_glued_after_a_progress_bar_belongs_to_the_later_process() -> None:
+    raw = (
+        "Capturing CUDA graph shapes:   0%|          | 0/11 [00:00<?, ?it/s](VllmWorkerProcess pid=21013) "
+        "ERROR 04-24 08:27:56 [multiproc_worker_utils.py:242] torch.OutOfMemoryError: CUDA out of memory."
+    )
+    assert split_prefixes(raw) == (
+        "VllmWorkerProcess pid=21013",
+        "ERROR",
+        "torch.OutOfMemoryError: CUDA out of memory.",
+    )
+
+
+def test_prefixes_of_tools_that_wrap_vllm_are_stripped() -> None:
+    fastchat = 'worker-1  | 2024-02-20 21:46:23 | ERROR | stderr |   File "/vllm/worker/worker.py", line 71'
+    assert split_prefixes(fastchat)[1:] == ("ERROR", 'File "/vllm/worker/worker.py", line 71')
+    unsloth = "vLLM STDOUT: INFO 07-05 14:58:17 [__init__.py:239] Automatically detected platform cuda."
+    assert split_prefixes(unsloth) == ("", "INFO", "Automatically detected platform cuda.")

@@ -184,7 +184,10 @@ def larger_gpu(ctx: FixContext) -> list[Proposal]:
         f"Each GPU needs about {gib(needed)} at utilization {utilization:.2f} for "
         "weights, activations and some KV cache."
     )
-    if ctx.catalog is not None and (options := ctx.catalog.gpus_with_memory(needed)):
+    if ctx.catalog is not None:
+        options = ctx.catalog.gpus_with_memory(needed)
+        if not options:
+            return []  # no single GPU that size exists: more parallelism or quantization is the answer
         name, size = options[0]
         return [
             Proposal(
