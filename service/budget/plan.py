@@ -599,7 +599,7 @@ def _verdict(
         )
     if run.kv_cache_memory_bytes is not None and overcommit:
         return (
-            f"--kv-cache-memory-bytes {run.kv_cache_memory_bytes} plus the weights and overheads exceed the "
+            f"--kv-cache-memory-bytes {run.kv_cache_memory_bytes} plus the weights exceed the "
             f"{run.gpu.total_gib} GiB of {run.gpu.name}: vLLM runs out of memory allocating the KV cache."
         )
     if available <= 0:
@@ -626,8 +626,10 @@ def estimate(request: EstimateRequest, catalog: Catalog) -> Budget:
     null = _null_bytes(run, stage.layout, catalog)
     fits_request = all(_fits(run, s, requested, catalog) for s in stages)
     # A fixed KV size skips profiling, so nothing stops it from exceeding the GPU itself.
+    # Only the weights count here, not the estimated overheads: a KV size read from a log plus
+    # overheads that vLLM measured lower must not turn a run that fitted into one that did not.
     overcommit = run.kv_cache_memory_bytes is not None and any(
-        s.fixed + run.kv_cache_memory_bytes > run.total_bytes for s in stages
+        s.weights.total + run.kv_cache_memory_bytes > run.total_bytes for s in stages
     )
     fit_len = 0
     if available > 0 and not overcommit:
@@ -716,6 +718,18 @@ def budget_from_facts(
     )
     try:
         return estimate(request, catalog)
+    except InvalidConfigError:
+        if request.free_gib is None:
+            return None
+        # free memory read from the log that the resolved GPU cannot have (another card than the
+        # hint, or free memory at an OOM): the budget stands without the startup check
+        return budget_from_facts(
+            msgspec.structs.replace(facts, free_gib=None),
+            catalog,
+            model=model,
+            gpu=gpu,
+            vllm_version=vllm_version,
+        )
     except UnknownGpuError:
         if facts.total_gib is None:
             return None
