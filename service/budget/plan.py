@@ -22,6 +22,7 @@ from service.budget.resolve import (
     find_model,
     find_quantization,
     model_from_config,
+    other_sizes,
 )
 from service.budget.weights import Sharding, WeightBytes, pp_layer_counts, stage_weight_bytes
 from service.errors import InputError, InvalidConfigError, UnknownGpuError
@@ -238,6 +239,12 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
         notes.append(f"vLLM version not given; assumed {engine.latest}.")
     model, name, from_config, checkpoint_quant, scope, kept = _model(request, catalog)
     gpu = find_gpu(catalog, request.gpu, request.gpu_total_gib)
+    others = other_sizes(catalog, request.gpu, gpu.spec) if request.gpu and gpu.spec else []
+    if others and request.gpu_total_gib is None:
+        notes.append(
+            f"{request.gpu!r} is read as {gpu.name} ({gpu.total_gib} GiB); "
+            f"name the card if yours is another size ({', '.join(others[:3])})."
+        )
     if request.free_gib is not None and request.free_gib > gpu.total_gib + 0.01:
         raise InvalidConfigError(
             f"free_gib {request.free_gib} exceeds the {gpu.total_gib} GiB that {gpu.name} has in total."
@@ -592,7 +599,7 @@ def _verdict(
         )
     if run.kv_cache_memory_bytes is not None and overcommit:
         return (
-            f"--kv-cache-memory-bytes {run.kv_cache_memory_bytes} plus the weights and overheads exceed the "
+            f"--kv-cache-memory-bytes {run.kv_cache_memory_bytes} plus the weights exceed the "
             f"{run.gpu.total_gib} GiB of {run.gpu.name}: vLLM runs out of memory allocating the KV cache."
         )
     if available <= 0:
@@ -619,8 +626,10 @@ def estimate(request: EstimateRequest, catalog: Catalog) -> Budget:
     null = _null_bytes(run, stage.layout, catalog)
     fits_request = all(_fits(run, s, requested, catalog) for s in stages)
     # A fixed KV size skips profiling, so nothing stops it from exceeding the GPU itself.
+    # Only the weights count here, not the estimated overheads: a KV size read from a log plus
+    # overheads that vLLM measured lower must not turn a run that fitted into one that did not.
     overcommit = run.kv_cache_memory_bytes is not None and any(
-        s.fixed + run.kv_cache_memory_bytes > run.total_bytes for s in stages
+        s.weights.total + run.kv_cache_memory_bytes > run.total_bytes for s in stages
     )
     fit_len = 0
     if available > 0 and not overcommit:
@@ -709,6 +718,18 @@ def budget_from_facts(
     )
     try:
         return estimate(request, catalog)
+    except InvalidConfigError:
+        if request.free_gib is None:
+            return None
+        # free memory read from the log that the resolved GPU cannot have (another card than the
+        # hint, or free memory at an OOM): the budget stands without the startup check
+        return budget_from_facts(
+            msgspec.structs.replace(facts, free_gib=None),
+            catalog,
+            model=model,
+            gpu=gpu,
+            vllm_version=vllm_version,
+        )
     except UnknownGpuError:
         if facts.total_gib is None:
             return None

@@ -29,6 +29,7 @@ from service.packs.catalog import (
 )
 
 __all__ = [
+    "other_sizes",
     "ResolvedGpu",
     "find_gpu",
     "find_kv_dtype",
@@ -140,6 +141,20 @@ def find_gpu(catalog: Catalog, name: str | None, total_gib: float | None) -> Res
             "Name a GPU (e.g. H100, A100-80GB, RTX 4090) or give its total memory in GiB."
         )
     return ResolvedGpu(spec.id, spec.total_gib, spec)
+
+
+def other_sizes(catalog: Catalog, name: str, chosen: GpuSpec) -> list[str]:
+    """Catalog GPUs of another memory size that `name` also abbreviates ("A100" → the 40 GB cards)."""
+    short = _fold(name.removeprefix("NVIDIA ").removeprefix("Tesla "))
+    others = []
+    for gpu in catalog.gpus.gpus:
+        names = (gpu.id, *gpu.aliases)
+        longer = (_fold(n) for n in names)
+        # "A100" abbreviates "A100-PCIE-40GB" but "A10" does not abbreviate "A100" (a digit follows)
+        variants = any(f.startswith(short) and not f[len(short) : len(short) + 1].isdigit() for f in longer)
+        if variants and abs(gpu.total_gib - chosen.total_gib) > 1:
+            others.append(gpu.id)
+    return others
 
 
 class _Named(Protocol):

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import socket
 import time
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from conftest import ServerFactory
+import httpx
 
 from service.api.settings import Settings
+
+ServerFactory = Callable[[Settings], httpx.Client]
 
 LOG = b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
 

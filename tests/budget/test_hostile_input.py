@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from service.budget import estimate
+from service.budget import budget_from_facts, estimate
 from service.errors import InvalidConfigError
 from service.packs.catalog import Catalog
-from service.schemas import EstimateRequest
+from service.schemas import EstimateRequest, Facts
 
 QWEN = "Qwen/Qwen2.5-0.5B-Instruct"
 
@@ -104,3 +104,39 @@ def test_tensor_parallel_larger_than_the_gpus_given_is_said_in_a_note(
     )
     assert budget.gpus == 4
     assert f"TP 2 × PP 2 needs 4 GPUs; {said}." in budget.notes
+
+
+@pytest.mark.parametrize(
+    ("gpu", "others"),
+    [("A100", "A100-PCIE-40GB, A100-SXM4-40GB"), ("V100", "V100-PCIE-32GB, V100-SXM2-32GB")],
+)
+def test_a_gpu_family_name_with_several_memory_sizes_says_which_one_it_assumed(
+    catalog: Catalog, gpu: str, others: str
+) -> None:
+    budget = estimate(EstimateRequest(model=QWEN, gpu=gpu), catalog)
+    assert f"{gpu!r} is read as {budget.gpu} ({budget.total_gib} GiB); " in " ".join(budget.notes)
+    assert f"({others})." in " ".join(budget.notes)
+
+
+@pytest.mark.parametrize("gpu", ["A100-80GB", "A10", "L4", "RTX 4090", "T4"])
+def test_an_exact_or_unambiguous_gpu_name_adds_no_size_note(catalog: Catalog, gpu: str) -> None:
+    budget = estimate(EstimateRequest(model=QWEN, gpu=gpu), catalog)
+    assert not any("is read as" in note for note in budget.notes)
+
+
+def test_a_log_whose_free_memory_exceeds_the_hinted_gpu_keeps_its_budget_without_the_startup_check(
+    catalog: Catalog,
+) -> None:
+    facts = Facts(model=QWEN, free_gib=130.0, max_model_len=4096)
+    budget = budget_from_facts(facts, catalog, gpu="A100-80GB")
+    assert budget is not None
+    assert budget.startup_check is None or budget.startup_check.free_gib is None
+
+
+def test_a_kv_size_read_from_a_log_is_not_called_over_committed_by_estimated_overheads(
+    catalog: Catalog,
+) -> None:
+    # 78 GiB of KV beside 0.92 GiB of weights fits a 79.25 GiB A100 even if estimated overheads say otherwise.
+    facts = Facts(model=QWEN, available_kv_cache_gib=78.0, max_model_len=4096)
+    budget = budget_from_facts(facts, catalog, gpu="A100-80GB")
+    assert budget is not None and budget.fits is True
