@@ -498,3 +498,19 @@ def test_vllm_itself_listed_as_a_process_in_a_container_is_not_called_another_pr
     shared = msgspec.structs.replace(facts, process_in_use_gib=15.92, torch_allocated_gib=15.61)
     fixes = rank_fixes("weights_oom", shared, [], None, None, "0.6.3", pack, top=10)
     assert fixes[0].id == "free-gpu-memory" and "29144" in fixes[0].change
+
+
+def test_parallelism_config_without_a_head_count_divides_the_dimension_the_assertion_names(
+    pack: FixPack,
+) -> None:
+    facts = Facts(tensor_parallel_size=3)
+    evidence = ["[rank0]: AssertionError: 32768 is not divisible by 3"]
+    fixes = rank_fixes("parallelism_config", facts, [], None, None, None, pack, evidence=evidence)
+    assert fixes[0].change == "--tensor-parallel-size 2"
+    assert "32768" in fixes[0].why
+    prime_vocab = ["AssertionError: 250681 is not divisible by 8"]
+    ids = [
+        f.id
+        for f in rank_fixes("parallelism_config", facts, [], None, None, None, pack, evidence=prime_vocab)
+    ]
+    assert "fix-tensor-parallel-size" not in ids

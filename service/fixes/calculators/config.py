@@ -13,6 +13,33 @@ from service.fixes.limits import (
 _CHECKPOINT_QUANT = re.compile(r"model config \(([\w\-]+)\)")
 
 
+_NOT_DIVISIBLE = re.compile(r"\b(\d+) is not divisible by (\d+)\b")
+
+
+def _split_dimension(ctx: FixContext) -> int | None:
+    """The model dimension vLLM failed to split over the ranks ("32768 is not divisible by 3")."""
+    for text in ctx.lines:
+        if match := _NOT_DIVISIBLE.search(text):
+            return int(match.group(1))
+    return None
+
+
+def _divides_dimension(ctx: FixContext, tp: int, gpus: int | None) -> list[Proposal]:
+    """Without a head count, the size the assertion itself names still bounds the valid ranks."""
+    dimension = _split_dimension(ctx)
+    if dimension is None:
+        return []
+    limit = min(tp, gpus) if gpus is not None else tp
+    below = [d for d in divisors(dimension) if d <= limit and d != tp]
+    if not below or below[-1] == 1:
+        return []
+    why = (
+        f"vLLM splits a dimension of {dimension} evenly across the tensor-parallel ranks; "
+        f"{tp} does not divide it, {below[-1]} does (and the attention heads must divide too)."
+    )
+    return [Proposal(change=f"{ctx.flag} {below[-1]}", why=why, source=("log",), likelihood=0.85)]
+
+
 def fix_tensor_parallel(ctx: FixContext) -> list[Proposal]:
     """A tensor-parallel size that divides the attention heads and is at most the GPUs present."""
     if ctx.flag is None:
@@ -25,6 +52,8 @@ def fix_tensor_parallel(ctx: FixContext) -> list[Proposal]:
     heads = readings.heads(ctx)
     limit = min(tp, gpus) if gpus is not None else tp
     if heads is None:
+        if ctx.phase == "parallelism_config" and (split := _divides_dimension(ctx, tp, gpus)):
+            return split
         if not too_many or gpus is None:
             return []
         power = 1 << (gpus.bit_length() - 1)
