@@ -9,15 +9,17 @@ import msgspec
 
 from service.budget import budget_from_facts
 from service.budget import estimate as estimate_budget
+from service.budget.resolve import find_gpu, find_model
 from service.diagnosis import classify_text
-from service.errors import EmptyLogError
+from service.errors import EmptyLogError, InputError
 from service.fixes.diagnosis import with_fixes
 from service.packs import RulePacks
-from service.schemas import Budget, DiagnoseRequest, Diagnosis, EstimateRequest, Facts
+from service.schemas import Budget, DiagnoseRequest, Diagnosis, EstimateRequest, Facts, Finding
 
 __all__ = ["classify", "diagnose", "estimate"]
 
 MAX_LOG_CHARS = 64 * 2**20
+MAX_TOP = 50  # fixes one answer may carry
 
 
 def _request_facts(request: DiagnoseRequest) -> dict[str, object]:
@@ -62,11 +64,43 @@ def _budget_facts(diagnosis: Diagnosis) -> Facts:
     return msgspec.structs.replace(diagnosis.facts, free_gib=None) if stated_by_oom else diagnosis.facts
 
 
+def _unknown_hints(
+    request: DiagnoseRequest, diagnosis: Diagnosis, packs: RulePacks, budget: Budget | None
+) -> list[Finding]:
+    """A model or GPU hint the catalog does not know, said once, with the closest names."""
+    findings: list[Finding] = []
+    checks = (
+        (request.model, lambda name: find_model(packs.catalog, name)),
+        (request.gpu, lambda name: find_gpu(packs.catalog, name, None)),
+    )
+    consequence = (
+        "Without it there is no memory budget for this log."
+        if budget is None
+        else f"The budget uses the {budget.total_gib:g} GiB GPU the log states instead."
+    )
+    for hint, lookup in checks:
+        if not hint or not hint.strip():
+            continue
+        try:
+            lookup(hint.strip())
+        except InputError as exc:
+            findings.append(
+                Finding(
+                    rule="request-hint-unknown",
+                    phase=diagnosis.phase,
+                    severity="warning",
+                    message=f"{exc} {consequence}",
+                )
+            )
+    return findings
+
+
 def diagnose(request: DiagnoseRequest, packs: RulePacks) -> Diagnosis:
     """The full diagnosis: classification, the budget when model and GPU are known, ranked fixes."""
     diagnosis = classify(request, packs)
     budget = budget_from_facts(_budget_facts(diagnosis), packs.catalog)
-    diagnosis = msgspec.structs.replace(diagnosis, budget=budget)
+    findings = diagnosis.findings + _unknown_hints(request, diagnosis, packs, budget)
+    diagnosis = msgspec.structs.replace(diagnosis, budget=budget, findings=findings)
     return with_fixes(diagnosis, request, packs.fixes, packs.catalog)
 
 

@@ -30,7 +30,7 @@ __all__ = ["V1_HANDLERS", "health_handlers"]
 
 T = TypeVar("T", Diagnosis, Budget)
 
-MAX_TOP = 50
+MAX_TOP = core.MAX_TOP
 # Logs above this size are diagnosed on a worker thread so health probes still answer meanwhile.
 _THREAD_ABOVE_BYTES = 256 * 1024
 

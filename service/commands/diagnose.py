@@ -51,8 +51,8 @@ def _request(args: argparse.Namespace, data: bytes) -> DiagnoseRequest:
         raise InputError(
             f"The log is larger than {MAX_INPUT_BYTES // 2**20} MiB; paste the part around the failure."
         )
-    if args.top is not None and args.top < 0:
-        raise InputError("--top must be zero or a positive number.")
+    if args.top is not None and not 0 <= args.top <= core.MAX_TOP:
+        raise InputError(f"--top must be between 0 and {core.MAX_TOP}, not {args.top}.")
     return DiagnoseRequest(
         log=decode_bytes(data),
         model=args.model,
@@ -104,16 +104,19 @@ def run(args: argparse.Namespace) -> int:
         packs = load_packs()
         diagnosis = core.diagnose(request, packs)
     except FileNotFoundError:
-        print(f"vramdoc: the log file {args.file} does not exist.", file=sys.stderr)
+        print(f"vramdoc diagnose: The log file {args.file} does not exist.", file=sys.stderr)
         return EXIT_USAGE
     except OSError as exc:
-        print(f"vramdoc: the log file {args.file} cannot be read ({exc.strerror or exc}).", file=sys.stderr)
+        print(
+            f"vramdoc diagnose: The log file {args.file} cannot be read ({exc.strerror or exc}).",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     except InputError as exc:
-        print(f"vramdoc: {exc}", file=sys.stderr)
+        print(f"vramdoc diagnose: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except PackError as exc:
-        print(f"vramdoc: a rule pack is broken: {exc}", file=sys.stderr)
+        print(f"vramdoc diagnose: A rule pack is broken: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.json:
         sys.stdout.buffer.write(msgspec.json.encode(diagnosis) + b"\n")

@@ -56,3 +56,20 @@ def test_a_larger_gpu_is_named_from_the_catalog_when_one_exists(packs: RulePacks
     larger = [fix for fix in diagnose(request, packs).fixes if fix.id == "use-larger-gpu"]
     assert len(larger) == 1
     assert larger[0].change.startswith("run on ") and "GiB each" in larger[0].change
+
+
+@pytest.mark.parametrize(
+    ("hints", "named", "consequence"),
+    [
+        ({"model": "nosuch-model"}, "nosuch-model", "no memory budget"),
+        ({"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "nosuch-gpu"}, "nosuch-gpu", "23.65 GiB GPU"),
+    ],
+)
+def test_an_unknown_model_or_gpu_hint_is_said_with_its_consequence(
+    packs: RulePacks, hints: dict[str, str], named: str, consequence: str
+) -> None:
+    diagnosis = diagnose(DiagnoseRequest(log=OOM_70B_ON_4090, **hints), packs)
+    [finding] = [f for f in diagnosis.findings if f.rule == "request-hint-unknown"]
+    assert finding.severity == "warning"
+    assert named in (finding.message or "")
+    assert consequence in (finding.message or "")

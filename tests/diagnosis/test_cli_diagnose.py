@@ -131,3 +131,15 @@ def test_log_from_standard_input(monkeypatch: pytest.MonkeyPatch, capsys: pytest
 def test_folder_instead_of_a_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diagnose", str(tmp_path)]) == 2
     assert "is a folder" in capsys.readouterr().err
+
+
+def test_a_missing_log_file_is_one_sentence_naming_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagnose", "/nonexistent/vllm.log"]) == 2
+    assert capsys.readouterr().err == "vramdoc diagnose: The log file /nonexistent/vllm.log does not exist.\n"
+
+
+def test_top_above_the_api_cap_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "vllm.log"
+    log.write_text("INFO vLLM API server version 0.11.0\n")
+    assert main(["diagnose", "--top", "999", str(log)]) == 2
+    assert "--top must be between 0 and 50" in capsys.readouterr().err
