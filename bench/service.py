@@ -153,7 +153,12 @@ def main() -> None:
     )
     parser.add_argument("--per-row", type=int, default=2000, help="requests per endpoint and concurrency")
     parser.add_argument("--requests", type=int, default=20000, help="requests in the memory run")
-    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="server workers (default: one per CPU, as `vramdoc serve --workers $(nproc)` is deployed)",
+    )
     args = parser.parse_args()
 
     log = log_300_lines()
