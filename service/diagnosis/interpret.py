@@ -46,6 +46,7 @@ _STAGE_PHASE: dict[str, Phase] = {
     "serving": "runtime_oom",
 }
 
+_ENGINE_STAGES = ("loading", "profiling", "warmup", "serving")
 TRACEBACK = "Traceback (most recent call last)"
 HintFn = Callable[[], Phase | None]
 _FRAME_WINDOW = 400
@@ -126,6 +127,19 @@ class Context:
             high, size = low - 1, size * 4
         return eager[-1] if eager else None
 
+    def last_marker_after(self, after: int) -> Hit | None:
+        """The last marker of a running engine (loading onwards) after line `after`: config lines
+        and constructor calls only say an engine was being created, not how far it got."""
+        end = len(self.doc.lines)
+        found = [
+            h
+            for h in (*self.hits, *self.lazy(after + 1, end))
+            if h.line.number > after
+            and h.compiled.rule.kind != "frame"
+            and h.compiled.rule.stage in _ENGINE_STAGES
+        ]
+        return max(found, key=lambda h: h.line.number) if found else None
+
 
 def _traceback_start(doc: Document, line: Line, limit: int) -> int:
     """Line number of the traceback header (same process) that `line` ends, or a window start."""
@@ -165,7 +179,7 @@ def place_oom(ctx: Context, oom: Hit, hint: HintFn) -> Placement:
     given = hint()
     if given is not None:  # only set when the weights alone cannot fit: then nothing else could run
         return Placement(given, 0.6, "the model and GPU given", None)
-    for stage in ("loading", "serving"):
+    for stage in ("loading", "warmup", "serving"):
         sign = ctx.sign_anywhere(stage)
         if isinstance(sign, Hit):
             title = sign.compiled.rule.title.split(" (")[0]
@@ -174,6 +188,11 @@ def place_oom(ctx: Context, oom: Hit, hint: HintFn) -> Placement:
         if sign is not None:
             title = sign.rule.title.split(" (")[0]
             return Placement(_STAGE_PHASE[stage], 0.55, f"{title[0].lower()}{title[1:]}", None)
+    # an OOM stated before the log it belongs to (an issue title, a sentence above the paste) happened
+    # after the last stage that log reached
+    last = ctx.last_marker_after(line.number)
+    if last is not None and last.compiled.rule.stage is not None:
+        return Placement(_STAGE_PHASE[last.compiled.rule.stage], 0.5, "log lines after it", last.line.number)
     phase = oom.compiled.rule.phase or "warmup_oom"
     return Placement(phase, 0.5, "no context around it", None)
 

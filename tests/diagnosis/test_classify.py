@@ -211,3 +211,51 @@ def test_a_value_of_the_wrong_type_is_dropped_not_raised() -> None:
     assert found.to_facts().max_model_len == 2048
     assert found.to_facts().gpu_memory_utilization is None
     assert "gpu_memory_utilization" not in found.sources
+
+
+def test_oom_stated_in_a_title_is_placed_by_the_stage_lines_after_it(run_classify: Classify) -> None:
+    log = (
+        "[Usage]: OOM when using my vision model\n"
+        "INFO 09-27 11:18:22 model_runner.py:1025] Loading model weights took 19.9073 GB\n"
+        "INFO 09-27 11:18:35 enc_dec_model_runner.py:297] Starting profile run for multi-modal models.\n"
+        "[rank0]: Traceback (most recent call last):\n"
+    )
+    diagnosis = run_classify(log)
+    assert diagnosis.phase == "warmup_oom"
+
+
+def test_a_constructor_call_after_a_stated_oom_does_not_place_it(run_classify: Classify) -> None:
+    log = (
+        "CUDA out of memory when setting limit_mm_per_prompt\n"
+        "[rank0]: Traceback (most recent call last):\n"
+        '[rank0]:   File "test.py", line 31, in <module>\n'
+        "[rank0]:     llm = LLM(\n"
+    )
+    assert run_classify(log).phase == "warmup_oom"
+
+
+def test_vllm_advisories_mentioning_oom_are_not_a_stated_oom(run_classify: Classify) -> None:
+    log = (
+        "WARNING 02-27 12:00:11 arg_utils.py:1135] The model has a long context length (131072). "
+        "This may cause OOM errors during the initial memory profiling phase.\n"
+        "which may require lowering --gpu-memory-utilization to avoid OOM.\n"
+    )
+    assert run_classify(log).phase == "no_failure"
+
+
+def test_a_real_failure_outranks_an_oom_the_reporter_mentions(run_classify: Classify) -> None:
+    log = (
+        "Getting OOM when I start the server\n"
+        "ValueError: Free memory on device (14.92/23.65 GiB) on startup is less than desired GPU memory "
+        "utilization (0.9, 21.28 GiB). Decrease GPU memory utilization or reduce GPU memory used by other "
+        "processes.\n"
+    )
+    assert run_classify(log).phase == "startup_budget"
+
+
+def test_an_oom_at_sleep_mode_wake_up_is_runtime_oom(run_classify: Classify) -> None:
+    log = (
+        "when vLLM wakes up from sleep mode, and there's not enough memory, there is an error:\n"
+        "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:56\n"
+    )
+    assert run_classify(log).phase == "runtime_oom"
