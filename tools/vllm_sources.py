@@ -54,12 +54,22 @@ def latest_patch_per_minor(versions: list[Version]) -> list[Version]:
     return [best[k] for k in sorted(best)]
 
 
-def fetch(version: str, root: Path) -> Path:
-    target = root / version
-    if (target / ".complete").exists():
-        return target
-    with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run(
+PLATFORMS = (
+    "manylinux_2_31_x86_64",
+    "manylinux_2_28_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+)
+# Old releases ship cp38-cp311 wheels, new ones need 3.11+: ask for each until one is found.
+PYTHONS = ("3.10", "3.12")
+
+
+def _download_wheel(version: str, into: str) -> None:
+    platforms = [arg for tag in PLATFORMS for arg in ("--platform", tag)]
+    for python in PYTHONS:
+        done = subprocess.run(
             [
                 sys.executable,
                 "-m",
@@ -68,28 +78,29 @@ def fetch(version: str, root: Path) -> Path:
                 f"vllm=={version}",
                 "--no-deps",
                 "--only-binary=:all:",
-                "--platform",
-                "manylinux_2_28_x86_64",
-                "--platform",
-                "manylinux_2_24_x86_64",
-                "--platform",
-                "manylinux_2_31_x86_64",
-                "--platform",
-                "manylinux_2_17_x86_64",
-                "--platform",
-                "manylinux2014_x86_64",
-                "--platform",
-                "manylinux1_x86_64",
+                *platforms,
                 "--python-version",
-                "3.10",
+                python,
                 "--implementation",
                 "cp",
                 "-q",
                 "-d",
-                tmp,
+                into,
             ],
-            check=True,
+            capture_output=True,
+            text=True,
         )
+        if done.returncode == 0:
+            return
+    raise subprocess.CalledProcessError(done.returncode, done.args, done.stdout, done.stderr)
+
+
+def fetch(version: str, root: Path) -> Path:
+    target = root / version
+    if (target / ".complete").exists():
+        return target
+    with tempfile.TemporaryDirectory() as tmp:
+        _download_wheel(version, tmp)
         wheel = next(Path(tmp).glob("*.whl"))
         if target.exists():
             shutil.rmtree(target)
