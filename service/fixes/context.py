@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from service.fixes.command import ParsedCommand
-from service.fixes.versions import Version, VersionSpan
+from service.packs.fixes import FixPack
 from service.schemas import Budget, Facts, Finding, GpuInfo, Phase, Snapshot
-
-if TYPE_CHECKING:
-    from service.packs.fixes import FixPack
+from service.versions import Version, VersionSpan
 
 __all__ = ["GIB", "Catalog", "FixContext", "GpuChoice", "Proposal"]
 

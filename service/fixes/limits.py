@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 
-from service.fixes.versions import Version
+from service import budget
+from service.versions import Version
 
 __all__ = [
     "GIB",
@@ -30,10 +31,15 @@ STARTUP_MARGIN_GIB = 0.5
 _NEWEST: Version = (999, 0, 0)
 
 
-def passes_startup(free_gib: float, total_gib: float, utilization: float) -> bool:
-    """vLLM's startup check (0.9.1+): free bytes ≥ ceil(total bytes × utilization)."""
-    requested = math.ceil(total_gib * GIB * utilization)
-    return requested <= free_gib * GIB
+def _bytes(gib: float) -> int:
+    return round(gib * GIB)
+
+
+def passes_startup(free_gib: float, total_gib: float, utilization: float, margin_gib: float = 0.0) -> bool:
+    """vLLM's startup check (0.9.1+) in GiB, with `margin_gib` left free (service.budget.startup)."""
+    return budget.passes_startup(
+        _bytes(free_gib), _bytes(total_gib), utilization, margin_bytes=_bytes(margin_gib)
+    )
 
 
 def round_down(value: float, step: float = 0.01) -> float:
@@ -52,13 +58,9 @@ def max_passing_utilization(
 
     None when not even 0.01 passes (the GPU is essentially full).
     """
-    if total_gib <= 0:
-        return None
-    cents = math.floor(round((free_gib - margin_gib) / total_gib * 100, 6))
-    cents = min(cents, 100)
-    while cents >= 1 and not passes_startup(free_gib - margin_gib, total_gib, cents / 100):
-        cents -= 1
-    return cents / 100 if cents >= 1 else None
+    return budget.max_passing_utilization(
+        _bytes(free_gib), _bytes(total_gib), margin_bytes=_bytes(margin_gib)
+    )
 
 
 def divisors(n: int) -> list[int]:

@@ -15,9 +15,9 @@ from typing import Any
 
 import re2
 
+from service.errors import PackError
 from service.packs.catalog import Catalog, load_catalog
 from service.packs.fixes import FixPack, load_fix_recipes
-from service.packs.loader import PackError
 from service.packs.signatures import OPTIONS, CompiledRule, compile_pack, pack_files
 
 __all__ = [

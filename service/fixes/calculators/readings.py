@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from service.fixes.context import FixContext
 from service.fixes.limits import default_utilization
-from service.fixes.versions import Version
+from service.versions import Version
 
 __all__ = [
     "STARTUP_PHASES",
