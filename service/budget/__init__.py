@@ -5,6 +5,7 @@ builds the same request from what a diagnosis read in a log. This module's names
 public surface: other packages (fixes, diagnosis, core) import these, never the modules below.
 """
 
+from service.budget.defaults import default_utilization, scheduler_defaults
 from service.budget.plan import GIB, budget_from_facts, estimate
 from service.budget.resolve import find_gpu, find_model
 from service.budget.startup import max_passing_utilization, passes_startup, requested_bytes
@@ -13,6 +14,7 @@ from service.budget.weights import parameter_count
 __all__ = [
     "GIB",
     "budget_from_facts",
+    "default_utilization",
     "estimate",
     "find_gpu",
     "find_model",
@@ -20,4 +22,5 @@ __all__ = [
     "parameter_count",
     "passes_startup",
     "requested_bytes",
+    "scheduler_defaults",
 ]

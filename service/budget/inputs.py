@@ -7,9 +7,9 @@ records the notes a person should read (assumed version, refused flags, a GPU na
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 from service.budget.config import model_from_config
+from service.budget.defaults import default_utilization, scheduler_defaults
 from service.budget.resolve import (
     ResolvedGpu,
     find_gpu,
@@ -21,12 +21,10 @@ from service.budget.resolve import (
 from service.errors import InvalidConfigError
 from service.packs.catalog import (
     Catalog,
-    DefaultsEra,
     DtypeSpec,
     KvDtypeSpec,
     ModelSpec,
     QuantMethodSpec,
-    Stepped,
     version_tuple,
 )
 from service.schemas import EstimateRequest
@@ -98,15 +96,6 @@ def _validate(request: EstimateRequest) -> None:
         raise InvalidConfigError("kv_cache_memory_bytes cannot be negative.")
     if request.free_gib is not None and not request.free_gib >= 0:
         raise InvalidConfigError(f"free_gib must be a number of GiB, zero or more, not {request.free_gib}.")
-
-
-_E = TypeVar("_E", DefaultsEra, Stepped)
-
-
-def _era(entries: list[_E], version: tuple[int, int, int]) -> _E:
-    """The entry in force at `version`; releases older than the catalog's first use its first entry."""
-    current = [e for e in entries if version_tuple(e.since) <= version]
-    return current[-1] if current else entries[0]
 
 
 def _model(
@@ -186,17 +175,6 @@ def _quantization(
     return method
 
 
-def _scheduler_defaults(run_gpu: ResolvedGpu, catalog: Catalog, v: tuple[int, int, int]) -> tuple[int, int]:
-    """max_num_seqs and max_num_batched_tokens `vllm serve` picks for this device and release."""
-    era = _era(catalog.engine.defaults, v)
-    gpu_id = run_gpu.spec.id.lower() if run_gpu.spec else ""
-    for tier in era.tiers:
-        excluded = any(gpu_id.startswith(prefix.lower()) for prefix in tier.exclude)
-        if run_gpu.total_gib >= tier.min_total_gib and not excluded:
-            return tier.max_num_seqs, tier.max_num_batched_tokens
-    raise AssertionError("the last tier has min_total_gib 0")
-
-
 def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
     """Every input of the estimate as a number; raises InputError subclasses for bad input."""
     _validate(request)
@@ -251,8 +229,10 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
         )
     util = request.gpu_memory_utilization
     if util is None:
-        util = _era(engine.gpu_memory_utilization, version_t).value
-    seqs, batched = _scheduler_defaults(gpu, catalog, version_t)
+        util = default_utilization(engine, version_t)
+    defaults = scheduler_defaults(engine, version_t, gpu.spec.id if gpu.spec else gpu.name, gpu.total_gib)
+    assert defaults is not None  # only None when no GPU name is known; the budget always has one
+    seqs, batched = defaults
     max_num_seqs = request.max_num_seqs or seqs
     max_num_batched_tokens = min(request.max_num_batched_tokens or batched, max_num_seqs * max_model_len)
     kv_bytes = request.kv_cache_memory_bytes

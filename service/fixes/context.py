@@ -84,6 +84,7 @@ class FixContext:
     phase: Phase
     facts: Facts
     sources: Mapping[str, str]
+    pack: FixPack
     findings: Sequence[Finding] = ()
     lines: Sequence[str] = ()
     budget: Budget | None = None
@@ -94,7 +95,6 @@ class FixContext:
     floor_known: bool = False
     command: ParsedCommand | None = None
     catalog: Catalog | None = None
-    pack: FixPack | None = None
     gpus_present: int | None = None
     flag: str | None = None
 
@@ -115,7 +115,5 @@ class FixContext:
 
     def flag_exists(self, name: str) -> bool:
         """Whether the flag exists in the user's version, per the flag history."""
-        if self.pack is None:
-            return True
         spec = self.pack.flag(name)
         return spec is None or all(spec.exists(v) for v in self.span)

@@ -9,14 +9,10 @@ from __future__ import annotations
 import math
 
 from service import budget
-from service.versions import Version
 
 __all__ = [
     "GIB",
     "STARTUP_MARGIN_GIB",
-    "default_max_num_batched_tokens",
-    "default_max_num_seqs",
-    "default_utilization",
     "divisors",
     "max_passing_utilization",
     "passes_startup",
@@ -28,7 +24,6 @@ GIB = 2**30
 # Kept free below what the log says is free: the log rounds to 0.01 GiB, other processes move a
 # little between runs, and a new CUDA context costs a few hundred MiB that may not have been counted.
 STARTUP_MARGIN_GIB = 0.5
-_NEWEST: Version = (999, 0, 0)
 
 
 def _bytes(gib: float) -> int:
@@ -66,50 +61,3 @@ def max_passing_utilization(
 def divisors(n: int) -> list[int]:
     """Every tensor-parallel size that divides `n` attention heads evenly, ascending."""
     return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def default_utilization(version: Version | None) -> float:
-    """`--gpu-memory-utilization` default: 0.90 through 0.19.x, 0.92 from 0.20.0."""
-    return 0.92 if (version or _NEWEST) >= (0, 20, 0) else 0.90
-
-
-def _big_tier(version: Version, gpu_name: str | None, total_gib: float) -> bool | None:
-    """Whether vLLM puts this GPU in its large-memory tier of scheduler defaults (V1, 0.8.5+)."""
-    if version >= (0, 28, 0) and total_gib >= 160:
-        return True
-    if total_gib < 70:
-        return False
-    if gpu_name is None:
-        return None
-    name = gpu_name.lower()
-    if version >= (0, 9, 0) and "a100" in name:
-        return False
-    return not (version >= (0, 33, 0) and "gb10" in name)
-
-
-def default_max_num_seqs(
-    version: Version | None, gpu_name: str | None, total_gib: float | None
-) -> int | None:
-    """vLLM's `--max-num-seqs` default for `vllm serve` on this GPU, or None when it cannot be known."""
-    v = version or _NEWEST
-    if v < (0, 8, 0):
-        return 256
-    if v < (0, 8, 5):
-        return 1024
-    if total_gib is None:
-        return None
-    big = _big_tier(v, gpu_name, total_gib)
-    return None if big is None else (1024 if big else 256)
-
-
-def default_max_num_batched_tokens(
-    version: Version | None, gpu_name: str | None, total_gib: float | None
-) -> int | None:
-    """vLLM's `--max-num-batched-tokens` default for `vllm serve` (V1 with chunked prefill)."""
-    v = version or _NEWEST
-    if v < (0, 8, 5) or total_gib is None:
-        return None
-    if v >= (0, 28, 0) and total_gib >= 160:
-        return 16384
-    big = _big_tier(v, gpu_name, total_gib)
-    return None if big is None else (8192 if big else 2048)

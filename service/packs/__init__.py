@@ -145,7 +145,7 @@ def load_packs(rules_dir: Path | None = None) -> RulePacks:
         raise PackError(str(root), "is not a rules folder (set VRAMDOC_RULES_DIR to one)")
     signatures = load_signatures(root)
     catalog = load_catalog(root)
-    fixes = load_fix_recipes(root)
+    fixes = load_fix_recipes(root, catalog.engine)
     return RulePacks(
         signatures=signatures,
         digest=_digest(root, pack_files(root)),

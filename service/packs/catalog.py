@@ -18,6 +18,7 @@ from service.errors import PackError
 from service.packs.loader import load_yaml_file
 
 __all__ = [
+    "ENGINE_FILE",
     "Catalog",
     "CatalogIndex",
     "CheckpointSpec",
@@ -46,6 +47,7 @@ __all__ = [
     "version_tuple",
 ]
 
+ENGINE_FILE = "engines.yaml"
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
 _CAPABILITY = re.compile(r"^\d{1,2}\.\d$")
 
@@ -550,6 +552,6 @@ def load_catalog(rules_dir: Path) -> Catalog:
     models = load_yaml_file(folder / "models.yaml", ModelCatalog, root=rules_dir)
     gpus = load_yaml_file(folder / "gpus.yaml", GpuCatalog, root=rules_dir)
     dtypes = load_yaml_file(folder / "dtypes.yaml", DtypeCatalog, root=rules_dir)
-    engine = load_yaml_file(folder / "engines.yaml", EngineFacts, root=rules_dir)
+    engine = load_yaml_file(folder / ENGINE_FILE, EngineFacts, root=rules_dir)
     _check_references(models, dtypes, "catalog/models.yaml")
     return Catalog(models=models, gpus=gpus, dtypes=dtypes, engine=engine, index=build_index(models, gpus))

@@ -17,7 +17,8 @@ import msgspec
 import yaml
 
 from service.errors import PackError
-from service.packs.loader import decode_yaml, yaml_line
+from service.packs.catalog import ENGINE_FILE, EngineFacts
+from service.packs.loader import decode_yaml, load_yaml_file, yaml_line
 from service.schemas import Facts, Finding, Phase, Snapshot
 from service.versions import Version, VersionSpan, flag_exists, parse_version
 
@@ -155,12 +156,15 @@ class RecipeOrigin(_Pack, frozen=True):
 class FixPack(_Pack, frozen=True):
     """Every active recipe, in file order, with the flag history.
 
-    Packs are data: which calculator names exist is known only to `service.fixes`, which checks
+    `engine` is `rules/catalog/engines.yaml` (the same decoded record the catalog holds), for the
+    defaults a fix assumes when a flag is not given. Packs are data: which calculator names exist
+    is known only to `service.fixes`, which checks
     `calculator_origins` when the rules are loaded (`service.core.load_rules`).
     """
 
     recipes: tuple[FixRecipe, ...]
     flags: dict[str, FlagSpec]
+    engine: EngineFacts
     calculator_origins: dict[str, RecipeOrigin] = msgspec.field(default_factory=dict)
 
     def flag(self, name: str) -> FlagSpec | None:
@@ -194,8 +198,13 @@ def _check_recipes(file: str, text: str, pack: _RecipeFile, flags: dict[str, Fla
                 )
 
 
-def load_fix_recipes(rules_dir: Path) -> FixPack:
-    """Load `rules_dir/fixes/*.yaml`: the flag history, then every recipe file, checked."""
+def load_fix_recipes(rules_dir: Path, engine: EngineFacts | None = None) -> FixPack:
+    """Load `rules_dir/fixes/*.yaml`: the flag history, then every recipe file, checked.
+
+    `engine` is the catalog's engine facts when already loaded, else read from `catalog/engines.yaml`.
+    """
+    if engine is None:
+        engine = load_yaml_file(rules_dir / "catalog" / ENGINE_FILE, EngineFacts, root=rules_dir)
     folder = rules_dir / "fixes"
     root = rules_dir
     flags_path = folder / FLAGS_FILE
@@ -227,7 +236,7 @@ def load_fix_recipes(rules_dir: Path) -> FixPack:
                 recipes.append(recipe)
     if not recipes:
         raise PackError(_shown(folder, root), "holds no fix recipes")
-    return FixPack(recipes=tuple(recipes), flags=flags, calculator_origins=origins)
+    return FixPack(recipes=tuple(recipes), flags=flags, engine=engine, calculator_origins=origins)
 
 
 def _shown(path: Path, root: Path) -> str:

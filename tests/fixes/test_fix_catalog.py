@@ -128,7 +128,9 @@ def test_the_fix_offers_the_utilization_the_budget_says_passes(pack: FixPack, lo
     assert budget.total_gib == 79.19 and budget.startup_check.passes is False
     best = budget.startup_check.max_passing_utilization
     assert best == 0.25 and budget.min_gpu_memory_utilization == 0.25
-    facts = Facts(model=model, gpu_memory_utilization=0.9, free_gib=20.0, total_gib=79.19, requested_gib=71.27)
+    facts = Facts(
+        model=model, gpu_memory_utilization=0.9, free_gib=20.0, total_gib=79.19, requested_gib=71.27
+    )
     fixes = rank_fixes(
         FixRequest(phase="startup_budget", facts=facts, budget=budget, engine_version="0.11.0", top=10),
         pack,
@@ -197,3 +199,20 @@ def test_fp8_weights_are_never_offered_on_a_named_gpu_below_compute_capability_8
             FixRequest(phase="weights_oom", facts=facts, engine_version="0.10.2", top=10), pack, lookup
         )
         assert any(f.change == "--quantization fp8" for f in fixes) == offered, gpu
+
+
+def test_budget_and_fixes_assume_the_same_scheduler_defaults_on_an_a800(pack: FixPack) -> None:
+    """Issue 11: engines.yaml excluded the A800 from the large tier, fixes/limits.py did not. vLLM
+    0.9.2 to 0.33.0 test `"a100" not in device_name`, so an A800 gets 1024 sequences and 8192
+    batched tokens; both layers now read that from engines.yaml."""
+    budget = _budget(model="Qwen/Qwen2.5-7B-Instruct", gpu="A800", vllm_version="0.11.0")
+    a100 = _budget(model="Qwen/Qwen2.5-7B-Instruct", gpu="A100-80GB", vllm_version="0.11.0")
+    assert budget.activation_peak_gib > a100.activation_peak_gib  # 8192 batched tokens vs 2048
+    evidence = ["CUDA out of memory occurred when warming up sampler with 1024 dummy requests."]
+    for gpu, halved in (("NVIDIA A800-SXM4-80GB", "512"), ("NVIDIA A100-SXM4-80GB", "128")):
+        facts = Facts(gpu_name=gpu, total_gib=79.15)
+        fixes = rank_fixes(
+            FixRequest(phase="warmup_oom", facts=facts, engine_version="0.11.0", evidence=evidence), pack
+        )
+        seqs = next(f for f in fixes if f.id == "lower-max-num-seqs")
+        assert seqs.change == f"--max-num-seqs {halved}", gpu

@@ -29,6 +29,8 @@ def _rules(tmp_path: Path, recipes: str) -> Path:
     folder = tmp_path / "rules" / "fixes"
     folder.mkdir(parents=True)
     shutil.copy(RULES / "fixes" / "flags.yaml", folder / "flags.yaml")
+    (tmp_path / "rules" / "catalog").mkdir()
+    shutil.copy(RULES / "catalog" / "engines.yaml", tmp_path / "rules" / "catalog" / "engines.yaml")
     (folder / "kv.yaml").write_text(recipes, encoding="utf-8")
     return tmp_path / "rules"
 
