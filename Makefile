@@ -26,6 +26,7 @@ lint: setup
 	$(BIN)/ruff check service bot tests bench
 	$(BIN)/ruff format --check service bot tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: setup
 	$(BIN)/python bench/classify.py
