@@ -9,7 +9,8 @@ Healthy excerpts (tests/diagnosis/healthy_excerpts) count as flagged when they g
 
 Two probes repeat the earlier rounds' robustness checks: the leave-out windows (each excerpt cut to
 ±k lines around its deciding line: the `decisive_line` key, else the first backticked quote of the
-note found in the log) and the terminal re-wrap probe (every line hard-wrapped at W columns).
+note found in the log, else, for a case classified right, the line its diagnosis says decided
+it) and the terminal re-wrap probe (every line hard-wrapped at W columns).
 
     python tools/score_corpus.py gh4-                       # one round, by name prefix
     python tools/score_corpus.py 'gh[23]-*' --windows 8,3,1 --wrap 80
@@ -41,7 +42,8 @@ REPO = TOOLS.parent
 GROUPS = ("line", "frame", "words", "unset")
 KNOWN_MISS = re.compile(r"^known_miss:.*(?:\n(?=[ \t]).*)*\n?", re.MULTILINE)
 
-Classify = Callable[[str, dict[str, str]], tuple[str, dict[str, Any], bool, str]]
+Classify = Callable[[str, dict[str, str]], "Outcome"]
+DECIDED = re.compile(r"Decided by line (\d+)")
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,17 @@ class Case:
     known_miss: str | None
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What the classifier said about one text."""
+
+    phase: str
+    facts: dict[str, Any]
+    error_finding: bool
+    summary: str
+    decided_line: int | None
+
+
 @dataclass
 class Result:
     case: Case
@@ -66,6 +79,7 @@ class Result:
     facts_ok: int
     facts_wrong: list[str] = field(default_factory=list)
     reason: str = ""
+    decided_line: int | None = None
 
     @property
     def phase_ok(self) -> bool:
@@ -90,11 +104,17 @@ def _classifier(code: Path) -> Classify:
         raise SystemExit(f"imported {service.__file__}, not {code}/service: run without an installed copy")
     packs = load_packs(code / "rules")
 
-    def run(log: str, hints: dict[str, str]) -> tuple[str, dict[str, Any], bool, str]:
+    def run(log: str, hints: dict[str, str]) -> Outcome:
         diagnosis = classify(DiagnoseRequest(log=log, **hints), packs)  # type: ignore[arg-type]
-        errors = any(f.severity == "error" for f in diagnosis.findings)
-        facts = msgspec.to_builtins(diagnosis.facts)
-        return diagnosis.phase, facts, errors, diagnosis.summary
+        decided = DECIDED.search(diagnosis.summary)
+        root = [f.line for f in diagnosis.findings if f.phase == diagnosis.phase and f.line]
+        return Outcome(
+            phase=diagnosis.phase,
+            facts=msgspec.to_builtins(diagnosis.facts),
+            error_finding=any(f.severity == "error" for f in diagnosis.findings),
+            summary=diagnosis.summary,
+            decided_line=int(decided.group(1)) if decided else (root[0] if root else None),
+        )
 
     return run
 
@@ -165,15 +185,16 @@ def _same(expected: Any, actual: Any) -> bool:
 
 
 def _score(case: Case, log: str, classify: Classify) -> Result:
-    phase, facts, errors, summary = classify(log, case.hints)
-    if case.phase == "no_failure" and phase == "no_failure" and errors:
+    outcome = classify(log, case.hints)
+    phase, facts, summary = outcome.phase, outcome.facts, outcome.summary
+    if case.phase == "no_failure" and phase == "no_failure" and outcome.error_finding:
         phase = "no_failure+error-finding"
     wrong = [
         f"{name} {expected!r} (got {facts.get(name)!r})"
         for name, expected in case.facts.items()
         if not _same(expected, facts.get(name))
     ]
-    result = Result(case, phase, len(case.facts) - len(wrong), wrong)
+    result = Result(case, phase, len(case.facts) - len(wrong), wrong, decided_line=outcome.decided_line)
     parts = []
     if not result.phase_ok:
         gist = " ".join(summary.split()).split(". ")[0].rstrip(".")
@@ -184,11 +205,19 @@ def _score(case: Case, log: str, classify: Classify) -> Result:
     return result
 
 
-def _window(case: Case, k: int) -> str | None:
-    if case.decisive is None:
-        return None
-    lines = case.log.splitlines()
-    return "\n".join(lines[max(0, case.decisive - k) : case.decisive + k + 1])
+def _deciding(result: Result) -> int | None:
+    """The case's own deciding line, else (when the full excerpt is classified right) the line the
+    diagnosis says decided it: the earlier rounds' notes rarely quote their line."""
+    if result.case.decisive is not None:
+        return result.case.decisive
+    if result.phase_ok and result.decided_line:
+        return result.decided_line - 1
+    return None
+
+
+def _window(log: str, index: int, k: int) -> str:
+    lines = log.splitlines()
+    return "\n".join(lines[max(0, index - k) : index + k + 1])
 
 
 def _rewrap(log: str, width: int) -> str:
@@ -235,28 +264,27 @@ def _report(results: Sequence[Result]) -> list[str]:
 
 
 def _probes(
-    cases: Sequence[Case], classify: Classify, windows: Iterable[int], widths: Iterable[int]
+    results: Sequence[Result], classify: Classify, windows: Iterable[int], widths: Iterable[int]
 ) -> list[str]:
     out = []
-    failing = [c for c in cases if c.phase != "no_failure"]
-    located = [c for c in failing if c.decisive is not None]
-    full = sum(_score(c, c.log, classify).phase_ok for c in located)
-    counts = [f"full {full}"]
+    failing = [r for r in results if r.case.phase != "no_failure"]
+    located = [(r, index) for r in failing if (index := _deciding(r)) is not None]
+    counts = [f"full {sum(r.phase_ok for r, _ in located)}"]
     for k in windows:
-        kept = sum(_score(c, _window(c, k) or "", classify).phase_ok for c in located)
+        kept = sum(_score(r.case, _window(r.case.log, i, k), classify).phase_ok for r, i in located)
         counts.append(f"±{k} {kept}")
     out.append(
         f"leave-out windows ({len(located)} of {len(failing)} cases with a deciding line): "
         + ", ".join(counts)
     )
-    healthy = [c for c in cases if c.phase == "no_failure"]
+    healthy = [r.case for r in results if r.case.phase == "no_failure"]
     for width in widths:
-        wrapped = [_score(c, _rewrap(c.log, width), classify) for c in failing]
-        facts = sum(r.facts_ok for r in wrapped)
-        asserted = sum(len(r.case.facts) for r in wrapped)
+        wrapped = [_score(r.case, _rewrap(r.case.log, width), classify) for r in failing]
+        facts = sum(w.facts_ok for w in wrapped)
+        asserted = sum(len(w.case.facts) for w in wrapped)
         calm = sum(_score(c, _rewrap(c.log, width), classify).phase == "no_failure" for c in healthy)
         out.append(
-            f"re-wrap at {width} columns: phase {_pct(sum(r.phase_ok for r in wrapped), len(wrapped))}, "
+            f"re-wrap at {width} columns: phase {_pct(sum(w.phase_ok for w in wrapped), len(wrapped))}, "
             f"facts {_pct(facts, asserted)}, healthy still no_failure {calm}/{len(healthy)}"
         )
     return out
@@ -325,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = [_score(c, c.log, classify) for c in cases]
     print("\n".join(_report(results)))
     if not args.no_probes:
-        print("\n".join(_probes(cases, classify, args.windows, args.wrap)))
+        print("\n".join(_probes(results, classify, args.windows, args.wrap)))
     if args.table:
         print("\n" + "\n".join(_table(results)))
     if args.update_known_misses:
