@@ -23,7 +23,7 @@ from .profiles import LOGGED_COUNTS, LOGGED_GIB, STATED_INPUTS, Point, load_poin
 POINTS = load_points()
 WITH_EXCERPT = [p for p in POINTS if p.excerpt is not None]
 FIELDS = {f.name for f in msgspec.structs.fields(Point)}
-VERSION = re.compile(r"^\d+\.\d+\.\d+(?:\.post\d+)?$")
+VERSION = re.compile(r"^\d+\.\d+\.\d+(?:\.\d+|\.post\d+)?$")
 
 
 def _decimal_pattern(value: float) -> str:
