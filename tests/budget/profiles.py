@@ -69,15 +69,21 @@ class Point(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=Tru
 
     @property
     def thread(self) -> str:
-        """The discussion a point comes from: owner/repo#number for GitHub, else the page."""
-        github = _GITHUB_THREAD.match(self.url)
-        if github:
+        """The discussion a point comes from, for leave-one-thread-out.
+
+        owner/repo#number for a GitHub issue or pull request; owner/repo for files committed in a
+        repository (one author's runs); otherwise the page without its anchor.
+        """
+        github = _GITHUB.match(self.url)
+        if github and github["number"]:
             return f"{github['repo']}#{github['number']}"
+        if github:
+            return github["repo"]
         return self.url.split("#", 1)[0]
 
 
-_GITHUB_THREAD = re.compile(
-    r"https://github\.com/(?P<repo>[\w.-]+/[\w.-]+)/(?:issues|pull|discussions)/(?P<number>\d+)"
+_GITHUB = re.compile(
+    r"https://github\.com/(?P<repo>[\w.-]+/[\w.-]+)(?:/(?:issues|pull|discussions)/(?P<number>\d+))?"
 )
 
 # Logged GiB figures, and the count fields, that an excerpt must contain verbatim.

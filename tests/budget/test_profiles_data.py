@@ -48,6 +48,13 @@ def _gib_in(excerpt: str, value: float) -> bool:
     return re.search(_decimal_pattern(value) + unit, excerpt) is not None
 
 
+def test_threads_group_one_discussion_or_repository() -> None:
+    """Leave-one-thread-out needs the grouping: comments of one issue, files of one repository."""
+    by_thread = {p.thread for p in POINTS}
+    assert "vllm-project/vllm#10517" in by_thread and "llm-d/llm-d-benchmark" in by_thread
+    assert len(by_thread) < len(POINTS)
+
+
 def test_ids_are_unique() -> None:
     ids = [p.id for p in POINTS]
     assert len(set(ids)) == len(ids), sorted({i for i in ids if ids.count(i) > 1})
