@@ -16,12 +16,14 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
-import yaml
 
 from service.errors import PackError
+
+if TYPE_CHECKING:
+    import yaml
 
 __all__ = ["PackError", "decode_yaml", "load_yaml_file", "locate", "pack_cache_dir", "yaml_line"]
 
@@ -29,8 +31,6 @@ T = TypeVar("T")
 
 CACHE_ENV = "VRAMDOC_PACK_CACHE"
 _CACHE_FORMAT = b"vramdoc-pack-cache-1\0"
-# libyaml's loader when PyYAML was built with it (wheels are); the pure-Python one otherwise.
-_FAST_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _SCHEMA_DIGESTS: dict[Any, bytes] = {}
 
 _PATH_PART = re.compile(r"\.([A-Za-z_][A-Za-z0-9_\-]*)|\[(\d+)\]|\[['\"](.+?)['\"]\]")
@@ -46,8 +46,22 @@ def _path_parts(path: str) -> list[str | int]:
     return parts
 
 
+def _yaml() -> Any:
+    """PyYAML, imported on first use: a start-up served from the cache never needs it."""
+    import yaml
+
+    return yaml
+
+
+def _loader() -> Any:
+    """libyaml's loader when PyYAML was built with it (wheels are); the pure-Python one otherwise."""
+    yaml = _yaml()
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def yaml_line(node: yaml.Node | None, path: str) -> tuple[int | None, str | None]:
     """The 1-based line of the node at `path` and the id of the enclosing rule, if any."""
+    yaml = _yaml()
     rule_id: str | None = None
     line = node.start_mark.line + 1 if node is not None else None
     for part in _path_parts(path):
@@ -75,8 +89,9 @@ def yaml_line(node: yaml.Node | None, path: str) -> tuple[int | None, str | None
 
 def locate(text: str, path: str) -> tuple[int | None, str | None]:
     """The line and enclosing rule id of `path` in a pack's text (composes the tree: errors only)."""
+    yaml = _yaml()
     try:
-        node = yaml.compose(text, Loader=_FAST_LOADER)
+        node = yaml.compose(text, Loader=_loader())
     except yaml.YAMLError:
         return None, None
     return yaml_line(node, path)
@@ -139,8 +154,9 @@ def decode_yaml(text: str, type_: type[T], *, file: str) -> T:
     hit = _cached(cache, type_)
     if hit is not None:
         return hit
+    yaml = _yaml()
     try:
-        raw: Any = yaml.load(text, Loader=_FAST_LOADER)
+        raw: Any = yaml.load(text, Loader=_loader())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
