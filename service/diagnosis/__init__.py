@@ -36,7 +36,7 @@ def classify_text(
     def ask_hint() -> Phase | None:
         if hint is not None:
             return hint
-        early = collect_facts(hits, set(), request_facts or {}, command, vllm_version)
+        early = collect_facts(hits, set(), request_facts or {}, command, vllm_version, packs.fixes)
         return budget_hint(early.values, packs.catalog) or weights_hint(early.values)
 
     verdict = interpret(Context(doc, packs.signatures, hits), functools.cache(ask_hint))
@@ -53,7 +53,7 @@ def classify_text(
     if verdict.root is not None:
         decisive_lines.add(verdict.root.line.number)
         decisive_lines.update(h.line.number for h in hits if h.line.number == verdict.root.line.number)
-    found = collect_facts(hits, decisive_lines, request_facts or {}, command, version_text)
+    found = collect_facts(hits, decisive_lines, request_facts or {}, command, version_text, packs.fixes)
     facts = found.to_facts()
     title, summary = describe(verdict, facts)
     return Diagnosis(

@@ -16,6 +16,7 @@ import msgspec
 
 from service.diagnosis.command import FlagIssue, parse_command
 from service.diagnosis.scan import Hit
+from service.packs.fixes import FixPack
 from service.packs.signatures import SignatureRule, parse_version
 from service.schemas import Engine, Facts
 
@@ -84,6 +85,7 @@ def collect_facts(
     request_facts: dict[str, object],
     request_command: str | None,
     version: str | None,
+    history: FixPack,
 ) -> FactSet:
     """Merge facts by precedence; pasted commands also yield flag findings for `version`."""
     found = FactSet()
@@ -97,14 +99,14 @@ def collect_facts(
             if name in FIRST_STATED and name != "command":
                 found.add(name, value, f"line {hit.line.number}")
     for hit in _command_hits(hits):
-        parsed = parse_command(str(hit.facts["command"]), version)
+        parsed = parse_command(str(hit.facts["command"]), history, version)
         for name, value in parsed.facts.items():
             found.add(name, value, f"line {hit.line.number}")
         found.flag_issues.extend((issue, hit.line.number) for issue in parsed.issues)
     for name, value in request_facts.items():
         found.add(name, value, "request")
     if request_command:
-        parsed = parse_command(request_command, version)
+        parsed = parse_command(request_command, history, version)
         for name, value in parsed.facts.items():
             found.add(name, value, "command")
         found.flag_issues.extend((issue, None) for issue in parsed.issues)
