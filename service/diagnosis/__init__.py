@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 
 from service.diagnosis.evidence import collect_evidence, collect_findings
-from service.diagnosis.facts import collect_facts, infer_engine, version_tuple
+from service.diagnosis.facts import collect_facts, infer_engine
 from service.diagnosis.hints import budget_hint, weights_hint
 from service.diagnosis.interpret import Context, interpret
 from service.diagnosis.normalize import Document
@@ -16,6 +16,7 @@ from service.diagnosis.scan import present, scan
 from service.diagnosis.wording import describe
 from service.packs import RulePacks
 from service.schemas import Diagnosis, Phase
+from service.versions import parse_version
 
 __all__ = ["classify_text"]
 
@@ -47,7 +48,7 @@ def classify_text(
     if not stated and not vllm_version:  # only then do the wordings of stage lines matter
         matched_rules += [c.rule for c in present(doc, packs.signatures.lazy)]
     engine = infer_engine(matched_rules, stated, vllm_version)
-    known = version_tuple(engine.version)
+    known = parse_version(engine.version) if engine.version else None
     version_text = ".".join(map(str, known)) if known else None
     decisive_lines = {h.line.number for h in verdict.decisive}
     if verdict.root is not None:

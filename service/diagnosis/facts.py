@@ -17,7 +17,7 @@ import msgspec
 from service.diagnosis.command import FlagIssue, parse_command
 from service.diagnosis.scan import Hit
 from service.packs.fixes import FixPack
-from service.packs.signatures import SignatureRule, parse_version
+from service.packs.signatures import SignatureRule
 from service.schemas import Engine, Facts
 
 __all__ = ["FIRST_STATED", "FactSet", "collect_facts", "infer_engine"]
@@ -138,14 +138,3 @@ def infer_engine(rules: list[SignatureRule], stated: str | None, requested: str 
         if new_low <= new_high:  # a contradicting rule (wrong range or mixed logs) is ignored
             low, high = new_low, new_high
     return Engine(version=None, assumed=True, range=_range_text(low, high))
-
-
-def version_tuple(text: str | None) -> tuple[int, int, int] | None:
-    """'0.8.5.post1' -> (0, 8, 5); None when the text is no version."""
-    if not text:
-        return None
-    digits = text.lstrip("v").split("+")[0].split(".post")[0].split(".dev")[0].split("rc")[0]
-    try:
-        return parse_version(digits)
-    except ValueError:
-        return None
