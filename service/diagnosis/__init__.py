@@ -38,7 +38,7 @@ def classify_text(
         if hint is not None:
             return hint
         early = collect_facts(hits, set(), request_facts or {}, command, vllm_version, packs.fixes)
-        return budget_hint(early.values, packs.catalog) or weights_hint(early.values)
+        return budget_hint(early.values, packs.catalog) or weights_hint(early.values, packs.catalog)
 
     verdict = interpret(Context(doc, packs.signatures, hits), functools.cache(ask_hint))
     if verdict.phase == "no_failure" and verdict.confidence < 0.9 and present(doc, packs.signatures.lazy):
