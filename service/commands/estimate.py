@@ -16,7 +16,7 @@ from service.budget import estimate
 from service.errors import InputError, InvalidConfigError, PackError
 from service.packs import default_rules_dir
 from service.packs.catalog import Catalog, load_catalog
-from service.schemas import Budget, EstimateRequest
+from service.schemas import BUDGET_LABELS, Budget, EstimateRequest
 
 __all__ = ["human_bytes", "human_tokens", "parse_human_int", "render", "run"]
 
@@ -133,20 +133,20 @@ def render(budget: Budget) -> str:
         f"dtype {budget.dtype}{quant}, KV {budget.kv_cache_dtype}, TP {budget.tensor_parallel_size} "
         f"PP {budget.pipeline_parallel_size}, block {budget.block_size}, max_model_len "
         f"{budget.max_model_len:,} ({human_tokens(budget.max_model_len)})",
-        f"gpu_memory_utilization {budget.gpu_memory_utilization} → requested "
+        f"--gpu-memory-utilization {budget.gpu_memory_utilization} → requested "
         f"{budget.requested_gib:.2f} GiB per GPU",
         *_bar(budget),
         f"KV cache: {human_bytes(budget.kv_bytes_per_token)}/token, "
         f"{human_bytes(budget.kv_bytes_per_block)}/block, "
         f"{budget.num_blocks:,} blocks, {budget.kv_cache_tokens:,} tokens "
         f"({human_tokens(budget.kv_cache_tokens)}), {budget.max_concurrency:.2f}x concurrency",
-        f"largest max_model_len that fits: {budget.max_model_len_fit:,} "
-        f"({human_tokens(budget.max_model_len_fit)})",
+        f"{BUDGET_LABELS['max_model_len_fit']}: {budget.max_model_len_fit:,} "
+        f"({human_tokens(budget.max_model_len_fit)}) tokens",
     ]
     if budget.min_gpu_memory_utilization is not None:
-        lines.append(f"smallest gpu_memory_utilization that fits: {budget.min_gpu_memory_utilization}")
+        lines.append(f"{BUDGET_LABELS['min_gpu_memory_utilization']}: {budget.min_gpu_memory_utilization}")
     if budget.min_tensor_parallel_size is not None:
-        lines.append(f"smallest tensor_parallel_size that fits: {budget.min_tensor_parallel_size}")
+        lines.append(f"{BUDGET_LABELS['min_tensor_parallel_size']}: {budget.min_tensor_parallel_size}")
     check = budget.startup_check
     if check.free_gib is not None:
         state = {True: "passes", False: "FAILS", None: "not checked by this version"}[check.passes]
@@ -158,7 +158,8 @@ def render(budget: Budget) -> str:
     if estimated:
         spread = budget.sources.get("available_kv_gib")
         plus = f" (KV memory ± {spread.uncertainty_gib:.2f} GiB)" if spread and spread.uncertainty_gib else ""
-        lines.append(f"estimated: {', '.join(estimated)}{plus}")
+        named = ", ".join(BUDGET_LABELS.get(name, name) for name in estimated)
+        lines.append(f"estimated: {named}{plus}")
     lines.extend(f"note: {n}" for n in budget.notes)
     lines.append(("FITS: " if budget.fits else "DOES NOT FIT: ") + budget.verdict)
     return "\n".join(lines)

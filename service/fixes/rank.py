@@ -17,6 +17,7 @@ import msgspec
 from service.fixes.calculators import CALCULATORS
 from service.fixes.command import ParsedCommand, edit_of, parse_command
 from service.fixes.context import Catalog, FixContext, Proposal
+from service.fixes.render import to_make_exact
 from service.packs.fixes import FixPack, FixRecipe
 from service.schemas import Budget, Facts, Finding, Fix, GpuInfo, Phase, Snapshot
 from service.versions import VersionSpan, has_floor, parse_span
@@ -268,6 +269,7 @@ def rank_fixes(request: FixRequest, pack: FixPack, catalog: Catalog | None = Non
                 source=[s for s in proposal.source if s],
                 exact=proposal.exact,
                 needs=list(proposal.needs),
+                to_make_exact=None if proposal.exact else to_make_exact(proposal.needs),
             )
         )
         if len(fixes) == r.top:
