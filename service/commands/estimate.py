@@ -6,7 +6,6 @@ Exit 0 when it fits, 1 when it does not, 2 for bad input (one sentence on stderr
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
@@ -16,29 +15,20 @@ from service.budget import estimate
 from service.errors import InputError, InvalidConfigError, PackError
 from service.packs import default_rules_dir
 from service.packs.catalog import Catalog, load_catalog
+from service.quantities import HumanNumberError, command_int
 from service.schemas import BUDGET_LABELS, Budget, EstimateRequest
 
 __all__ = ["human_bytes", "human_tokens", "parse_human_int", "render", "run"]
 
-_HUMAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtKMGT]?)\s*$")
-_DECIMAL = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 _BAR_WIDTH = 60
 
 
 def parse_human_int(text: str, flag: str) -> int:
-    """vLLM's human-readable ints: `16M` = 16·2^20, `16m` = 16·10^6, `25.6k` = 25,600."""
-    match = _HUMAN.match(text)
-    if match is None:
-        raise InvalidConfigError(f"{flag} {text!r} is not a number such as 2048, 32k or 16M.")
-    number, suffix = match.groups()
-    if suffix in _BINARY:
-        if "." in number:
-            raise InvalidConfigError(
-                f"{flag} {text!r}: binary suffixes take whole numbers (use 16M, not 1.5M)."
-            )
-        return int(number) * _BINARY[suffix]
-    return int(float(number) * _DECIMAL[suffix])
+    """A flag value by vLLM's rule (service.quantities): `16M` = 16·2^20, `16m` = 16·10^6."""
+    try:
+        return command_int(text)
+    except HumanNumberError as exc:
+        raise InvalidConfigError(f"{flag} {exc}.") from exc
 
 
 def human_bytes(n: float) -> str:

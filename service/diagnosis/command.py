@@ -16,6 +16,7 @@ from typing import get_type_hints
 
 from service.packs.fixes import FixPack, FlagSpec
 from service.packs.signatures import string_fact
+from service.quantities import HumanNumberError, command_int
 from service.schemas import Facts, Severity
 from service.versions import EARLIEST, parse_version
 
@@ -26,7 +27,6 @@ _FACT_TYPES = get_type_hints(Facts)
 
 
 _VLLM_START = re.compile(r"\bvllm\s+serve\b|-m\s+vllm\.entrypoints\.(?:openai\.)?api_server\b|vllm-openai\S*")
-_HUMAN = re.compile(r"^(\d+(?:\.\d+)?)([kKmMgG]?)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,12 +47,11 @@ class ParsedCommand:
 
 
 def human_int(text: str) -> int | None:
-    """vLLM's human-readable ints: 32k = 32000, 32K = 32768, 1m = 10**6, 1M = 2**20; -1/auto -> None."""
-    match = _HUMAN.match(text.strip())
-    if not match:
+    """A length or count as `vllm serve` reads it (service.quantities); -1, auto or junk -> None."""
+    try:
+        return command_int(text)
+    except HumanNumberError:
         return None
-    scale = {"": 1, "k": 10**3, "K": 2**10, "m": 10**6, "M": 2**20, "g": 10**9, "G": 2**30}[match.group(2)]
-    return int(float(match.group(1)) * scale)
 
 
 def _tokens(command: str) -> list[str]:
