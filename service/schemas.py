@@ -11,6 +11,7 @@ from typing import Literal
 import msgspec
 
 __all__ = [
+    "BUDGET_LABELS",
     "PHASES",
     "AgentRegistration",
     "Budget",
@@ -138,6 +139,8 @@ class Fix(Wire, frozen=True):
     source: list[str] = msgspec.field(default_factory=list)
     exact: bool = True
     needs: list[str] = msgspec.field(default_factory=list)
+    # for a fix without an exact value: what a person can give to get one, as a sentence
+    to_make_exact: str | None = None
 
 
 class Engine(Wire, frozen=True):
@@ -195,6 +198,26 @@ class Budget(Wire, frozen=True):
     min_tensor_parallel_size: int | None = None
     sources: dict[str, FigureSource] = msgspec.field(default_factory=dict)
     notes: list[str] = msgspec.field(default_factory=list)
+
+
+# Words for people for the Budget's figures, so no reader (CLI, Slack) shows a field name.
+BUDGET_LABELS: dict[str, str] = {
+    "total_gib": "GPU memory",
+    "weights_gib": "Weights",
+    "kv_bytes_per_token": "KV cache per token",
+    "kv_bytes_per_block": "KV cache per block",
+    "activation_peak_gib": "Activation peak",
+    "non_torch_gib": "Non-torch memory",
+    "cuda_graph_gib": "CUDA graphs",
+    "requested_gib": "Requested by vLLM",
+    "available_kv_gib": "KV cache memory",
+    "num_blocks": "KV cache blocks",
+    "kv_cache_tokens": "KV cache tokens",
+    "max_model_len_fit": "Longest context that fits",
+    "max_concurrency": "Requests at full length",
+    "min_gpu_memory_utilization": "Smallest GPU memory utilization that fits",
+    "min_tensor_parallel_size": "Smallest TP that fits",
+}
 
 
 class Diagnosis(Wire, frozen=True):

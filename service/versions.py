@@ -1,12 +1,16 @@
-"""vLLM version strings as comparable tuples, so a fix never names a flag the user's version lacks.
+"""vLLM version strings as comparable release tuples: the one version parser of the project.
 
-Release strings look like `0.10.2`, `0.12.0rc1`, `0.11.1.dev42+g1234abc` or `v0.29.1`; only the
-numeric release part matters for which flags exist (a pre-release of 0.12.0 already has 0.12's flags).
+Release strings look like `0.10.2`, `0.12.0rc1`, `0.8.5.post1`, `0.11.1.dev42+g1234abc` or
+`v0.29.1`; `packaging` (PEP 440) reads them all. Only the numeric release part matters for which
+flags and messages exist (a pre-release of 0.12.0 already has 0.12's flags), so a version is its
+(major, minor, patch) tuple; ranges (`>=0.9.1,<=0.13`) are read as PEP 440 specifiers.
 """
 
 from __future__ import annotations
 
-import re
+from packaging.specifiers import InvalidSpecifier, Specifier
+from packaging.version import InvalidVersion
+from packaging.version import Version as Pep440
 
 __all__ = [
     "EARLIEST",
@@ -17,6 +21,7 @@ __all__ = [
     "has_floor",
     "parse_span",
     "parse_version",
+    "release",
 ]
 
 Version = tuple[int, int, int]
@@ -28,16 +33,24 @@ VersionSpan = tuple[Version | None, ...]
 EARLIEST: Version = (0, 2, 7)
 # An unknown version is taken as the newest release; this orders after every real one.
 NEWEST: Version = (999, 0, 0)
-_RELEASE = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
 
 
 def parse_version(text: str) -> Version | None:
     """The (major, minor, patch) of a vLLM version string, or None when it is not one."""
-    match = _RELEASE.match(text)
-    if match is None:
+    try:
+        parts = Pep440(text.strip()).release
+    except InvalidVersion:
         return None
-    major, minor, patch = match.groups()
-    return int(major), int(minor), int(patch or 0)
+    major, minor, patch = (*parts, 0, 0)[:3]
+    return major, minor, patch
+
+
+def release(text: str) -> Version:
+    """Like `parse_version`, for versions written in the rule packs: raises ValueError when bad."""
+    parsed = parse_version(text)
+    if parsed is None:
+        raise ValueError(f"{text!r} is not a vLLM version such as 0.29.1")
+    return parsed
 
 
 def flag_exists(version: Version | None, introduced: Version | None, removed: Version | None) -> bool:
@@ -62,19 +75,29 @@ def parse_span(version: str | None, range_text: str | None = None) -> VersionSpa
     if version and (parsed := parse_version(version)) is not None:
         return (parsed,)
     bounds: list[Version | None] = []
-    for part in (range_text or "").split(","):
-        part = part.strip()
-        bound = parse_version(part.lstrip("<>="))
+    for spec in _specifiers(range_text):
+        bound = parse_version(spec.version)
         if bound is None:
             continue
-        if part.startswith("<") and part.count(".") == 1:
+        if spec.operator.startswith("<") and spec.version.count(".") == 1:
             bound = (bound[0], bound[1], 999)
         bounds.append(bound)
-    if len(bounds) == 1 and range_text and range_text.strip().startswith(">"):
+    if len(bounds) == 1 and has_floor(None, range_text):
         bounds.append(None)  # no upper bound: up to the newest release
     elif bounds and not has_floor(None, range_text):
         bounds.insert(0, min(EARLIEST, *(b for b in bounds if b is not None)))
     return tuple(bounds) or (None,)
+
+
+def _specifiers(range_text: str | None) -> list[Specifier]:
+    """The parts of a range (PEP 440 specifiers), in the order written; others are skipped."""
+    parts: list[Specifier] = []
+    for part in (range_text or "").split(","):
+        try:
+            parts.append(Specifier(part.strip()))
+        except InvalidSpecifier:
+            continue
+    return parts
 
 
 def has_floor(version: str | None, range_text: str | None = None) -> bool:
@@ -84,4 +107,4 @@ def has_floor(version: str | None, range_text: str | None = None) -> bool:
     """
     if version and parse_version(version) is not None:
         return True
-    return any(part.strip().startswith(">") for part in (range_text or "").split(","))
+    return any(spec.operator.startswith(">") for spec in _specifiers(range_text))

@@ -90,7 +90,7 @@ def verdict(
     if not fits_request:
         return (
             f"The KV cache holds {tokens:,} tokens, too few for one {run.max_model_len:,}-token request; "
-            f"the largest max_model_len that fits is {fit_len:,}."
+            f"the longest --max-model-len that fits is {fit_len:,}."
         )
     return (
         f"Fits: {tokens:,} KV-cache tokens, {concurrency:.2f}x concurrency at {run.max_model_len:,} tokens."

@@ -6,7 +6,6 @@ Exit 0 when it fits, 1 when it does not, 2 for bad input (one sentence on stderr
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
@@ -16,29 +15,20 @@ from service.budget import estimate
 from service.errors import InputError, InvalidConfigError, PackError
 from service.packs import default_rules_dir
 from service.packs.catalog import Catalog, load_catalog
-from service.schemas import Budget, EstimateRequest
+from service.quantities import HumanNumberError, command_int
+from service.schemas import BUDGET_LABELS, Budget, EstimateRequest
 
 __all__ = ["human_bytes", "human_tokens", "parse_human_int", "render", "run"]
 
-_HUMAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtKMGT]?)\s*$")
-_DECIMAL = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 _BAR_WIDTH = 60
 
 
 def parse_human_int(text: str, flag: str) -> int:
-    """vLLM's human-readable ints: `16M` = 16·2^20, `16m` = 16·10^6, `25.6k` = 25,600."""
-    match = _HUMAN.match(text)
-    if match is None:
-        raise InvalidConfigError(f"{flag} {text!r} is not a number such as 2048, 32k or 16M.")
-    number, suffix = match.groups()
-    if suffix in _BINARY:
-        if "." in number:
-            raise InvalidConfigError(
-                f"{flag} {text!r}: binary suffixes take whole numbers (use 16M, not 1.5M)."
-            )
-        return int(number) * _BINARY[suffix]
-    return int(float(number) * _DECIMAL[suffix])
+    """A flag value by vLLM's rule (service.quantities): `16M` = 16·2^20, `16m` = 16·10^6."""
+    try:
+        return command_int(text)
+    except HumanNumberError as exc:
+        raise InvalidConfigError(f"{flag} {exc}.") from exc
 
 
 def human_bytes(n: float) -> str:
@@ -133,20 +123,20 @@ def render(budget: Budget) -> str:
         f"dtype {budget.dtype}{quant}, KV {budget.kv_cache_dtype}, TP {budget.tensor_parallel_size} "
         f"PP {budget.pipeline_parallel_size}, block {budget.block_size}, max_model_len "
         f"{budget.max_model_len:,} ({human_tokens(budget.max_model_len)})",
-        f"gpu_memory_utilization {budget.gpu_memory_utilization} → requested "
+        f"--gpu-memory-utilization {budget.gpu_memory_utilization} → requested "
         f"{budget.requested_gib:.2f} GiB per GPU",
         *_bar(budget),
         f"KV cache: {human_bytes(budget.kv_bytes_per_token)}/token, "
         f"{human_bytes(budget.kv_bytes_per_block)}/block, "
         f"{budget.num_blocks:,} blocks, {budget.kv_cache_tokens:,} tokens "
         f"({human_tokens(budget.kv_cache_tokens)}), {budget.max_concurrency:.2f}x concurrency",
-        f"largest max_model_len that fits: {budget.max_model_len_fit:,} "
-        f"({human_tokens(budget.max_model_len_fit)})",
+        f"{BUDGET_LABELS['max_model_len_fit']}: {budget.max_model_len_fit:,} "
+        f"({human_tokens(budget.max_model_len_fit)}) tokens",
     ]
     if budget.min_gpu_memory_utilization is not None:
-        lines.append(f"smallest gpu_memory_utilization that fits: {budget.min_gpu_memory_utilization}")
+        lines.append(f"{BUDGET_LABELS['min_gpu_memory_utilization']}: {budget.min_gpu_memory_utilization}")
     if budget.min_tensor_parallel_size is not None:
-        lines.append(f"smallest tensor_parallel_size that fits: {budget.min_tensor_parallel_size}")
+        lines.append(f"{BUDGET_LABELS['min_tensor_parallel_size']}: {budget.min_tensor_parallel_size}")
     check = budget.startup_check
     if check.free_gib is not None:
         state = {True: "passes", False: "FAILS", None: "not checked by this version"}[check.passes]
@@ -158,7 +148,8 @@ def render(budget: Budget) -> str:
     if estimated:
         spread = budget.sources.get("available_kv_gib")
         plus = f" (KV memory ± {spread.uncertainty_gib:.2f} GiB)" if spread and spread.uncertainty_gib else ""
-        lines.append(f"estimated: {', '.join(estimated)}{plus}")
+        named = ", ".join(BUDGET_LABELS.get(name, name) for name in estimated)
+        lines.append(f"estimated: {named}{plus}")
     lines.extend(f"note: {n}" for n in budget.notes)
     lines.append(("FITS: " if budget.fits else "DOES NOT FIT: ") + budget.verdict)
     return "\n".join(lines)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 
 from service.diagnosis.evidence import collect_evidence, collect_findings
-from service.diagnosis.facts import collect_facts, infer_engine, version_tuple
+from service.diagnosis.facts import collect_facts, infer_engine
 from service.diagnosis.hints import budget_hint, weights_hint
 from service.diagnosis.interpret import Context, interpret
 from service.diagnosis.normalize import Document
@@ -16,6 +16,7 @@ from service.diagnosis.scan import present, scan
 from service.diagnosis.wording import describe
 from service.packs import RulePacks
 from service.schemas import Diagnosis, Phase
+from service.versions import parse_version
 
 __all__ = ["classify_text"]
 
@@ -36,8 +37,8 @@ def classify_text(
     def ask_hint() -> Phase | None:
         if hint is not None:
             return hint
-        early = collect_facts(hits, set(), request_facts or {}, command, vllm_version)
-        return budget_hint(early.values, packs.catalog) or weights_hint(early.values)
+        early = collect_facts(hits, set(), request_facts or {}, command, vllm_version, packs.fixes)
+        return budget_hint(early.values, packs.catalog) or weights_hint(early.values, packs.catalog)
 
     verdict = interpret(Context(doc, packs.signatures, hits), functools.cache(ask_hint))
     if verdict.phase == "no_failure" and verdict.confidence < 0.9 and present(doc, packs.signatures.lazy):
@@ -47,13 +48,13 @@ def classify_text(
     if not stated and not vllm_version:  # only then do the wordings of stage lines matter
         matched_rules += [c.rule for c in present(doc, packs.signatures.lazy)]
     engine = infer_engine(matched_rules, stated, vllm_version)
-    known = version_tuple(engine.version)
+    known = parse_version(engine.version) if engine.version else None
     version_text = ".".join(map(str, known)) if known else None
     decisive_lines = {h.line.number for h in verdict.decisive}
     if verdict.root is not None:
         decisive_lines.add(verdict.root.line.number)
         decisive_lines.update(h.line.number for h in hits if h.line.number == verdict.root.line.number)
-    found = collect_facts(hits, decisive_lines, request_facts or {}, command, version_text)
+    found = collect_facts(hits, decisive_lines, request_facts or {}, command, version_text, packs.fixes)
     facts = found.to_facts()
     title, summary = describe(verdict, facts)
     return Diagnosis(

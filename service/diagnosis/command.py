@@ -3,6 +3,8 @@
 The command states the configuration the person asked for (facts), and may name flags that do not
 exist in their vLLM version: `--disable-cuda-graphs` never existed, `--swap-space` was removed in
 0.18.0 (fact sheet §6). Those become findings, so no advice ever builds on a flag vLLM rejects.
+Which flags exist when, which fact each states and their short aliases are data: the flag
+history in `rules/fixes/flags.yaml` (`FixPack`), the same the fixes are checked against.
 """
 
 from __future__ import annotations
@@ -10,70 +12,21 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
+from typing import get_type_hints
 
-from service.packs.signatures import parse_version, string_fact
-from service.schemas import Severity
+from service.packs.fixes import FixPack, FlagSpec
+from service.packs.signatures import string_fact
+from service.quantities import HumanNumberError, command_int
+from service.schemas import Facts, Severity
+from service.versions import EARLIEST, parse_version
 
-__all__ = ["FLAGS", "FlagIssue", "ParsedCommand", "human_int", "parse_command"]
+__all__ = ["FlagIssue", "ParsedCommand", "human_int", "parse_command"]
 
-
-@dataclass(frozen=True, slots=True)
-class Flag:
-    """A vLLM CLI flag: the fact it sets, its value type, and the releases that accept it."""
-
-    fact: str | None
-    kind: str  # "int", "float", "str", "bool", "none"
-    since: str | None = None
-    until: str | None = None
-    aliases: tuple[str, ...] = ()
+# how a flag's value is read follows the type of the fact it states (DESIGN §3.2)
+_FACT_TYPES = get_type_hints(Facts)
 
 
-# Fact sheet §6; `until` is the last release that still had the flag.
-FLAGS: dict[str, Flag] = {
-    "--model": Flag("model", "str"),
-    "--gpu-memory-utilization": Flag("gpu_memory_utilization", "float"),
-    "--device-memory-utilization": Flag("gpu_memory_utilization", "float", since="0.31.0"),
-    "--max-model-len": Flag("max_model_len", "int"),
-    "--max-num-seqs": Flag("max_num_seqs", "int"),
-    "--max-num-batched-tokens": Flag("max_num_batched_tokens", "int"),
-    "--block-size": Flag("block_size", "int"),
-    "--tensor-parallel-size": Flag("tensor_parallel_size", "int", aliases=("-tp",)),
-    "--pipeline-parallel-size": Flag("pipeline_parallel_size", "int", aliases=("-pp",)),
-    "--dtype": Flag("dtype", "str"),
-    "--quantization": Flag("quantization", "str", aliases=("-q",)),
-    "--kv-cache-dtype": Flag("kv_cache_dtype", "str", since="0.3.3"),
-    "--enforce-eager": Flag("enforce_eager", "bool"),
-    "--no-enforce-eager": Flag("enforce_eager", "none"),
-    "--cpu-offload-gb": Flag(None, "str", since="0.5.5"),
-    "--enable-chunked-prefill": Flag(None, "none", since="0.4.0"),
-    "--enable-prefix-caching": Flag(None, "none", since="0.4.0"),
-    "--kv-cache-memory-bytes": Flag(None, "str", since="0.10.2"),
-    "--num-gpu-blocks-override": Flag(None, "str", since="0.4.3"),
-    "--kv-offloading-size": Flag(None, "str", since="0.12.0"),
-    "--cudagraph-capture-sizes": Flag(None, "str", since="0.12.0"),
-    "--max-cudagraph-capture-size": Flag(None, "str", since="0.12.0"),
-    "--compilation-config": Flag(None, "str", since="0.6.6", aliases=("-cc",)),
-    "--performance-mode": Flag(None, "str", since="0.17.0"),
-    "--swap-space": Flag(None, "str", until="0.17.0"),
-    "--calculate-kv-scales": Flag(None, "none", since="0.7.0", until="0.27.0"),
-    "--max-context-len-to-capture": Flag(None, "str", until="0.6.3"),
-    "--max-seq-len-to-capture": Flag(None, "str", since="0.4.3", until="0.10.2"),
-    "--cuda-graph-sizes": Flag(None, "str", since="0.9.2", until="0.11.0"),
-    "--preemption-mode": Flag(None, "str", since="0.5.5", until="0.10.2"),
-    "--use-v2-block-manager": Flag(None, "none", since="0.4.0", until="0.9.2"),
-    "--num-lookahead-slots": Flag(None, "str", since="0.4.3", until="0.11.0"),
-}
-
-# Spellings people copy from forum advice that no vLLM release (0.2.7-0.33.0) ever accepted.
-NEVER_EXISTED: dict[str, str] = {
-    "--disable-cuda-graphs": "--enforce-eager (or -cc.cudagraph_mode=none)",
-    "--disable-cuda-graph": "--enforce-eager (or -cc.cudagraph_mode=none)",
-    "--disable-cudagraph": "--enforce-eager (or -cc.cudagraph_mode=none)",
-}
-
-_ALIASES = {alias: name for name, flag in FLAGS.items() for alias in flag.aliases}
 _VLLM_START = re.compile(r"\bvllm\s+serve\b|-m\s+vllm\.entrypoints\.(?:openai\.)?api_server\b|vllm-openai\S*")
-_HUMAN = re.compile(r"^(\d+(?:\.\d+)?)([kKmMgG]?)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,12 +47,11 @@ class ParsedCommand:
 
 
 def human_int(text: str) -> int | None:
-    """vLLM's human-readable ints: 32k = 32000, 32K = 32768, 1m = 10**6, 1M = 2**20; -1/auto -> None."""
-    match = _HUMAN.match(text.strip())
-    if not match:
+    """A length or count as `vllm serve` reads it (service.quantities); -1, auto or junk -> None."""
+    try:
+        return command_int(text)
+    except HumanNumberError:
         return None
-    scale = {"": 1, "k": 10**3, "K": 2**10, "m": 10**6, "M": 2**20, "g": 10**9, "G": 2**30}[match.group(2)]
-    return int(float(match.group(1)) * scale)
 
 
 def _tokens(command: str) -> list[str]:
@@ -111,18 +63,19 @@ def _tokens(command: str) -> list[str]:
         return joined.split()
 
 
-def _value(flag: Flag, raw: str) -> object | None:
-    if flag.kind == "int":
+def _value(fact: str, raw: str) -> object | None:
+    kind = _FACT_TYPES[fact]
+    if kind == int | None:
         return human_int(raw)
-    if flag.kind == "float":
+    if kind == float | None:
         try:
             return float(raw)
         except ValueError:
             return None
-    return string_fact(flag.fact, raw) if flag.fact else raw or None
+    return string_fact(fact, raw)
 
 
-def parse_command(command: str, version: str | None = None) -> ParsedCommand:
+def parse_command(command: str, history: FixPack, version: str | None = None) -> ParsedCommand:
     """Facts and flag issues of one pasted command; `version` enables removed/added checks."""
     parsed = ParsedCommand()
     tokens = _tokens(command)
@@ -136,37 +89,43 @@ def parse_command(command: str, version: str | None = None) -> ParsedCommand:
             if i == 1 and start > 0 and _looks_like_model(token):
                 parsed.facts.setdefault("model", token)
             continue
-        name, _, inline = token.partition("=")
-        name = _ALIASES.get(name, name)
+        typed, _, inline = token.partition("=")
+        name = _long_name(typed, history)
         parsed.flags.append(name)
-        flag = FLAGS.get(name)
-        if name in NEVER_EXISTED:
-            parsed.issues.append(
-                FlagIssue(
-                    "vllm-flag-never-existed",
-                    name,
-                    "error",
-                    f"{name} is not a vLLM flag in any release; use {NEVER_EXISTED[name]}.",
-                )
-            )
-        if flag is None:
+        spec = history.flag(name)
+        negated = _negated(name, history)
+        if spec is None and negated is None:
             continue
-        issue = _version_issue(name, flag, version)
-        if issue:
+        if spec is not None and (issue := _version_issue(name, spec, version)):
             parsed.issues.append(issue)
-        if flag.kind in ("bool", "none"):
-            if flag.fact == "enforce_eager":
-                parsed.facts["enforce_eager"] = name == "--enforce-eager"
+        setting = history.setting(name) if spec is not None else negated
+        if setting is None or setting.switch or negated is not None:
+            if setting is not None and setting.fact is not None and _FACT_TYPES[setting.fact] == bool | None:
+                parsed.facts[setting.fact] = negated is None
             continue
         raw = inline
         if not inline and i < len(rest) and not rest[i].startswith("--"):
             raw = rest[i]
             i += 1
-        if flag.fact:
-            value = _value(flag, raw)
-            if value is not None:
-                parsed.facts[flag.fact] = value
+        if setting.fact is not None and (value := _value(setting.fact, raw)) is not None:
+            parsed.facts[setting.fact] = value
     return parsed
+
+
+def _long_name(typed: str, history: FixPack) -> str:
+    """`--max_model_len` → `--max-model-len`, `-tp` → `--tensor-parallel-size` (flags.yaml aliases)."""
+    if typed.startswith("--"):
+        typed = "--" + typed[2:].replace("_", "-")
+    alias = history.aliases.get(typed)
+    return alias if alias is not None and typed.startswith("-") and not typed.startswith("--") else typed
+
+
+def _negated(name: str, history: FixPack) -> FlagSpec | None:
+    """The switch `--no-X` turns off (argparse BooleanOptionalAction), when X is a known switch."""
+    if not name.startswith("--no-") or name in history.flags:
+        return None
+    spec = history.flag("--" + name.removeprefix("--no-"))
+    return spec if spec is not None and spec.switch else None
 
 
 def _looks_like_model(token: str) -> bool:
@@ -185,41 +144,43 @@ def _vllm_start(tokens: list[str]) -> int:
     return 0
 
 
-def _version_issue(name: str, flag: Flag, version: str | None) -> FlagIssue | None:
-    if flag.until is None and flag.since is None:
-        return None
-    if version is None:
-        if flag.until is not None:
-            after = _next_minor(flag.until)
-            return FlagIssue(
-                "vllm-flag-removed",
-                name,
-                "warning",
-                f"{name} was removed in vLLM {after}; only {flag.until} and older accept it.",
-            )
-        return None
-    current = parse_version(version)
-    if flag.until is not None and current > parse_version(flag.until):
-        after = _next_minor(flag.until)
+def _version_issue(name: str, spec: FlagSpec, version: str | None) -> FlagIssue | None:
+    if spec.never:
+        use = f"; use {spec.replacement}" if spec.replacement else ""
+        return FlagIssue(
+            "vllm-flag-never-existed", name, "error", f"{name} is not a vLLM flag in any release{use}."
+        )
+    introduced, removed = spec.versions.bounds
+    current = parse_version(version) if version else None
+    if current is None:
+        if removed is None:
+            return None
+        return FlagIssue(
+            "vllm-flag-removed",
+            name,
+            "warning",
+            f"{name} was removed in vLLM {_text(removed)}; only older releases accept it.",
+        )
+    if removed is not None and current >= removed:
         return FlagIssue(
             "vllm-flag-removed",
             name,
             "error",
-            f"{name} was removed in vLLM {after}, so {version} rejects it.",
+            f"{name} was removed in vLLM {_text(removed)}, so {version} rejects it.",
         )
-    if flag.since is not None and current < parse_version(flag.since):
+    # flags.yaml dates flags no later than 0.2.7 only by the oldest sources read, not by when they came
+    if introduced is not None and introduced > EARLIEST and current < introduced:
         return FlagIssue(
             "vllm-flag-not-yet-added",
             name,
             "error",
-            f"{name} first appeared in vLLM {flag.since}, so {version} rejects it.",
+            f"{name} first appeared in vLLM {_text(introduced)}, so {version} rejects it.",
         )
     return None
 
 
-def _next_minor(version: str) -> str:
-    major, minor, _ = parse_version(version)
-    return f"{major}.{minor + 1}.0"
+def _text(version: tuple[int, int, int]) -> str:
+    return ".".join(map(str, version))
 
 
 def find_command(text: str) -> bool:

@@ -16,7 +16,8 @@ import msgspec
 
 from service.diagnosis.command import FlagIssue, parse_command
 from service.diagnosis.scan import Hit
-from service.packs.signatures import SignatureRule, parse_version
+from service.packs.fixes import FixPack
+from service.packs.signatures import SignatureRule
 from service.schemas import Engine, Facts
 
 __all__ = ["FIRST_STATED", "FactSet", "collect_facts", "infer_engine"]
@@ -84,6 +85,7 @@ def collect_facts(
     request_facts: dict[str, object],
     request_command: str | None,
     version: str | None,
+    history: FixPack,
 ) -> FactSet:
     """Merge facts by precedence; pasted commands also yield flag findings for `version`."""
     found = FactSet()
@@ -97,14 +99,14 @@ def collect_facts(
             if name in FIRST_STATED and name != "command":
                 found.add(name, value, f"line {hit.line.number}")
     for hit in _command_hits(hits):
-        parsed = parse_command(str(hit.facts["command"]), version)
+        parsed = parse_command(str(hit.facts["command"]), history, version)
         for name, value in parsed.facts.items():
             found.add(name, value, f"line {hit.line.number}")
         found.flag_issues.extend((issue, hit.line.number) for issue in parsed.issues)
     for name, value in request_facts.items():
         found.add(name, value, "request")
     if request_command:
-        parsed = parse_command(request_command, version)
+        parsed = parse_command(request_command, history, version)
         for name, value in parsed.facts.items():
             found.add(name, value, "command")
         found.flag_issues.extend((issue, None) for issue in parsed.issues)
@@ -136,14 +138,3 @@ def infer_engine(rules: list[SignatureRule], stated: str | None, requested: str 
         if new_low <= new_high:  # a contradicting rule (wrong range or mixed logs) is ignored
             low, high = new_low, new_high
     return Engine(version=None, assumed=True, range=_range_text(low, high))
-
-
-def version_tuple(text: str | None) -> tuple[int, int, int] | None:
-    """'0.8.5.post1' -> (0, 8, 5); None when the text is no version."""
-    if not text:
-        return None
-    digits = text.lstrip("v").split("+")[0].split(".post")[0].split(".dev")[0].split("rc")[0]
-    try:
-        return parse_version(digits)
-    except ValueError:
-        return None

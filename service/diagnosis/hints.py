@@ -12,32 +12,16 @@ import re
 
 import msgspec
 
-from service.budget import budget_from_facts
+from service.budget import budget_from_facts, find_gpu, find_quantization
 from service.errors import InputError
-from service.packs.catalog import Catalog
+from service.packs.catalog import Catalog, fold_name
 from service.schemas import Facts, Phase
 
 __all__ = ["budget_hint", "model_params_billion", "weights_hint"]
 
 _PARAMS = re.compile(r"(?<![\w.])(?:(\d+)x)?(\d+(?:\.\d+)?)\s?[bB](?![a-zA-Z])")
-_FOUR_BIT = re.compile(r"awq|gptq|int4|4bit|4-bit|bnb|nf4|mxfp4|nvfp4|w4a16|q4", re.IGNORECASE)
-_EIGHT_BIT = re.compile(r"fp8|int8|8bit|8-bit|w8a8|w8a16|q8", re.IGNORECASE)
 _GPU_GIB = re.compile(r"(\d{2,3})\s?(?:GB|GiB|G)\b", re.IGNORECASE)
-# Memory of common cards whose names do not carry it (the catalog has the full list).
-_KNOWN_GPUS = (
-    ("h200", 141.0),
-    ("h100", 79.19),
-    ("h20", 95.0),
-    ("a100", 79.19),
-    ("4090", 23.55),
-    ("3090", 23.56),
-    ("l40", 44.39),
-    ("a6000", 47.4),
-    ("a10", 22.07),
-    ("l4", 22.03),
-    ("t4", 14.75),
-    ("v100", 31.74),
-)
+_DEFAULT_WIDTH = "bfloat16"  # what `--dtype auto` gives most checkpoints named without a config
 
 
 def model_params_billion(model: str) -> float | None:
@@ -49,32 +33,46 @@ def model_params_billion(model: str) -> float | None:
     return experts * float(match.group(2))
 
 
-def _bytes_per_param(model: str, quantization: object, dtype: object) -> float:
-    text = f"{model} {quantization or ''}"
-    if _FOUR_BIT.search(text):
-        return 0.55
-    if _EIGHT_BIT.search(text):
-        return 1.0
-    return 4.0 if dtype == "float32" else 2.0
+def _bytes_per_param(model: str, quantization: object, dtype: object, catalog: Catalog) -> float:
+    """Weight width from the catalog: the stated quantization, else a method its id names, else the dtype."""
+    if isinstance(quantization, str):
+        try:
+            return find_quantization(catalog, quantization).bytes_per_weight
+        except InputError:
+            pass
+    named = fold_name(model.rsplit("/", 1)[-1])
+    for method in catalog.dtypes.quantization:
+        if any(fold_name(word) in named for word in (method.id, *method.aliases)):
+            return method.bytes_per_weight
+    wanted = dtype if isinstance(dtype, str) and dtype != "auto" else _DEFAULT_WIDTH
+    for spec in catalog.dtypes.dtypes:
+        if wanted in (spec.id, *spec.aliases):
+            return spec.bytes
+    return 2.0  # an unknown dtype name: 16-bit, as nearly every checkpoint is
 
 
-def _gpu_gib(facts: dict[str, object]) -> float | None:
+def _gpu_gib(facts: dict[str, object], catalog: Catalog) -> float | None:
+    """The GPU's memory: the stated total, else the catalog's for the named GPU, else a size in its name."""
     total = facts.get("total_gib")
     if isinstance(total, float | int) and total > 0:
         return float(total)
-    name = str(facts.get("gpu_name") or "").lower()
+    name = str(facts.get("gpu_name") or "")
     if not name:
         return None
-    sized = _GPU_GIB.search(name)
-    if sized:
-        return float(sized.group(1))
-    return next((gib for key, gib in _KNOWN_GPUS if key in name), None)
+    try:
+        return find_gpu(catalog, name, None).total_gib
+    except InputError:
+        sized = _GPU_GIB.search(name)
+        return float(sized.group(1)) if sized else None
 
 
-def weights_hint(facts: dict[str, object]) -> Phase | None:
-    """weights_oom when the named model's weights per GPU exceed the GPU; None when unsure."""
+def weights_hint(facts: dict[str, object], catalog: Catalog) -> Phase | None:
+    """weights_oom when the named model's weights per GPU exceed the GPU; None when unsure.
+
+    For models the catalog does not hold: the size comes from the id, the widths from the catalog.
+    """
     model = facts.get("model")
-    gpu_gib = _gpu_gib(facts)
+    gpu_gib = _gpu_gib(facts, catalog)
     if not isinstance(model, str) or gpu_gib is None:
         return None
     billions = model_params_billion(model)
@@ -85,9 +83,8 @@ def weights_hint(facts: dict[str, object]) -> Phase | None:
         value = facts.get(name)
         if isinstance(value, int) and value > 0:
             parallel *= value
-    weights_gib = (
-        billions * 1e9 * _bytes_per_param(model, facts.get("quantization"), facts.get("dtype")) / 2**30
-    )
+    width = _bytes_per_param(model, facts.get("quantization"), facts.get("dtype"), catalog)
+    weights_gib = billions * 1e9 * width / 2**30
     return "weights_oom" if weights_gib / parallel > 0.95 * gpu_gib else None
 
 

@@ -1,7 +1,7 @@
 """Ranked fixes with exact values: the answer a person acts on (DESIGN §3.3 `fixes`, §4).
 
     rank_fixes(FixRequest(phase=…, facts=…, …), pack, catalog) -> list[Fix]
-    corrected_command(command, fix) -> str
+    corrected_command(command, fix, pack) -> str
     first_command_fix(fixes) -> Fix | None
     check_calculators(pack)  raises PackError for a recipe naming no known calculator
     service.fixes.diagnosis.with_fixes(diagnosis, request, pack, catalog) -> Diagnosis
@@ -18,6 +18,7 @@ from service.fixes import command as _command
 from service.fixes.calculators import check_calculators
 from service.fixes.context import Catalog
 from service.fixes.rank import FixRequest, rank_fixes
+from service.packs.fixes import FixPack
 from service.schemas import Fix
 
 __all__ = [
@@ -30,9 +31,12 @@ __all__ = [
 ]
 
 
-def corrected_command(command: str, fix: Fix) -> str:
-    """The user's command with `fix` applied, one line, ready to paste (unchanged for an action)."""
-    return _command.corrected_command(command, fix.change)
+def corrected_command(command: str, fix: Fix, pack: FixPack) -> str:
+    """The user's command with `fix` applied, one line, ready to paste (unchanged for an action).
+
+    `pack` gives the flag history's aliases, so `-tp 4` is replaced by `--tensor-parallel-size 2`.
+    """
+    return _command.corrected_command(command, fix.change, pack.aliases)
 
 
 def first_command_fix(fixes: Sequence[Fix]) -> Fix | None:

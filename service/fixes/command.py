@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -25,14 +26,6 @@ __all__ = [
     "parse_command",
 ]
 
-# vLLM's short aliases, spelled out so a fix can find the flag however the user typed it.
-_ALIASES = {
-    "-tp": "--tensor-parallel-size",
-    "-pp": "--pipeline-parallel-size",
-    "-dp": "--data-parallel-size",
-    "-q": "--quantization",
-    "--device-memory-utilization": "--gpu-memory-utilization",
-}
 # Flags that never take a value; every other flag takes the tokens after it up to the next flag.
 _SWITCH_PREFIXES = ("--enable-", "--disable-", "--no-")
 _SWITCHES = frozenset({"--enforce-eager", "--trust-remote-code", "--help", "--version"})
@@ -40,12 +33,15 @@ _FLAG = re.compile(r"^--?[A-Za-z][A-Za-z0-9_.\-]*(=.*)?$")
 _ENV = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
 
-def canonical_flag(flag: str) -> str:
-    """`--max_model_len` and `-tp` written the way vLLM's own help spells them."""
+def canonical_flag(flag: str, aliases: Mapping[str, str] | None = None) -> str:
+    """`--max_model_len` and `-tp` written the way vLLM's own help spells them.
+
+    `aliases` is the flag history's alias table (`FixPack.aliases`, from rules/fixes/flags.yaml).
+    """
     name = flag
     if name.startswith("--"):
         name = "--" + name[2:].replace("_", "-")
-    return _ALIASES.get(name, name)
+    return (aliases or {}).get(name, name)
 
 
 def _is_switch(flag: str) -> bool:
@@ -65,14 +61,15 @@ class ParsedCommand:
     env: tuple[tuple[str, str], ...]
     args: tuple[_Arg, ...]
     flags: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    aliases: Mapping[str, str] = field(default_factory=dict)
 
     def value(self, flag: str) -> str | None:
         """The flag's last value as typed, or None when the flag is absent or a switch."""
-        values = self.flags.get(canonical_flag(flag))
+        values = self.flags.get(canonical_flag(flag, self.aliases))
         return values[-1] if values else None
 
     def has(self, flag: str) -> bool:
-        return canonical_flag(flag) in self.flags
+        return canonical_flag(flag, self.aliases) in self.flags
 
     def env_value(self, name: str) -> str | None:
         found = [value for key, value in self.env if key == name]
@@ -87,7 +84,7 @@ def _tokens(command: str) -> list[str]:
         return text.split()
 
 
-def parse_command(command: str) -> ParsedCommand:
+def parse_command(command: str, aliases: Mapping[str, str] | None = None) -> ParsedCommand:
     """Split a shell command into env assignments, positional words and flags with their values."""
     tokens = _tokens(command)
     env: list[tuple[str, str]] = []
@@ -109,7 +106,7 @@ def parse_command(command: str) -> ParsedCommand:
             i += 1
             continue
         name, eq, inline = token.partition("=")
-        flag = canonical_flag(name)
+        flag = canonical_flag(name, aliases)
         if eq:
             values: tuple[str, ...] = (inline,)
             taken: tuple[str, ...] = (token,)
@@ -126,7 +123,7 @@ def parse_command(command: str) -> ParsedCommand:
             i = j
         args.append(_Arg(flag, taken))
         flags[flag] = values
-    return ParsedCommand(env=tuple(env), args=tuple(args), flags=flags)
+    return ParsedCommand(env=tuple(env), args=tuple(args), flags=flags, aliases=aliases or {})
 
 
 @dataclass(frozen=True)
@@ -139,21 +136,21 @@ class CommandEdit:
     env: tuple[str, str] | None = None
 
 
-def edit_of(change: str) -> CommandEdit | None:
+def edit_of(change: str, aliases: Mapping[str, str] | None = None) -> CommandEdit | None:
     """The command edit a fix's `change` describes, or None when the change is an action."""
     text = change.strip()
     if text.startswith("remove --"):
         rest = text.removeprefix("remove ").split()
-        return CommandEdit(remove_flag=canonical_flag(rest[0])) if len(rest) == 1 else None
+        return CommandEdit(remove_flag=canonical_flag(rest[0], aliases)) if len(rest) == 1 else None
     if text.startswith("--"):
         main, sep, old = text.partition(" instead of ")
         words = main.split()
         if sep and not (old.startswith("-") and len(old.split()) == 1):
             return None
         return CommandEdit(
-            set_flag=canonical_flag(words[0]),
+            set_flag=canonical_flag(words[0], aliases),
             values=tuple(words[1:]),
-            remove_flag=canonical_flag(old) if sep else None,
+            remove_flag=canonical_flag(old, aliases) if sep else None,
         )
     match = _ENV.match(text)
     if match and " " not in text:
@@ -161,13 +158,13 @@ def edit_of(change: str) -> CommandEdit | None:
     return None
 
 
-def corrected_command(command: str, change: str) -> str:
+def corrected_command(command: str, change: str, aliases: Mapping[str, str] | None = None) -> str:
     """The command with one fix's change applied, ready to paste (one line, shell-quoted).
 
     An action (a change that is not a command edit) returns the command unchanged, normalized.
     """
-    parsed = parse_command(command)
-    edit = edit_of(change)
+    parsed = parse_command(command, aliases)
+    edit = edit_of(change, aliases)
     env = list(parsed.env)
     args = list(parsed.args)
     if edit is not None:

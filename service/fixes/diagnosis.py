@@ -40,5 +40,5 @@ def with_fixes(
     )
     corrected = None
     if request.command and (fix := first_command_fix(fixes)) is not None:
-        corrected = corrected_command(request.command, fix)
+        corrected = corrected_command(request.command, fix, pack)
     return msgspec.structs.replace(diagnosis, fixes=fixes, corrected_command=corrected)

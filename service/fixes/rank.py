@@ -17,6 +17,7 @@ import msgspec
 from service.fixes.calculators import CALCULATORS
 from service.fixes.command import ParsedCommand, edit_of, parse_command
 from service.fixes.context import Catalog, FixContext, Proposal
+from service.fixes.render import to_make_exact
 from service.packs.fixes import FixPack, FixRecipe
 from service.schemas import Budget, Facts, Finding, Fix, GpuInfo, Phase, Snapshot
 from service.versions import VersionSpan, has_floor, parse_span
@@ -162,16 +163,16 @@ def _gpus_present(snapshot: Snapshot | None, evidence: Sequence[str]) -> int | N
 
 def _flags_exist(proposal: Proposal, pack: FixPack, span: VersionSpan) -> bool:
     """The last guard: a change that sets a flag the version lacks is never offered."""
-    edit = edit_of(proposal.change)
+    edit = edit_of(proposal.change, pack.aliases)
     if edit is None or edit.set_flag is None:
         return True
     spec = pack.flag(edit.set_flag)
     return spec is None or all(spec.exists(v) for v in span)
 
 
-def _target(proposal: Proposal, recipe: FixRecipe) -> str:
+def _target(proposal: Proposal, recipe: FixRecipe, pack: FixPack) -> str:
     """What a fix changes, so two fixes never change the same thing."""
-    edit = edit_of(proposal.change)
+    edit = edit_of(proposal.change, pack.aliases)
     if edit is not None and edit.set_flag is not None:
         return edit.set_flag
     if edit is not None and edit.env is not None:
@@ -229,7 +230,7 @@ def rank_fixes(request: FixRequest, pack: FixPack, catalog: Catalog | None = Non
     if r.top <= 0:
         return []
     span = parse_span(r.engine_version, r.version_range)
-    parsed = parse_command(r.command) if r.command else None
+    parsed = parse_command(r.command, pack.aliases) if r.command else None
     sources = dict(r.fact_sources)
     gpu = _pick_gpu(r.snapshot, r.facts, parsed)
     merged = _plausible(_merge_facts(r.phase, _plausible(r.facts), sources, gpu, r.budget, catalog, parsed))
@@ -253,7 +254,7 @@ def rank_fixes(request: FixRequest, pack: FixPack, catalog: Catalog | None = Non
     fixes: list[Fix] = []
     taken: set[str] = set()
     for _, _, recipe, proposal in _proposals(ctx, pack):
-        target = _target(proposal, recipe)
+        target = _target(proposal, recipe, pack)
         if target in taken:
             continue
         taken.add(target)
@@ -268,6 +269,7 @@ def rank_fixes(request: FixRequest, pack: FixPack, catalog: Catalog | None = Non
                 source=[s for s in proposal.source if s],
                 exact=proposal.exact,
                 needs=list(proposal.needs),
+                to_make_exact=None if proposal.exact else to_make_exact(proposal.needs),
             )
         )
         if len(fixes) == r.top:

@@ -16,6 +16,7 @@ import msgspec
 
 from service.errors import PackError
 from service.packs.loader import load_yaml_file
+from service.versions import release as version_tuple  # re-exported: the one parser lives there
 
 __all__ = [
     "ENGINE_FILE",
@@ -48,16 +49,7 @@ __all__ = [
 ]
 
 ENGINE_FILE = "engines.yaml"
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
 _CAPABILITY = re.compile(r"^\d{1,2}\.\d$")
-
-
-def version_tuple(version: str) -> tuple[int, int, int]:
-    """`0.29.1`, `v0.10.1.1`, `0.11.0rc2` → (major, minor, patch) for ordering releases."""
-    match = _VERSION.match(version.strip())
-    if match is None:
-        raise ValueError(f"{version!r} is not a vLLM version such as 0.29.1")
-    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
 
 
 class Entry(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):

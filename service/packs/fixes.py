@@ -35,6 +35,7 @@ __all__ = [
 FLAGS_FILE = "flags.yaml"
 _RECIPE_ID = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$")
 _FLAG_NAME = re.compile(r"^--[a-z][a-z0-9-]*$")
+_SHORT_FLAG = re.compile(r"^-[a-zA-Z]{1,3}$")
 _FACT_NAMES = frozenset(Facts.__struct_fields__)
 
 
@@ -78,11 +79,20 @@ class FlagSpec(_Pack, frozen=True):
     previous: str | None = None
     keep_values: bool = False
     note: str | None = None
+    fact: str | None = None
+    switch: bool = False
+    aliases: list[str] = msgspec.field(default_factory=list)
+    alias_of: str | None = None
 
     def __post_init__(self) -> None:
-        for name in (self.name, self.replacement, self.previous):
+        for name in (self.name, self.replacement, self.previous, self.alias_of):
             if name is not None and not _FLAG_NAME.match(name):
                 raise ValueError(f"flag {name!r} must be spelled like --max-model-len")
+        for alias in self.aliases:
+            if not _SHORT_FLAG.match(alias):
+                raise ValueError(f"alias {alias!r} must be a short option like -tp")
+        if self.fact is not None and self.fact not in _FACT_NAMES:
+            raise ValueError(f"fact {self.fact!r} is not a fact name")
 
     def exists(self, version: Version | None) -> bool:
         return not self.never and self.versions.contains(version)
@@ -173,9 +183,18 @@ class FixPack(_Pack, frozen=True):
     flags: dict[str, FlagSpec]
     engine: EngineFacts
     calculator_origins: dict[str, RecipeOrigin] = msgspec.field(default_factory=dict)
+    aliases: dict[str, str] = msgspec.field(default_factory=dict)
 
     def flag(self, name: str) -> FlagSpec | None:
         return self.flags.get(name)
+
+    def setting(self, name: str) -> FlagSpec | None:
+        """The flag whose setting `name` changes (`--device-memory-utilization` sets
+        `--gpu-memory-utilization`), or None when the history does not list it."""
+        spec = self.flags.get(name)
+        if spec is not None and spec.alias_of is not None:
+            return self.flags.get(spec.alias_of)
+        return spec
 
     def spelling(self, names: list[str], span: VersionSpan) -> str | None:
         """The first of `names` that exists in every version of `span` (a renamed flag lists old and new)."""
@@ -217,10 +236,19 @@ def load_fix_recipes(rules_dir: Path, engine: EngineFacts | None = None) -> FixP
     flags_file = _shown(flags_path, root)
     history = decode_yaml(_read(flags_path, flags_file), FlagHistory, file=flags_file)
     flags: dict[str, FlagSpec] = {}
+    aliases: dict[str, str] = {}
     for spec in history.flags:
         if spec.name in flags:
             raise PackError(flags_file, f"flag {spec.name} is listed twice", rule_id=spec.name)
         flags[spec.name] = spec
+        aliases.update(dict.fromkeys(spec.aliases, spec.name))
+    for spec in history.flags:
+        if spec.alias_of is not None:
+            if spec.alias_of not in flags:
+                raise PackError(
+                    flags_file, f"alias_of names an unlisted flag {spec.alias_of}", rule_id=spec.name
+                )
+            aliases[spec.name] = spec.alias_of
     recipes: list[FixRecipe] = []
     origins: dict[str, RecipeOrigin] = {}
     seen: dict[str, str] = {}
@@ -241,7 +269,9 @@ def load_fix_recipes(rules_dir: Path, engine: EngineFacts | None = None) -> FixP
                 recipes.append(recipe)
     if not recipes:
         raise PackError(_shown(folder, root), "holds no fix recipes")
-    return FixPack(recipes=tuple(recipes), flags=flags, engine=engine, calculator_origins=origins)
+    return FixPack(
+        recipes=tuple(recipes), flags=flags, engine=engine, calculator_origins=origins, aliases=aliases
+    )
 
 
 def _shown(path: Path, root: Path) -> str:

@@ -19,6 +19,7 @@ import re2
 from service.errors import PackError
 from service.packs.loader import decode_yaml, locate
 from service.schemas import Facts, OtherProcess, Phase, Severity
+from service.versions import parse_version, release
 
 __all__ = [
     "FACT_TYPES",
@@ -33,7 +34,6 @@ __all__ = [
     "VersionRange",
     "compile_pack",
     "convert_fact",
-    "parse_version",
     "string_fact",
 ]
 
@@ -44,7 +44,6 @@ Status = Literal["stable", "experimental", "deprecated", "retired"]
 
 # `body` holds key=value pairs read through `keys`; `command` holds a pasted launch command.
 RESERVED_GROUPS = frozenset({"body", "command"})
-_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
 _UNIT_BYTES = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "GB": 2**30}
 _SIZE = re.compile(r"^\s*([0-9][0-9,]*(?:\.[0-9]+)?)\s*(bytes|KiB|MiB|GiB|GB|TiB|B)?\s*$")
 
@@ -62,14 +61,6 @@ def _fact_types() -> dict[str, str]:
 FACT_TYPES: dict[str, str] = _fact_types()
 
 
-def parse_version(text: str) -> tuple[int, int, int]:
-    """'0.8.5' -> (0, 8, 5); a missing patch level counts as 0."""
-    parts = [int(p) for p in text.split(".")[:3]]
-    while len(parts) < 3:
-        parts.append(0)
-    return parts[0], parts[1], parts[2]
-
-
 class Spec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     """Base of pack types: strict decoding, immutable values."""
 
@@ -82,15 +73,15 @@ class VersionRange(Spec, frozen=True, kw_only=True):
 
     def __post_init__(self) -> None:
         for bound in (self.min, self.max):
-            if bound is not None and not _VERSION.match(bound):
+            if bound is not None and parse_version(bound) is None:
                 raise ValueError(f"version {bound!r} must look like 0.8.5")
-        if self.min and self.max and parse_version(self.min) > parse_version(self.max):
+        if self.min and self.max and release(self.min) > release(self.max):
             raise ValueError(f"min {self.min} is after max {self.max}")
 
     def bounds(self) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """(lowest, highest) release as tuples; a bound like '0.21' covers every 0.21.x."""
-        low = parse_version(self.min) if self.min else (0, 0, 0)
-        high = parse_version(self.max) if self.max else (999, 0, 0)
+        low = release(self.min) if self.min else (0, 0, 0)
+        high = release(self.max) if self.max else (999, 0, 0)
         if self.max and self.max.count(".") == 1:
             high = (high[0], high[1], 999)
         return low, high

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from service.diagnosis.command import human_int, parse_command
+from service.packs import RulePacks
 
 
 @pytest.mark.parametrize(
@@ -20,10 +21,11 @@ def test_auto_and_minus_one_are_not_a_length() -> None:
     assert human_int("-1") is None
 
 
-def test_vllm_serve_positional_model_and_flags_become_facts() -> None:
+def test_vllm_serve_positional_model_and_flags_become_facts(packs: RulePacks) -> None:
     parsed = parse_command(
         "vllm serve Qwen/Qwen2.5-7B-Instruct --gpu-memory-utilization=0.85 --max-model-len 16k "
-        "-tp 2 --dtype half --kv-cache-dtype fp8 --enforce-eager --max-num-seqs 64 --block-size 32"
+        "-tp 2 --dtype half --kv-cache-dtype fp8 --enforce-eager --max-num-seqs 64 --block-size 32",
+        packs.fixes,
     )
     assert parsed.facts == {
         "model": "Qwen/Qwen2.5-7B-Instruct",
@@ -39,37 +41,76 @@ def test_vllm_serve_positional_model_and_flags_become_facts() -> None:
     assert parsed.issues == []
 
 
-def test_openai_module_form_with_line_continuations() -> None:
+def test_openai_module_form_with_line_continuations(packs: RulePacks) -> None:
     command = (
         "python -m vllm.entrypoints.openai.api_server \\\n  --model /models/llama \\\n  --max-model-len 4096"
     )
-    assert parse_command(command).facts == {"model": "/models/llama", "max_model_len": 4096}
+    assert parse_command(command, packs.fixes).facts == {"model": "/models/llama", "max_model_len": 4096}
 
 
-def test_docker_image_form_and_inline_code_span_end() -> None:
+def test_docker_image_form_and_inline_code_span_end(packs: RulePacks) -> None:
     parsed = parse_command(
-        "docker run --gpus all vllm/vllm-openai:v0.9.2 --model m/x --enforce-eager` and then"
+        "docker run --gpus all vllm/vllm-openai:v0.9.2 --model m/x --enforce-eager` and then", packs.fixes
     )
     assert parsed.facts == {"model": "m/x", "enforce_eager": True}
 
 
-def test_flag_that_never_existed_is_an_error_in_every_version() -> None:
-    issues = parse_command("vllm serve m --disable-cuda-graphs").issues
+def test_flag_that_never_existed_is_an_error_in_every_version(packs: RulePacks) -> None:
+    issues = parse_command("vllm serve m --disable-cuda-graphs", packs.fixes).issues
     assert [(i.rule, i.severity) for i in issues] == [("vllm-flag-never-existed", "error")]
 
 
-def test_removed_flag_is_an_error_after_removal_and_a_warning_when_the_version_is_unknown() -> None:
-    assert parse_command("vllm serve m --swap-space 4", "0.18.0").issues[0].severity == "error"
-    assert parse_command("vllm serve m --swap-space 4", "0.17.0").issues == []
-    unknown = parse_command("vllm serve m --swap-space 4").issues
+def test_removed_flag_is_an_error_after_removal_and_a_warning_when_the_version_is_unknown(
+    packs: RulePacks,
+) -> None:
+    assert parse_command("vllm serve m --swap-space 4", packs.fixes, "0.18.0").issues[0].severity == "error"
+    assert parse_command("vllm serve m --swap-space 4", packs.fixes, "0.17.0").issues == []
+    unknown = parse_command("vllm serve m --swap-space 4", packs.fixes).issues
     assert [(i.rule, i.severity) for i in unknown] == [("vllm-flag-removed", "warning")]
 
 
-def test_flag_newer_than_the_version_is_an_error() -> None:
-    issues = parse_command("vllm serve m --kv-cache-memory-bytes 16M", "0.9.2").issues
+def test_flag_newer_than_the_version_is_an_error(packs: RulePacks) -> None:
+    issues = parse_command("vllm serve m --kv-cache-memory-bytes 16M", packs.fixes, "0.9.2").issues
     assert [i.rule for i in issues] == ["vllm-flag-not-yet-added"]
     assert "0.10.2" in issues[0].message
 
 
-def test_unbalanced_quotes_do_not_raise() -> None:
-    assert parse_command("vllm serve m --served-model-name 'oops --max-model-len 2048").facts["model"] == "m"
+def test_unbalanced_quotes_do_not_raise(packs: RulePacks) -> None:
+    assert (
+        parse_command("vllm serve m --served-model-name 'oops --max-model-len 2048", packs.fixes).facts[
+            "model"
+        ]
+        == "m"
+    )
+
+
+def test_the_linter_reads_the_flag_history_so_both_say_0_6_4_rejects_max_context_len(
+    packs: RulePacks,
+) -> None:
+    """Issue 11: the linter said 0.6.4 accepts --max-context-len-to-capture, flags.yaml said it was
+    removed in 0.6.6. vLLM's arg_utils.py has it up to 0.6.3 and not in 0.6.4; there is one table now."""
+    command = "vllm serve m --max-context-len-to-capture 8192"
+    assert packs.fixes.flags["--max-context-len-to-capture"].versions.removed == "0.6.4"
+    assert parse_command(command, packs.fixes, "0.6.3").issues == []
+    issues = parse_command(command, packs.fixes, "0.6.4").issues
+    assert [(i.rule, i.severity) for i in issues] == [("vllm-flag-removed", "error")]
+    assert "removed in vLLM 0.6.4, so 0.6.4 rejects it" in issues[0].message
+
+
+def test_underscore_spellings_aliases_and_negated_switches_state_facts(packs: RulePacks) -> None:
+    parsed = parse_command(
+        "vllm serve m --max_model_len 8192 -q awq -pp 2 --device-memory-utilization 0.8 --no-enforce-eager",
+        packs.fixes,
+        "0.31.0",
+    )
+    assert parsed.facts == {
+        "model": "m",
+        "max_model_len": 8192,
+        "quantization": "awq",
+        "pipeline_parallel_size": 2,
+        "gpu_memory_utilization": 0.8,
+        "enforce_eager": False,
+    }
+    assert parsed.issues == []
+    older = parse_command("vllm serve m --device-memory-utilization 0.8", packs.fixes, "0.30.0").issues
+    assert [i.rule for i in older] == ["vllm-flag-not-yet-added"]

@@ -15,10 +15,15 @@ import msgspec
 import pytest
 
 from service.core import classify
-from service.diagnosis.facts import version_tuple
 from service.packs import RulePacks
 from service.packs.loader import load_yaml_file
 from service.schemas import DiagnoseRequest, Facts, Phase
+from service.versions import parse_version
+
+
+def _release(text: str | None) -> tuple[int, int, int] | None:
+    return parse_version(text) if text else None
+
 
 TESTS = Path(__file__).resolve().parent.parent
 CORPUS = TESTS / "corpus"
@@ -111,11 +116,11 @@ def test_corpus_case_is_diagnosed(packs: RulePacks, name: str) -> None:
     assert not wrong, f"(expected, got): {wrong}"
     engine = diagnosis.engine
     if engine.version and case.vllm_version:
-        assert version_tuple(engine.version) == version_tuple(case.vllm_version)
+        assert _release(engine.version) == _release(case.vllm_version)
     if engine.range and (case.vllm_range or case.vllm_version):
         low, high = _bounds(engine.range)
-        true_low = version_tuple(case.vllm_range.min if case.vllm_range else case.vllm_version)
-        true_high = version_tuple(case.vllm_range.max if case.vllm_range else case.vllm_version)
+        true_low = _release(case.vllm_range.min if case.vllm_range else case.vllm_version)
+        true_high = _release(case.vllm_range.max if case.vllm_range else case.vllm_version)
         assert true_low is not None and true_high is not None
         assert low <= true_high and true_low <= high, f"inferred {engine.range} excludes the log's version"
 
@@ -123,7 +128,7 @@ def test_corpus_case_is_diagnosed(packs: RulePacks, name: str) -> None:
 def _bounds(text: str) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     low, high = (0, 0, 0), (999, 0, 0)
     for part in text.split(","):
-        version = version_tuple(part.lstrip("<>="))
+        version = _release(part.lstrip("<>="))
         assert version is not None
         if part.startswith(">="):
             low = version

@@ -7,6 +7,8 @@ import pytest
 from service.diagnosis.hints import budget_hint, model_params_billion, weights_hint
 from service.packs import load_packs
 
+CATALOG = load_packs().catalog
+
 
 @pytest.mark.parametrize(
     ("model", "billions"),
@@ -24,25 +26,37 @@ def test_parameter_count_is_read_from_the_model_id(model: str, billions: float |
 
 def test_weights_larger_than_the_gpu_mean_weights_oom() -> None:
     assert (
-        weights_hint({"model": "meta-llama/Llama-3.3-70B-Instruct", "gpu_name": "RTX 4090"}) == "weights_oom"
+        weights_hint({"model": "meta-llama/Llama-3.3-70B-Instruct", "gpu_name": "RTX 4090"}, CATALOG)
+        == "weights_oom"
     )
 
 
 def test_tensor_parallel_split_and_quantization_count() -> None:
     facts: dict[str, object] = {"model": "Qwen/Qwen2.5-72B-Instruct", "total_gib": 79.19}
-    assert weights_hint(facts) == "weights_oom"
-    assert weights_hint({**facts, "tensor_parallel_size": 4}) is None
-    assert weights_hint({**facts, "model": "Qwen/Qwen2.5-72B-Instruct-AWQ"}) is None
+    assert weights_hint(facts, CATALOG) == "weights_oom"
+    assert weights_hint({**facts, "tensor_parallel_size": 4}, CATALOG) is None
+    assert weights_hint({**facts, "model": "Qwen/Qwen2.5-72B-Instruct-AWQ"}, CATALOG) is None
+
+
+def test_gpu_memory_and_weight_widths_come_from_the_catalog() -> None:
+    """Issue 11: hints.py kept its own table of GPU sizes and quantization widths."""
+    facts: dict[str, object] = {"model": "org/Some-34B-Instruct"}
+    # 34e9 × 2 bytes = 63.3 GiB: more than an L40S (44.39 GiB), less than an H100 (79.19 GiB)
+    assert weights_hint({**facts, "gpu_name": "NVIDIA L40S"}, CATALOG) == "weights_oom"
+    assert weights_hint({**facts, "gpu_name": "NVIDIA H100 80GB HBM3"}, CATALOG) is None
+    assert weights_hint({**facts, "gpu_name": "L40S", "quantization": "awq"}, CATALOG) is None
+    assert weights_hint({**facts, "gpu_name": "L40S", "dtype": "float32"}, CATALOG) == "weights_oom"
+    assert weights_hint({**facts, "gpu_name": "some 48GB card"}, CATALOG) == "weights_oom"
 
 
 def test_unknown_size_or_model_gives_no_hint() -> None:
-    assert weights_hint({"model": "Qwen/Qwen2.5-72B-Instruct"}) is None
-    assert weights_hint({"gpu_name": "H100 80GB"}) is None
+    assert weights_hint({"model": "Qwen/Qwen2.5-72B-Instruct"}, CATALOG) is None
+    assert weights_hint({"gpu_name": "H100 80GB"}, CATALOG) is None
 
 
 def test_catalog_budget_places_a_context_free_oom_for_models_without_a_size_in_the_name() -> None:
-    catalog = load_packs().catalog
-    assert weights_hint({"model": "deepseek-ai/DeepSeek-V3", "total_gib": 79.19}) is None
+    catalog = CATALOG
+    assert weights_hint({"model": "deepseek-ai/DeepSeek-V3", "total_gib": 79.19}, CATALOG) is None
     assert budget_hint({"model": "deepseek-ai/DeepSeek-V3", "total_gib": 79.19}, catalog) == "weights_oom"
     assert budget_hint({"model": "facebook/opt-125m", "total_gib": 79.19}, catalog) is None
     assert budget_hint({"model": "no-such/model-xyz", "total_gib": 79.19}, catalog) is None

@@ -6,6 +6,7 @@ import pytest
 
 from service.fixes import corrected_command, first_command_fix
 from service.fixes.command import edit_of, parse_command
+from service.packs.fixes import FixPack
 from service.schemas import Fix
 
 
@@ -18,8 +19,8 @@ COMMAND = """CUDA_VISIBLE_DEVICES=0 vllm serve meta-llama/Llama-3.1-8B-Instruct 
     --cuda-graph-sizes 1 2 4 --swap-space 4"""
 
 
-def test_parse_reads_env_aliases_underscores_and_multi_value_flags() -> None:
-    parsed = parse_command(COMMAND)
+def test_parse_reads_env_aliases_underscores_and_multi_value_flags(pack: FixPack) -> None:
+    parsed = parse_command(COMMAND, pack.aliases)
     assert parsed.env_value("CUDA_VISIBLE_DEVICES") == "0"
     assert parsed.value("--max-model-len") == "131072"
     assert parsed.value("--gpu-memory-utilization") == "0.95"
@@ -61,19 +62,21 @@ def test_parse_reads_env_aliases_underscores_and_multi_value_flags() -> None:
         ),
     ],
 )
-def test_corrected_command_applies_exactly_one_change(change: str, expected: str) -> None:
-    assert corrected_command(COMMAND, _fix(change)) == expected
+def test_corrected_command_applies_exactly_one_change(change: str, expected: str, pack: FixPack) -> None:
+    assert corrected_command(COMMAND, _fix(change), pack) == expected
 
 
-def test_an_action_leaves_the_command_as_it_was() -> None:
+def test_an_action_leaves_the_command_as_it_was(pack: FixPack) -> None:
     fix = _fix("stop PID 4242 (58.19 GiB) on GPU 0")
     assert edit_of(fix.change) is None
-    assert corrected_command("vllm serve m --max-model-len 4096", fix) == "vllm serve m --max-model-len 4096"
+    assert corrected_command("vllm serve m --max-model-len 4096", fix, pack) == (
+        "vllm serve m --max-model-len 4096"
+    )
 
 
-def test_values_that_need_quoting_stay_quoted() -> None:
+def test_values_that_need_quoting_stay_quoted(pack: FixPack) -> None:
     command = """vllm serve m --compilation-config '{"cudagraph_mode": "NONE"}'"""
-    assert corrected_command(command, _fix("--max-num-seqs 64")) == (
+    assert corrected_command(command, _fix("--max-num-seqs 64"), pack) == (
         """vllm serve m --compilation-config '{"cudagraph_mode": "NONE"}' --max-num-seqs 64"""
     )
 

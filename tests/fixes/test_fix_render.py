@@ -36,7 +36,8 @@ def test_render_prints_change_why_cost_source_and_the_corrected_command() -> Non
     assert text.index("1. Lower --max-model-len") < text.index("2. Stop the processes")
     assert "change:   --max-model-len 1344" in text
     assert "from:     line 812" in text
-    assert "give other_processes" in text
+    assert "exact:    To size this exactly, paste `nvidia-smi` from the host, or name the host." in text
+    assert "other_processes" not in text  # a fact name is not words for people
     assert text.endswith("  vllm serve Qwen/Qwen2.5-0.5B-Instruct --max-model-len 1344")
 
 

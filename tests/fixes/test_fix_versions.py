@@ -61,7 +61,11 @@ def _release(version: str) -> tuple[int, int, int]:
         ("v0.29.1", (0, 29, 1)),
         ("0.12.0rc1", (0, 12, 0)),
         ("0.11", (0, 11, 0)),
+        ("0.8.5.post1", (0, 8, 5)),
+        ("0.11.1.dev42+g1234abc", (0, 11, 1)),
+        ("v0.10.1.1", (0, 10, 1)),
         ("dev", None),
+        ("0.10.2 and up", None),
     ],
 )
 def test_version_strings_parse_to_their_release(text: str, expected: tuple[int, int, int] | None) -> None:

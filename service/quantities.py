@@ -1,0 +1,45 @@
+"""Human-written numbers, read the one way each context means them.
+
+In a command, vLLM's own rule (`human_readable_int` in vllm/engine/arg_utils.py, later
+vllm/utils/argparse_utils.py): lower-case suffixes are decimal (`32k` = 32,000, `25.6k` = 25,600),
+upper-case ones binary (`32K` = 32,768) and take whole numbers only. In a person's sentence
+("Llama 70B at 32k context") a `k` of tokens means 1,024, as context sizes are counted. Whoever
+answers shows the number it took, so a person sees which reading was used.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["HumanNumberError", "command_int", "sentence_tokens"]
+
+_HUMAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtKMGT]?)\s*$")
+_DECIMAL = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+class HumanNumberError(ValueError):
+    """A number that vLLM's rule does not accept; the message says why."""
+
+
+def command_int(text: str) -> int:
+    """A flag value as `vllm serve` reads it: `32k` = 32,000, `32K` = 32,768, `25.6k` = 25,600."""
+    match = _HUMAN.match(text)
+    if match is None:
+        raise HumanNumberError(f"{text!r} is not a number such as 2048, 32k or 16M")
+    number, suffix = match.groups()
+    if suffix in _BINARY:
+        if "." in number:
+            raise HumanNumberError(f"{text!r}: binary suffixes take whole numbers (use 16M, not 1.5M)")
+        return int(number) * _BINARY[suffix]
+    return int(float(number) * _DECIMAL[suffix])
+
+
+def sentence_tokens(text: str) -> int | None:
+    """A token count in a person's words: `32k` and `32K` = 32,768, `1m` = 1,048,576, `8192` = 8192."""
+    match = _HUMAN.match(text)
+    if match is None:
+        return None
+    number, suffix = match.groups()
+    scale = {"": 1, "k": 2**10, "m": 2**20}.get(suffix.lower())
+    return None if scale is None else int(float(number) * scale)
