@@ -17,6 +17,7 @@ import tempfile
 
 import uvicorn
 
+from service.api.monitoring import access_log_config
 from service.api.settings import Settings, SettingsError
 from service.core import load_rules
 from service.errors import PackError
@@ -55,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
             lifespan="on",
             timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_S,
             access_log=os.environ.get("VRAMDOC_ACCESS_LOG", "").lower() in {"1", "true", "yes", "on"},
+            log_config=access_log_config(),
             server_header=False,
             ws="none",
         )

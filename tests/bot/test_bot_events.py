@@ -52,9 +52,11 @@ async def test_host_mention_replies_in_thread_with_snapshot_table(
     assert agent.requests == ["Bearer agent-standin-token-0123456789"]
 
 
-async def test_unknown_host_is_named_with_the_known_hosts(
+async def test_unknown_host_is_named_but_the_registered_hosts_are_not_listed(
     start_bot, slack: SlackStandin, agent: AgentStandin, redis_client: aioredis.Redis, key_prefix: str
 ) -> None:
+    """Replaces the test that expected every unknown-host reply to list the fleet: any Slack user
+    could read every registered host name that way (issue 14); listing is now `hosts`, per channel."""
     await register_agent(redis_client, key_prefix, "gpu-07", agent.url)
     bot = await start_bot(closed_port_url())
 
@@ -63,9 +65,41 @@ async def test_unknown_host_is_named_with_the_known_hosts(
     await slack.wait_for(lambda: len(slack.called("reactions.add")) == 2)
     [reply] = slack.replies()
     assert "I don't know the host gpu-99" in reply["text"]
-    assert "known hosts: gpu-07" in reply["text"]
+    assert "gpu-07" not in _text_of(reply)
     assert slack.called("reactions.add")[-1]["name"] == "x"
     assert agent.requests == []
+
+
+async def test_an_unfenced_token_is_never_named_back_as_a_host(
+    start_bot, slack: SlackStandin, agent: AgentStandin, redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    bot = await start_bot(closed_port_url())
+    token = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sIgNaTuRe0123"
+    words = " ".join(f"node{i}x" for i in range(12))
+
+    await bot.event(mention(f"check {token} on gpu-99 {words} Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5"))
+
+    await slack.wait_for(lambda: len(slack.called("reactions.add")) == 2)
+    text = _text_of(slack.replies()[0]).lower()
+    assert "eyjhbgci" not in text and "zm9vymfy" not in text
+    assert "and 2 more" in text  # five host-shaped words taken, three named
+    assert sum(f"node{i}x" in text for i in range(12)) <= 3
+
+
+async def test_hosts_are_listed_only_where_the_operator_allows_it(
+    start_bot, slack: SlackStandin, agent: AgentStandin, redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    await register_agent(redis_client, key_prefix, "gpu-07", agent.url)
+    closed = await start_bot(closed_port_url())
+    await closed.event(mention("hosts"))
+    await slack.wait_for(lambda: len(slack.replies()) == 1)
+    assert "turned off in this channel" in slack.replies()[0]["text"]
+    assert "gpu-07" not in _text_of(slack.replies()[0])
+
+    admin = await start_bot(closed_port_url(), list_hosts_in=("C0CHANNEL",))
+    await admin.event(mention("list hosts", ts="1700000000.000200"), event_id="Ev0002")
+    await slack.wait_for(lambda: len(slack.replies()) == 2)
+    assert "gpu-07" in _text_of(slack.replies()[1])
 
 
 async def test_typed_url_is_never_contacted(
