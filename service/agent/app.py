@@ -72,9 +72,14 @@ async def snapshot(request: Request[object, object, State]) -> Response[bytes] |
 
 
 @get("/healthz")
-async def healthz(request: Request[object, object, State]) -> dict[str, str]:
+async def healthz(request: Request[object, object, State]) -> dict[str, object]:
+    """`ok` while at least one GPU can be read; `degraded` (still 200: the process is alive) when none."""
     identity: AgentIdentity = request.app.state.identity
-    return {"status": "ok", "host": identity.host}
+    reading = await read_gpus(request.app.state.settings)
+    if reading.gpus:
+        return {"status": "ok", "host": identity.host}
+    reasons = [f"{e.source}: {e.reason}" for e in reading.errors] or ["no GPU was found"]
+    return {"status": "degraded", "host": identity.host, "gpus": 0, "reasons": reasons}
 
 
 def _registration_builder(settings: AgentSettings, identity: AgentIdentity) -> RegistrationBuilder:
@@ -98,6 +103,10 @@ async def _registration(app: Litestar) -> AsyncIterator[None]:
     """Run the heartbeat for the app's lifetime when Redis is configured; deregister on shutdown."""
     settings: AgentSettings = app.state.settings
     identity: AgentIdentity = app.state.identity
+    reading = await read_gpus(settings)
+    if not reading.gpus:
+        reasons = "; ".join(f"{e.source}: {e.reason}" for e in reading.errors) or "no GPU was found"
+        log.warning("this agent can read no GPU, so its snapshots will have none (%s)", reasons)
     if settings.redis_url is None:
         log.info("VRAMDOC_REDIS_URL is not set: this agent will not register itself for the bot")
         yield

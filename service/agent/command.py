@@ -22,6 +22,7 @@ from service.schemas import Snapshot
 __all__ = ["agent_url", "parse_listen", "render_snapshot", "run_agent", "run_snapshot"]
 
 EXIT_OK = 0
+EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
 
@@ -86,6 +87,10 @@ def run_snapshot(args: argparse.Namespace) -> int:
         sys.stdout.write(msgspec.json.encode(snapshot).decode() + "\n")
     else:
         sys.stdout.write(render_snapshot(snapshot))
+    if not snapshot.gpus and any(e.source.startswith(("nvml", "dcgm")) for e in snapshot.errors):
+        # `snapshot --json > snap.json && diagnose …` must not carry on with a snapshot of nothing.
+        print(f"vramdoc snapshot: no GPU could be read on {host} (see errors).", file=sys.stderr)
+        return EXIT_FAILURE
     return EXIT_OK
 
 
