@@ -46,6 +46,7 @@ def _http(settings: BotSettings, host: str, port: int) -> None:
         app,
         signing_secret=settings.signing_secret or "",
         max_body_bytes=settings.max_body_bytes,
+        claim=backends.state.claim_event,
         on_shutdown=[backends.close],
     )
     uvicorn.run(gateway, host=host, port=port, log_level="info")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from urllib.parse import urlencode
 
 import redis.asyncio as aioredis
 from agent_standin import AgentStandin
@@ -177,25 +178,53 @@ async def test_forged_signature_gets_401_and_no_reply(start_bot, slack: SlackSta
 
 
 async def test_malformed_body_with_a_valid_signature_gets_400_not_500(start_bot, slack: SlackStandin) -> None:
+    """A body that is not UTF-8 cannot be verified (Slack signs text), so it is now refused 401
+    before it is read as anything; every other malformed signed body is a logged 400."""
     bot = await start_bot(closed_port_url())
 
     broken_json = await bot.send(b'{"type": "event_callback", "event": ')
     not_object = await bot.send(b"[1, 2, 3]", content_type="application/json")
     broken_payload = await bot.send(b"payload=%7Bnot-json", content_type="application/x-www-form-urlencoded")
     binary = await bot.send(b"\xff\xfe\x00garbage")
+    nested = await bot.send(b'{"type": "event_callback", "event": ' + b'{"a": ' * 50_000)
 
     assert [
         broken_json.status_code,
         not_object.status_code,
         broken_payload.status_code,
         binary.status_code,
+        nested.status_code,
     ] == [
         400,
         400,
         400,
+        401,
         400,
     ]
     assert slack.calls == []
+
+
+async def test_a_replayed_slash_command_is_answered_once(start_bot, slack: SlackStandin) -> None:
+    bot = await start_bot(closed_port_url())
+    fields = {
+        "command": "/vramdoc",
+        "text": "help",
+        "channel_id": "C0CHANNEL",
+        "user_id": "U0PERSON",
+        "team_id": "T0001",
+        "response_url": slack.base_url + "response",
+        "trigger_id": "1.2.3",
+    }
+    body = urlencode(fields).encode()
+    now = int(time.time())
+    first = await bot.send(body, content_type="application/x-www-form-urlencoded", timestamp=now)
+    replay = await bot.send(body, content_type="application/x-www-form-urlencoded", timestamp=now)
+    later = await bot.send(body, content_type="application/x-www-form-urlencoded", timestamp=now - 1)
+
+    assert first.status_code == replay.status_code == later.status_code == 200
+    assert "vramdoc" in first.text.lower()
+    assert replay.content == b""  # acknowledged, not answered again
+    assert "vramdoc" in later.text.lower()  # a new signed request (another timestamp) is answered
 
 
 async def test_url_verification_challenge_is_answered(start_bot) -> None:
