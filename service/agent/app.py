@@ -18,11 +18,11 @@ from importlib.metadata import PackageNotFoundError, version
 from litestar import Litestar, Request, get
 from litestar.datastructures import State
 from litestar.response import Response
-from redis.asyncio import Redis
 
 from service.agent.registry import AGENT_KEY_PREFIX, Heartbeat, RegistrationBuilder
 from service.agent.settings import AgentSettings
 from service.agent.snapshot import collect_snapshot, gpu_summary, read_gpus, utc_now
+from service.redis_link import connect_redis
 from service.schemas import AgentRegistration, Snapshot
 
 __all__ = ["AgentIdentity", "authorized", "create_app", "package_version"]
@@ -111,7 +111,7 @@ async def _registration(app: Litestar) -> AsyncIterator[None]:
         log.info("VRAMDOC_REDIS_URL is not set: this agent will not register itself for the bot")
         yield
         return
-    redis = Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
+    redis = connect_redis(settings.redis_url, timeout_s=5)
     heartbeat = Heartbeat(
         redis, _registration_builder(settings, identity), settings.heartbeat_s, app.state.registry_prefix
     )
