@@ -19,9 +19,12 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from litestar import Litestar, Request, Response, get, post
+from litestar.middleware import DefineMiddleware
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.signature import Clock, SignatureVerifier
+
+from service.serving import StalledBodyGuard
 
 __all__ = ["MAX_SKEW_S", "create_gateway", "decode_body", "verify_signature"]
 
@@ -29,6 +32,8 @@ log = logging.getLogger(__name__)
 
 # Slack's window, which SignatureVerifier enforces; a replay is remembered this long.
 MAX_SKEW_S = 300
+# A Slack request is small and sent in one go; a body that stops arriving for this long is dropped.
+BODY_TIMEOUT_S = 10.0
 
 
 class _Clock(Clock):
@@ -82,6 +87,7 @@ def create_gateway(
     max_body_bytes: int,
     clock: Callable[[], float] = time.time,
     claim: Callable[[str], Awaitable[bool]] | None = None,
+    body_timeout_s: float = BODY_TIMEOUT_S,
     on_shutdown: list[Callable[[], Any]] | None = None,
 ) -> Litestar:
     """Litestar app serving `POST /slack/events` (events, slash commands, interactivity) and `/healthz`.
@@ -126,6 +132,7 @@ def create_gateway(
 
     return Litestar(
         route_handlers=[slack_events, healthz],
+        middleware=[DefineMiddleware(StalledBodyGuard, timeout_s=body_timeout_s)],
         request_max_body_size=max_body_bytes,
         on_shutdown=on_shutdown or [],
         logging_config=None,  # `vramdoc bot` configures logging; Litestar's default would replace it

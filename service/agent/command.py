@@ -62,6 +62,7 @@ def run_agent(args: argparse.Namespace) -> int:
     import uvicorn
 
     from service.agent.app import AgentIdentity, create_app
+    from service.serving import server_options
 
     try:
         settings = load_settings(os.environ)
@@ -71,7 +72,7 @@ def run_agent(args: argparse.Namespace) -> int:
     except AgentConfigError as err:
         return _fail("agent", err)
     identity = AgentIdentity(host=host, url=agent_url(address, port, args.url or settings.url), token=token)
-    uvicorn.run(create_app(settings, identity), host=address, port=port, log_level="info")
+    uvicorn.run(create_app(settings, identity), host=address, port=port, log_level="info", **server_options())
     return EXIT_OK
 
 

@@ -44,6 +44,7 @@ _STATUS_KINDS = {
     404: ("not-found", "Not found"),
     405: ("method-not-allowed", "Method not allowed"),
     406: ("not-acceptable", "Not acceptable"),
+    408: ("body-timeout", "Request body timed out"),
     413: ("body-too-large", "Request body too large"),
     415: ("unsupported-media-type", "Unsupported media type"),
     422: ("invalid-input", "Invalid input"),

@@ -21,6 +21,7 @@ from service.api.monitoring import access_log_config
 from service.api.settings import Settings, SettingsError
 from service.core import load_rules
 from service.errors import PackError
+from service.serving import server_options
 
 __all__ = ["run"]
 
@@ -59,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
             log_config=access_log_config(),
             server_header=False,
             ws="none",
+            **server_options(),
         )
     except SystemExit as exc:
         # uvicorn exits 3 when it cannot start (port in use, address not available); it logged why.
