@@ -173,19 +173,47 @@ async def _live(
     found = await backends.directory.resolve(tuple(hosts))
     notes: list[str] = []
     if found.unknown:
-        known = ", ".join(found.known) if found.known else "none are registered"
-        down = " (the agent registry is unreachable right now)" if found.registry_down else ""
-        names = ("host " if len(found.unknown) == 1 else "hosts ") + ", ".join(found.unknown)
-        notes.append(f"I don't know the {names}{down}; known hosts: {known}.")
+        # Only names the parser took as host-shaped get here; still, name a few and never the fleet.
+        named = ", ".join(found.unknown[:_NAMED_UNKNOWN])
+        more = len(found.unknown) - _NAMED_UNKNOWN
+        names = (
+            ("host " if len(found.unknown) == 1 else "hosts ")
+            + named
+            + (f" and {more} more" if more > 0 else "")
+        )
+        why = (
+            "the agent registry is unreachable right now" if found.registry_down else "no agent registered it"
+        )
+        notes.append(f"I don't know the {names} ({why}).")
     results = await backends.agents.snapshots(found.found)
     snapshots = [r for r in results if isinstance(r, Snapshot)]
     failures = [r for r in results if isinstance(r, HostFailure)]
     return snapshots, failures, notes
 
 
-async def help_message(backends: Backends) -> Message:
-    """What the bot understands, with the hosts it can reach right now."""
+_NAMED_UNKNOWN = 3
+
+
+async def help_message(backends: Backends, channel: str) -> Message:
+    """What the bot understands, with the hosts it can reach where listing them is allowed."""
+    if not backends.settings.may_list_hosts(channel):
+        return render_help()
     known, _ = await backends.directory.known()
+    return render_help(sorted(known))
+
+
+async def hosts_message(backends: Backends, channel: str) -> Message:
+    """The explicit `hosts` command: the registered hosts, where this channel may see them."""
+    if not backends.settings.may_list_hosts(channel):
+        raise UserError(
+            "Listing the registered hosts is turned off in this channel; "
+            "ask in a channel named in VRAMDOC_BOT_LIST_HOSTS."
+        )
+    known, down = await backends.directory.known()
+    if down and not known:
+        raise UserError("The agent registry is unreachable right now; try again in a minute.")
+    if not known:
+        raise UserError("No agent has registered a host yet, and the hosts file names none.")
     return render_help(sorted(known))
 
 
@@ -219,9 +247,10 @@ def merge(ask: Ask, files: Sequence[str], earlier: ThreadContext | None) -> Thre
     """A follow-up combines with the thread: a new log replaces the old, new hosts replace old hosts."""
     earlier = earlier or ThreadContext()
     new_log = _join([ask.log, *files])
+    command = redact(ask.command) if new_log and ask.command else None
     return ThreadContext(
         log=redact(new_log) if new_log else earlier.log,
-        command=ask.command if new_log else earlier.command,
+        command=command if new_log else earlier.command,
         hosts=ask.hosts or earlier.hosts,
         vllm_version=ask.vllm_version or earlier.vllm_version,
     )
@@ -300,7 +329,7 @@ async def _understand(
 ) -> None:
     """Fill `turn` from the message, its files and the thread; raises UserError when nothing is usable."""
     ask = turn.ask = parse_ask(text)
-    if ask.help or ask.estimate is not None:
+    if ask.help or ask.list_hosts or ask.estimate is not None:
         return
     file_texts = await read_files(client, files, backends.settings)
     earlier = None
@@ -316,9 +345,11 @@ async def _understand(
         raise UserError("This thread has no log or host for me yet; paste the log or name a host.")
 
 
-async def _reply(backends: Backends, turn: _Turn) -> Message:
+async def _reply(backends: Backends, place: Place, turn: _Turn) -> Message:
     if turn.ask is not None and turn.ask.help:
-        return await help_message(backends)
+        return await help_message(backends, place.channel)
+    if turn.ask is not None and turn.ask.list_hosts:
+        return await hosts_message(backends, place.channel)
     if turn.ask is not None and turn.ask.estimate is not None:
         return render_budget(await backends.service.estimate(turn.ask.estimate))
     if turn.context is None:
@@ -342,7 +373,7 @@ async def answer(
     turn = _Turn()
     try:
         await _understand(backends, client, place, text, files, turn)
-        message = await _reply(backends, turn)
+        message = await _reply(backends, place, turn)
     except (UserError, ServiceError) as exc:
         message = render_error(str(exc))
     except Exception as exc:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-import redis.asyncio as aioredis
 from slack_bolt.async_app import AsyncApp, AsyncBoltContext
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -20,6 +19,7 @@ from bot.hosts import HostDirectory, load_hosts_file
 from bot.listeners import actions, commands, events, shortcuts
 from bot.settings import BotSettings
 from bot.state import open_state
+from service.redis_link import connect_redis
 
 __all__ = ["build_backends", "create_app", "web_client"]
 
@@ -48,11 +48,7 @@ def build_backends(settings: BotSettings, *, key_prefix: str = "vramdoc:") -> Ba
         dedup_ttl_s=settings.dedup_ttl_s,
         thread_ttl_s=settings.thread_ttl_s,
     )
-    registry = (
-        aioredis.from_url(settings.redis_url, socket_timeout=1.0, socket_connect_timeout=1.0)
-        if settings.redis_url
-        else None
-    )
+    registry = connect_redis(settings.redis_url, timeout_s=1.0) if settings.redis_url else None
     static = load_hosts_file(settings.hosts_file) if settings.hosts_file else {}
     return Backends(
         settings,
@@ -68,11 +64,15 @@ def build_backends(settings: BotSettings, *, key_prefix: str = "vramdoc:") -> Ba
 def create_app(
     settings: BotSettings, backends: Backends, *, client: AsyncWebClient | None = None
 ) -> AsyncApp:
-    """The bolt app with every surface registered; signatures are checked when a signing secret is set."""
+    """The bolt app with every surface registered.
+
+    bolt does not check signatures: over HTTP the gateway verifies each request once before bolt
+    sees it, and Socket Mode has none.
+    """
     app = AsyncApp(
         client=client or web_client(settings),
         signing_secret=settings.signing_secret or "",
-        request_verification_enabled=settings.signing_secret is not None,
+        request_verification_enabled=False,
         process_before_response=False,
     )
 

@@ -66,30 +66,31 @@ _PHASE_LABELS = {
     "no_failure": ("No failure found", ":white_check_mark:"),
 }
 
-_KEY_FACTS = (
-    "model",
-    "gpu_name",
-    "vllm_version",
-    "tried_to_allocate_gib",
-    "free_gib",
-    "total_gib",
-    "requested_gib",
-    "gpu_memory_utilization",
-    "max_model_len",
-    "estimated_max_model_len",
-    "model_weights_gib",
-    "available_kv_cache_gib",
-    "needed_kv_cache_gib",
-    "kv_cache_tokens",
-    "tensor_parallel_size",
-    "dtype",
-    "quantization",
-    "kv_cache_dtype",
-    "requested_tokens",
-    "context_limit",
-    "process_in_use_gib",
-    "other_processes",
-)
+# The facts a reply shows, in order, under the words a person reads (never the wire names).
+_FACT_LABELS = {
+    "model": "Model",
+    "gpu_name": "GPU",
+    "vllm_version": "vLLM version",
+    "tried_to_allocate_gib": "Tried to allocate",
+    "free_gib": "Free on the GPU",
+    "total_gib": "GPU memory",
+    "requested_gib": "Requested by vLLM",
+    "gpu_memory_utilization": "GPU memory utilization",
+    "max_model_len": "Max model length",
+    "estimated_max_model_len": "Length that fits",
+    "model_weights_gib": "Weights",
+    "available_kv_cache_gib": "KV cache available",
+    "needed_kv_cache_gib": "KV cache needed",
+    "kv_cache_tokens": "KV cache tokens",
+    "tensor_parallel_size": "Tensor parallel",
+    "dtype": "Dtype",
+    "quantization": "Quantization",
+    "kv_cache_dtype": "KV cache dtype",
+    "requested_tokens": "Requested tokens",
+    "context_limit": "Context limit",
+    "process_in_use_gib": "This process holds",
+    "other_processes": "Other processes",
+}
 
 
 class Upload(msgspec.Struct, frozen=True):
@@ -174,8 +175,8 @@ def _fact_value(name: str, value: object) -> str:
 def _facts_block(facts: Facts) -> Block | None:
     raw = msgspec.structs.asdict(facts)
     fields = [
-        {"type": "mrkdwn", "text": _cut(f"*{name}*\n{_fact_value(name, raw[name])}", LIMITS["field_text"])}
-        for name in _KEY_FACTS
+        {"type": "mrkdwn", "text": _cut(f"*{label}*\n{_fact_value(name, raw[name])}", LIMITS["field_text"])}
+        for name, label in _FACT_LABELS.items()
         if raw.get(name) is not None
     ][: LIMITS["fields"]]
     return {"type": "section", "fields": fields} if fields else None
@@ -423,17 +424,17 @@ def render_budget(budget: Budget, *, notes: Sequence[str] = ()) -> Message:
     blocks += [_section(f":information_source: {note}") for note in notes]
     blocks += _budget_blocks(budget)
     numbers = {
-        "weights_gib": f"{budget.weights_gib:.2f} GiB",
-        "available_kv_gib": f"{budget.available_kv_gib:.2f} GiB",
-        "kv_cache_tokens": f"{budget.kv_cache_tokens:,}",
-        "max_model_len_fit": f"{budget.max_model_len_fit:,}",
-        "max_concurrency": f"{budget.max_concurrency:.2f}",
-        "kv_bytes_per_token": f"{budget.kv_bytes_per_token:,}",
-        "requested_gib": f"{budget.requested_gib:.2f} GiB",
-        "min_gpu_memory_utilization": (
+        "Weights": f"{budget.weights_gib:.2f} GiB",
+        "KV cache available": f"{budget.available_kv_gib:.2f} GiB",
+        "KV cache tokens": f"{budget.kv_cache_tokens:,}",
+        "Longest length that fits": f"{budget.max_model_len_fit:,}",
+        "Concurrent full-length requests": f"{budget.max_concurrency:.2f}",
+        "KV bytes per token": f"{budget.kv_bytes_per_token:,}",
+        "Requested by vLLM": f"{budget.requested_gib:.2f} GiB",
+        "Smallest utilization that fits": (
             None if budget.min_gpu_memory_utilization is None else f"{budget.min_gpu_memory_utilization:g}"
         ),
-        "min_tensor_parallel_size": (
+        "Smallest TP that fits": (
             None if budget.min_tensor_parallel_size is None else str(budget.min_tensor_parallel_size)
         ),
     }

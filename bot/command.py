@@ -15,6 +15,7 @@ from bot.app import build_backends, create_app
 from bot.gateway import create_gateway
 from bot.settings import BotSettings, SettingsError, load_settings
 from service.packs.loader import PackError
+from service.serving import server_options
 
 __all__ = ["run"]
 
@@ -46,9 +47,10 @@ def _http(settings: BotSettings, host: str, port: int) -> None:
         app,
         signing_secret=settings.signing_secret or "",
         max_body_bytes=settings.max_body_bytes,
+        claim=backends.state.claim_event,
         on_shutdown=[backends.close],
     )
-    uvicorn.run(gateway, host=host, port=port, log_level="info")
+    uvicorn.run(gateway, host=host, port=port, log_level="info", **server_options())
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ from redis.exceptions import RedisError
 
 from bot.parse import HOST_NAME
 from service.packs.loader import PackError, load_yaml_file
+from service.redis_link import Outage
 from service.schemas import AgentRegistration
 
 __all__ = ["HostDirectory", "Resolution", "load_hosts_file"]
@@ -61,6 +62,7 @@ class HostDirectory:
         self._static = dict(static or {})
         self._prefix = f"{key_prefix}agent:"
         self._pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self._prefix) + "*"
+        self._outage = Outage(log, "the agent registry")
 
     async def _registered(self) -> dict[str, str]:
         if self._redis is None:
@@ -87,8 +89,9 @@ class HostDirectory:
         try:
             registered = await self._registered()
         except (RedisError, OSError) as exc:
-            log.warning("the agent registry in Redis is unreachable (%s); using the hosts file only", exc)
+            self._outage.failed(exc, "using the hosts file only")
             return dict(self._static), True
+        self._outage.ok()
         return {**self._static, **registered}, False
 
     async def close(self) -> None:

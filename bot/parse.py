@@ -12,6 +12,7 @@ import re
 
 import msgspec
 
+from service.redact import redact
 from service.schemas import EstimateRequest
 
 __all__ = [
@@ -37,6 +38,7 @@ _LOG_MARKER = re.compile(
     r"|\bINFO\b|\d{2}:\d{2}:\d{2}|\d\s*GiB\b|File \"|gpu_memory_utilization=|max_model_len="
 )
 _WORD_SPLIT = re.compile(r"[\s,;!?()\[\]{}\"'“”]+")
+_LIST_HOSTS = frozenset({"hosts", "list hosts", "which hosts", "show hosts", "known hosts"})
 _HOST_KEYWORDS = frozenset({"on", "host", "hosts", "node", "nodes", "machine", "server", "box", "check"})
 _STOPWORDS = frozenset(
     {"and", "or", "the", "a", "an", "is", "are", "of", "to", "in", "on", "at", "for", "with", "please"}
@@ -93,10 +95,11 @@ class Ask(msgspec.Struct, frozen=True, kw_only=True):
     estimate: EstimateRequest | None = None
     vllm_version: str | None = None
     help: bool = False
+    list_hosts: bool = False
 
     @property
     def empty(self) -> bool:
-        return not (self.log or self.hosts or self.estimate or self.help)
+        return not (self.log or self.hosts or self.estimate or self.help or self.list_hosts)
 
 
 def unescape_slack(text: str) -> str:
@@ -139,8 +142,23 @@ def _command(log: str | None) -> str | None:
     return None
 
 
+# A message names a few hosts at most; more words of that shape are not hosts (a pasted table, a key).
+MAX_HOSTS = 5
+# A run this long of letters and digits with no separator is a key or token, not a host name.
+_TOKEN_RUN = re.compile(r"[a-z0-9]{20,}")
+
+
+def looks_secret(word: str) -> bool:
+    """Whether a word may be a credential: redaction would change it, or it is one long token run."""
+    return redact(word) != word or _TOKEN_RUN.search(word.lower()) is not None
+
+
 def _hosts(prose: str) -> tuple[str, ...]:
-    """Words shaped like host names (letters and digits), or any word right after "on"/"host"/"and"."""
+    """Words shaped like host names (letters and digits), or any word right after "on"/"host"/"and".
+
+    Never a word that may be a secret (an unfenced bearer token is not a host), never more than
+    MAX_HOSTS: these names are looked up and may be named back in the reply.
+    """
     words = [w.strip(".:").lower() for w in _WORD_SPLIT.split(_INLINE_CODE.sub(r"\1", prose))]
     found: list[str] = []
     slot = False
@@ -154,8 +172,9 @@ def _hosts(prose: str) -> tuple[str, ...]:
             and HOST_NAME.match(word)
             and not _VERSION_WORD.match(word)
             and not _GPU_WORD.match(word)
+            and not looks_secret(word)
         ):
-            if word not in found:
+            if word not in found and len(found) < MAX_HOSTS:
                 found.append(word)
             slot, last_was_host = False, True
             continue
@@ -234,6 +253,8 @@ def parse_ask(text: str) -> Ask:
     plain = unescape_slack(text).strip()
     if plain.lower().strip(" ?!.") in {"help", ""} and plain:
         return Ask(help=True)
+    if plain.lower().strip(" ?!.") in _LIST_HOSTS:
+        return Ask(list_hosts=True)
     if "```" not in plain and len(plain.splitlines()) <= 2:
         estimate = parse_sizing(plain)
         if estimate is not None:

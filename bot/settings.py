@@ -41,6 +41,28 @@ class BotSettings(msgspec.Struct, frozen=True, kw_only=True):
     agent_timeout_s: float = 3.0
     thread_ttl_s: int = 7 * 24 * 3600
     dedup_ttl_s: int = 3600
+    # Channels where registered host names may be listed ("*" for every channel); none by default.
+    list_hosts_in: tuple[str, ...] = ()
+
+    def may_list_hosts(self, channel: str) -> bool:
+        """Whether a reply in `channel` may name the registered hosts (they reveal the fleet)."""
+        return "*" in self.list_hosts_in or channel in self.list_hosts_in
+
+
+def _channels(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    """`off` (or unset): none; `all`: every channel; else comma-separated channel ids (C0123…)."""
+    raw = env.get(name, "").strip()
+    if raw.lower() in {"", "off", "none", "0"}:
+        return ()
+    if raw.lower() in {"all", "*"}:
+        return ("*",)
+    channels = tuple(part.strip() for part in raw.split(",") if part.strip())
+    bad = [c for c in channels if not c.isalnum() or not c.isupper()]
+    if bad:
+        raise SettingsError(
+            f"{name} must be off, all, or Slack channel ids such as C0123ABCD (not {bad[0]!r})."
+        )
+    return channels
 
 
 def _positive(env: Mapping[str, str], name: str, kind: type[int] | type[float], default: float) -> float:
@@ -108,4 +130,5 @@ def load_settings(env: Mapping[str, str] | None = None, *, http: bool = False) -
         service_timeout_s=_positive(env, "VRAMDOC_BOT_SERVICE_TIMEOUT_S", float, 15.0),
         agent_timeout_s=_positive(env, "VRAMDOC_BOT_AGENT_TIMEOUT_S", float, 3.0),
         thread_ttl_s=int(_positive(env, "VRAMDOC_BOT_THREAD_TTL_S", int, 7 * 24 * 3600)),
+        list_hosts_in=_channels(env, "VRAMDOC_BOT_LIST_HOSTS"),
     )

@@ -16,6 +16,8 @@ import msgspec
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from service.redis_link import Outage, connect_redis
+
 __all__ = ["MemoryState", "RedisState", "State", "ThreadContext", "open_state"]
 
 log = logging.getLogger(__name__)
@@ -100,6 +102,7 @@ class RedisState:
         self._dedup_ttl_s = dedup_ttl_s
         self._thread_ttl_s = thread_ttl_s
         self._fallback = MemoryState(dedup_ttl_s=dedup_ttl_s, thread_ttl_s=thread_ttl_s)
+        self._outage = Outage(log, "the bot's de-dup and thread context")
 
     async def claim_event(self, event_id: str) -> bool:
         try:
@@ -107,16 +110,18 @@ class RedisState:
                 f"{self._prefix}bot:event:{event_id}", "1", nx=True, ex=self._dedup_ttl_s
             )
         except (RedisError, OSError) as exc:
-            log.warning("Redis is unreachable for event de-dup (%s); de-duplicating in memory only", exc)
+            self._outage.failed(exc, "de-duplicating and keeping threads in memory")
             return await self._fallback.claim_event(event_id)
+        self._outage.ok()
         return bool(first)
 
     async def load_thread(self, channel: str, thread_ts: str) -> ThreadContext | None:
         try:
             raw = await self._redis.get(f"{self._prefix}bot:thread:{channel}:{thread_ts}")
         except (RedisError, OSError) as exc:
-            log.warning("Redis is unreachable for thread context (%s); using memory", exc)
+            self._outage.failed(exc, "de-duplicating and keeping threads in memory")
             return await self._fallback.load_thread(channel, thread_ts)
+        self._outage.ok()
         if raw is None:
             return await self._fallback.load_thread(channel, thread_ts)
         try:
@@ -130,8 +135,10 @@ class RedisState:
         try:
             await self._redis.set(key, msgspec.json.encode(context), ex=self._thread_ttl_s)
         except (RedisError, OSError) as exc:
-            log.warning("Redis is unreachable to save thread context (%s); keeping it in memory", exc)
+            self._outage.failed(exc, "de-duplicating and keeping threads in memory")
             await self._fallback.save_thread(channel, thread_ts, context)
+            return
+        self._outage.ok()
 
     async def close(self) -> None:
         await self._redis.aclose()
@@ -147,5 +154,5 @@ def open_state(
     """Redis state when a URL is given, else memory; connecting is lazy, so a down Redis never blocks."""
     if redis_url is None:
         return MemoryState(dedup_ttl_s=dedup_ttl_s, thread_ttl_s=thread_ttl_s)
-    client = aioredis.from_url(redis_url, socket_timeout=1.0, socket_connect_timeout=1.0)
+    client = connect_redis(redis_url, timeout_s=1.0)
     return RedisState(client, key_prefix=key_prefix, dedup_ttl_s=dedup_ttl_s, thread_ttl_s=thread_ttl_s)

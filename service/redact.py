@@ -1,81 +1,107 @@
 """Scrubbing secrets out of pasted text before anything is echoed, stored or reported (DESIGN §6).
 
-People paste whole terminals: Hugging Face tokens in `HF_TOKEN=…`, Slack tokens, cloud keys, bearer
-headers and passwords inside URLs. Each pattern replaces only the secret, so the line stays readable.
+People paste whole terminals: Hugging Face tokens in `HF_TOKEN=…`, Slack tokens and webhooks, cloud
+keys, `Authorization:` headers, `--api-key` values and passwords inside URLs. Each pattern replaces
+only the secret, so the line stays readable, and never adds or removes a newline, so line numbers
+survive.
+
+Terminals hard-wrap long lines mid-token, so a secret can start on one line and continue on the next.
+Matching therefore runs twice: once on a view where a line break between two token characters is
+joined (unless the next line starts a new log record), so a wrapped secret is one secret and both
+pieces go; then on the raw text, for what joining would hide (a key that ends at a line break).
 """
 
 from __future__ import annotations
 
+import bisect
 import re
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import re2
 
-__all__ = ["REDACTED", "redact"]
+__all__ = ["REDACTED", "redact", "redact_value"]
 
 REDACTED = "[REDACTED]"
 
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # scheme://user:password@host -> keep the user, drop the password
-    (re.compile(r"(?P<keep>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]+:)[^\s@/]+(?=@)"), rf"\g<keep>{REDACTED}"),
-    (re.compile(r"\bhf_[A-Za-z0-9]{20,}"), REDACTED),
-    (re.compile(r"\bxox[abposre]-[A-Za-z0-9\-]{8,}"), REDACTED),
-    (re.compile(r"\bxapp-\d-[A-Za-z0-9\-]{8,}"), REDACTED),
-    (re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), REDACTED),
-    (re.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_\-]{20,}"), REDACTED),
-    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"), REDACTED),
-    (re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"), REDACTED),
-    (re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b"), REDACTED),
-    (re.compile(r"(?i)(?P<keep>\bbearer\s+)[A-Za-z0-9._~+/\-]{8,}=*"), rf"\g<keep>{REDACTED}"),
-    (
-        re.compile(
-            r"(?i)(?P<keep>\b(?:aws_secret_access_key|aws_session_token|[a-z_]*api[_-]?key|[a-z_]*token|"
-            r"password|passwd|secret|signing_secret)\b['\"]?\s*[:=]\s*['\"]?)(?!\[REDACTED\])[^\s'\",}]{4,}"
-        ),
-        rf"\g<keep>{REDACTED}",
-    ),
+# Each pattern is written once, with `{S}` where whitespace may stand: Python's `\s` is Unicode-aware,
+# RE2's is ASCII, so the candidate scan widens it. A group named `secret` is what is replaced; without
+# one the whole match is. No lookarounds, so every pattern also compiles in RE2.
+_TEMPLATES: tuple[str, ...] = (
+    # scheme://user:password@host (any scheme; the user may be empty, as in redis://:pw@host)
+    r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]*:(?P<secret>[^\s@/]+)@",
+    r"\bhf_[A-Za-z0-9]{20,}",
+    r"\bxox[abposre]-[A-Za-z0-9\-]{8,}",
+    r"\bxapp-\d-[A-Za-z0-9\-]{8,}",
+    r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9/_\-]{8,})",
+    r"\b(?:AKIA|ASIA)[A-Z0-9]{16}",
+    r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_\-]{20,}",
+    r"\bgh[pousr]_[A-Za-z0-9]{30,}",
+    r"\bgithub_pat_[A-Za-z0-9_]{22,}",
+    r"\bglpat-[A-Za-z0-9_\-]{20,}",
+    r"\bAIza[0-9A-Za-z_\-]{35}",
+    # JSON Web Tokens: a base64url JSON header always starts `eyJ`
+    r"\beyJ[A-Za-z0-9_\-]{8,}(?:\.[A-Za-z0-9_\-]*){0,2}",
+    r"(?i:\bbearer{S}+)(?P<secret>[A-Za-z0-9._~+/\-]{8,}=*)",
+    # Authorization headers of any scheme: the scheme word and its credentials, which are one token
+    # (Basic, Bearer, Token) or comma-separated key=value parameters (Digest, AWS4-HMAC-SHA256)
+    r"(?i:\b(?:proxy-)?authorization\b['\"]?{S}*[:=]{S}*['\"]?)(?P<secret>(?:[A-Za-z][\w\-]*[ \t]+)?"
+    r"(?:(?:[\w\-]+=(?:\\?\"[^\"\\\n]*\\?\"|[^\s,'\"]+)[ \t]*,?[ \t]*)+|[^\s'\"]{4,}))",
+    # command-line flags: --hf-token, --api-key, --password, --client-secret ...
+    r"(?i:--[a-z0-9_\-]*(?:token|api[_\-]key|secret|password|passwd)(?:{S}*={S}*|{S}+)['\"]?)"
+    r"(?P<secret>[^\s'\"]+)",
+    # curl -u user:password
+    r"(?:\s-u|--user){S}+['\"]?[^\s:'\"]+:(?P<secret>[^\s'\"]+)",
+    # secrets in query strings (SAS signatures, access tokens)
+    r"[?&](?i:sig|signature|token|access_token|api_key|apikey|key|code|password)=(?P<secret>[^&\s#'\"]{4,})",
+    # key = value, key: value, "key": "value" (AWS, GCP service-account JSON, Azure connection strings)
+    r"(?i:\b[a-z0-9_\-.]*(?:aws_secret_access_key|aws_session_token|api[_\-]?key|token|password|passwd|"
+    r"secret|private_key_id|private_key|account_?key|shared_?access_?key|subscription[_\-]?key)\b"
+    r"['\"]?{S}*[:=]{S}*\[?{S}*['\"]?{S}*)(?P<secret>[^\s'\",};]{4,})",
+    # PEM private keys, whole or cut off (also with JSON's escaped newlines)
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----"
+    r"(?:[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----|(?:\\n|\n|[A-Za-z0-9+/=])*)",
 )
 
-_PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----")
+_PATTERNS = tuple(re.compile(t.replace("{S}", r"\s")) for t in _TEMPLATES)
 
-# Python's \s is Unicode-aware, RE2's is ASCII: the candidate scan widens it so it never misses.
+# RE2's candidate scan: one linear-time pass that finds every place a pattern above could match (a
+# superset: its `\b` and negated `\s` are ASCII, so they match more). Almost no log holds a secret,
+# so most texts cost this scan alone; only the lines around a candidate meet the patterns themselves.
 _SPACE = r"[\s\x0b\x1c-\x1f\x{85}\pZ]"
+_UNNAMED = re.compile(r"\(\?P<\w+>")
+_CANDIDATE = re2.compile("|".join(_UNNAMED.sub("(?:", t.replace("{S}", _SPACE)) for t in _TEMPLATES))
 
-# One linear-time pass that finds every place a pattern above could match (a superset: lookarounds
-# dropped). Almost no log holds a secret, so most texts cost this single scan; only the lines around a
-# candidate go through the patterns themselves.
-_CANDIDATE = re2.compile(
-    "|".join(
-        (
-            r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]+:[^\s@/]+@",
-            r"\bhf_[A-Za-z0-9]{20,}",
-            r"\bxox[abposre]-[A-Za-z0-9\-]{8,}",
-            r"\bxapp-\d-[A-Za-z0-9\-]{8,}",
-            r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b",
-            r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_\-]{20,}",
-            r"\bgh[pousr]_[A-Za-z0-9]{30,}",
-            r"\bglpat-[A-Za-z0-9_\-]{20,}",
-            r"\bAIza[0-9A-Za-z_\-]{35}\b",
-            rf"(?i:\bbearer{_SPACE}+[A-Za-z0-9._~+/\-]{{8,}})",
-            r"(?i:\b(?:aws_secret_access_key|aws_session_token|[a-z_]*api[_-]?key|[a-z_]*token|"
-            rf"password|passwd|secret|signing_secret)\b['\"]?{_SPACE}*[:=]{_SPACE}*['\"]?[^\s'\",}}]{{4,}})",
-        )
-    )
+# A line break between two token characters may be a terminal's hard wrap, unless the next line
+# starts a record of its own (a logger level, a timestamp, a traceback, a compose prefix).
+_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+/=.~%:@")
+_RECORD_START = re.compile(
+    r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b|\d{2,4}-\d{2}[- T]\d{2}|Traceback\b|File\b"
+    r"|[A-Za-z0-9][\w.\-]*[ ]+\|[ ]|(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b"
 )
 
 
-def _redact_segment(segment: str) -> str:
-    for pattern, replacement in _PATTERNS:
-        segment = pattern.sub(replacement, segment)
-    return segment
+def _secret_spans(segment: str) -> Iterable[tuple[int, int]]:
+    for pattern in _PATTERNS:
+        for match in pattern.finditer(segment):
+            start, end = match.span("secret") if "secret" in pattern.groupindex else match.span()
+            already = segment.startswith(REDACTED, start) or segment.startswith(REDACTED, max(start - 1, 0))
+            if end > start and not already:
+                yield start, end
 
 
-def _candidate_lines(text: str) -> list[tuple[int, int]]:
-    """Spans of whole lines that hold a candidate, merged where they touch."""
+# How much text around a candidate the patterns see: more than any secret's key and separators, so a
+# joined view of thousands of lines still costs only a window per candidate.
+_CONTEXT = 1024
+
+
+def _candidate_segments(text: str) -> list[tuple[int, int]]:
+    """Windows of the lines that hold a candidate, merged where they touch."""
     spans: list[tuple[int, int]] = []
     for match in _CANDIDATE.finditer(text):
-        start = text.rfind("\n", 0, match.start()) + 1
+        start = max(text.rfind("\n", 0, match.start()) + 1, match.start() - _CONTEXT)
         end = text.find("\n", match.end())
-        end = len(text) if end == -1 else end
+        end = min(len(text) if end == -1 else end, match.end() + _CONTEXT)
         if spans and start <= spans[-1][1]:
             spans[-1] = (spans[-1][0], max(end, spans[-1][1]))
         else:
@@ -83,18 +109,86 @@ def _candidate_lines(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def redact(text: str) -> str:
-    """Return `text` with every recognised secret replaced by [REDACTED]."""
-    if "PRIVATE KEY-----" in text:
-        text = _PRIVATE_KEY.sub(REDACTED, text)
-    spans = _candidate_lines(text)
+def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _joined(text: str) -> tuple[str, list[int]]:
+    """The text with every break between two token characters removed, and where each one was."""
+    lines = text.split("\n")
+    breaks: list[int] = []
+    position = -1
+    for line, following in zip(lines, lines[1:], strict=False):
+        position += len(line) + 1  # the index of the break after `line`
+        if line and following and line[-1] in _TOKEN_CHARS and following[0] in _TOKEN_CHARS:
+            breaks.append(position)
+    if not breaks:
+        return text, []
+    pieces = []
+    done = 0
+    for position in breaks:
+        pieces.append(text[done:position])
+        done = position + 1
+    pieces.append(text[done:])
+    return "".join(pieces), breaks
+
+
+def _to_raw(span: tuple[int, int], breaks: list[int], text: str) -> tuple[int, int]:
+    """A span of the joined view in raw positions, ending at the first break before a new record.
+
+    The k-th removed break sat before joined index breaks[k] - k; a joined index moves right by the
+    number of breaks removed before it.
+    """
+    joined_at = [position - k for k, position in enumerate(breaks)]
+    start = span[0] + bisect.bisect_right(joined_at, span[0])
+    end = span[1] - 1 + bisect.bisect_right(joined_at, span[1] - 1) + 1
+    for k in range(bisect.bisect_left(breaks, start), bisect.bisect_left(breaks, end)):
+        if _RECORD_START.match(text, breaks[k] + 1):
+            return start, breaks[k]
+    return start, end
+
+
+def _spans_in(text: str, *, join: bool) -> list[tuple[int, int]]:
+    view, breaks = _joined(text) if join else (text, [])
+    found: list[tuple[int, int]] = []
+    for seg_start, seg_end in _candidate_segments(view):
+        found.extend((seg_start + s, seg_start + e) for s, e in _secret_spans(view[seg_start:seg_end]))
+    return [_to_raw(span, breaks, text) for span in found] if breaks else found
+
+
+def _replace(text: str, spans: list[tuple[int, int]]) -> str:
     if not spans:
         return text
     pieces: list[str] = []
     done = 0
-    for start, end in spans:
+    for start, end in _merge(spans):
         pieces.append(text[done:start])
-        pieces.append(_redact_segment(text[start:end]))
+        pieces.append(REDACTED + "\n" * text.count("\n", start, end))
         done = end
     pieces.append(text[done:])
     return "".join(pieces)
+
+
+def redact(text: str) -> str:
+    """Return `text` with every recognised secret replaced by [REDACTED], line count unchanged."""
+    if not text:
+        return text
+    text = _replace(text, _spans_in(text, join=True))
+    return _replace(text, _spans_in(text, join=False))
+
+
+def redact_value(value: Any) -> Any:
+    """Redact every string inside a nested value (dicts, lists, tuples); keys of dicts included."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, Mapping):
+        return {redact_value(key): redact_value(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_value(item) for item in value]
+    return value

@@ -26,7 +26,7 @@ async def on_command(
     backends = backends_of(context)
     text = str(command.get("text") or "")
     if not text.strip() or parse_ask(text).help:
-        message = await help_message(backends)
+        message = await help_message(backends, str(command.get("channel_id") or ""))
         await ack(text=message.text, blocks=message.blocks)
         return
     await ack(text="Working on it… the answer will appear in this channel.")

@@ -18,11 +18,11 @@ from importlib.metadata import PackageNotFoundError, version
 from litestar import Litestar, Request, get
 from litestar.datastructures import State
 from litestar.response import Response
-from redis.asyncio import Redis
 
 from service.agent.registry import AGENT_KEY_PREFIX, Heartbeat, RegistrationBuilder
 from service.agent.settings import AgentSettings
 from service.agent.snapshot import collect_snapshot, gpu_summary, read_gpus, utc_now
+from service.redis_link import connect_redis
 from service.schemas import AgentRegistration, Snapshot
 
 __all__ = ["AgentIdentity", "authorized", "create_app", "package_version"]
@@ -72,9 +72,14 @@ async def snapshot(request: Request[object, object, State]) -> Response[bytes] |
 
 
 @get("/healthz")
-async def healthz(request: Request[object, object, State]) -> dict[str, str]:
+async def healthz(request: Request[object, object, State]) -> dict[str, object]:
+    """`ok` while at least one GPU can be read; `degraded` (still 200: the process is alive) when none."""
     identity: AgentIdentity = request.app.state.identity
-    return {"status": "ok", "host": identity.host}
+    reading = await read_gpus(request.app.state.settings)
+    if reading.gpus:
+        return {"status": "ok", "host": identity.host}
+    reasons = [f"{e.source}: {e.reason}" for e in reading.errors] or ["no GPU was found"]
+    return {"status": "degraded", "host": identity.host, "gpus": 0, "reasons": reasons}
 
 
 def _registration_builder(settings: AgentSettings, identity: AgentIdentity) -> RegistrationBuilder:
@@ -98,11 +103,15 @@ async def _registration(app: Litestar) -> AsyncIterator[None]:
     """Run the heartbeat for the app's lifetime when Redis is configured; deregister on shutdown."""
     settings: AgentSettings = app.state.settings
     identity: AgentIdentity = app.state.identity
+    reading = await read_gpus(settings)
+    if not reading.gpus:
+        reasons = "; ".join(f"{e.source}: {e.reason}" for e in reading.errors) or "no GPU was found"
+        log.warning("this agent can read no GPU, so its snapshots will have none (%s)", reasons)
     if settings.redis_url is None:
         log.info("VRAMDOC_REDIS_URL is not set: this agent will not register itself for the bot")
         yield
         return
-    redis = Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
+    redis = connect_redis(settings.redis_url, timeout_s=5)
     heartbeat = Heartbeat(
         redis, _registration_builder(settings, identity), settings.heartbeat_s, app.state.registry_prefix
     )

@@ -22,6 +22,7 @@ from service.schemas import Snapshot
 __all__ = ["agent_url", "parse_listen", "render_snapshot", "run_agent", "run_snapshot"]
 
 EXIT_OK = 0
+EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
 
@@ -61,6 +62,7 @@ def run_agent(args: argparse.Namespace) -> int:
     import uvicorn
 
     from service.agent.app import AgentIdentity, create_app
+    from service.serving import server_options
 
     try:
         settings = load_settings(os.environ)
@@ -70,7 +72,7 @@ def run_agent(args: argparse.Namespace) -> int:
     except AgentConfigError as err:
         return _fail("agent", err)
     identity = AgentIdentity(host=host, url=agent_url(address, port, args.url or settings.url), token=token)
-    uvicorn.run(create_app(settings, identity), host=address, port=port, log_level="info")
+    uvicorn.run(create_app(settings, identity), host=address, port=port, log_level="info", **server_options())
     return EXIT_OK
 
 
@@ -86,6 +88,10 @@ def run_snapshot(args: argparse.Namespace) -> int:
         sys.stdout.write(msgspec.json.encode(snapshot).decode() + "\n")
     else:
         sys.stdout.write(render_snapshot(snapshot))
+    if not snapshot.gpus and any(e.source.startswith(("nvml", "dcgm")) for e in snapshot.errors):
+        # `snapshot --json > snap.json && diagnose …` must not carry on with a snapshot of nothing.
+        print(f"vramdoc snapshot: no GPU could be read on {host} (see errors).", file=sys.stderr)
+        return EXIT_FAILURE
     return EXIT_OK
 
 

@@ -25,6 +25,7 @@ from service.errors import InputError
 
 __all__ = [
     "DEFAULT_VLLM_URL",
+    "MIN_TOKEN_CHARS",
     "AgentConfigError",
     "AgentSettings",
     "host_name",
@@ -33,6 +34,8 @@ __all__ = [
 ]
 
 DEFAULT_VLLM_URL = "http://127.0.0.1:8000"
+# A bearer token shorter than this can be guessed or brute-forced over the network.
+MIN_TOKEN_CHARS = 32
 HOST_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
 
@@ -108,15 +111,16 @@ def load_settings(env: Mapping[str, str]) -> AgentSettings:
 
 
 def _check_token_file_mode(path: Path) -> None:
-    """A token file every user of the GPU host can read (or rewrite) protects nothing."""
+    """A token file other users can read, or anyone but its owner can rewrite, protects nothing."""
     try:
         mode = path.stat().st_mode
     except OSError:
         return  # reading it next reports the reason in one sentence
-    if mode & (stat.S_IROTH | stat.S_IWOTH):
+    if mode & (stat.S_IROTH | stat.S_IWOTH | stat.S_IWGRP):
         raise AgentConfigError(
-            f"The token file named by VRAMDOC_AGENT_TOKEN_FILE is readable or writable by every user "
-            f"(mode {stat.S_IMODE(mode):04o}): chmod 600 it (or 640 for a group)."
+            f"The token file named by VRAMDOC_AGENT_TOKEN_FILE is readable by other users or writable by "
+            f"more than its owner (mode {stat.S_IMODE(mode):04o}): run `chmod 600 {path}` "
+            "(or `chmod 640` to share it with a group)."
         )
 
 
@@ -143,6 +147,11 @@ def load_token(env: Mapping[str, str]) -> str:
         )
     if any(c.isspace() for c in direct):
         raise AgentConfigError("The agent token must not contain whitespace.")
+    if len(direct) < MIN_TOKEN_CHARS:
+        raise AgentConfigError(
+            f"The agent token has {len(direct)} characters; use at least {MIN_TOKEN_CHARS} "
+            "(e.g. the output of `openssl rand -hex 32`)."
+        )
     return direct
 
 

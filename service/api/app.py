@@ -21,11 +21,11 @@ from service.api.openapi import add_request_components
 from service.api.problems import exception_handlers
 from service.api.routes import V1_HANDLERS, health_handlers
 from service.api.settings import Settings
-from service.api.stalled import StalledBodyGuard
 from service.api.stores import SharedState
 from service.api.views import Loaded
 from service.core import load_rules
 from service.packs import RulePacks
+from service.serving import StalledBodyGuard
 
 __all__ = ["create_app", "create_app_from_env"]
 

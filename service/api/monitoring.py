@@ -1,29 +1,45 @@
 """Prometheus metrics and Sentry error reporting, both safe for pasted logs full of secrets.
 
-Sentry's Litestar integration attaches request bodies and frame locals even with
-`send_default_pii=False`; we turn both off and pass every string of every event and breadcrumb
-through `redact`, because an exception message can quote a log line.
+Sentry never changes an answer. Its Litestar integration wraps the ASGI app and reads request
+bodies (a multipart upload then never gets an answer, deeply nested JSON dies in its parser), so it
+is not used, nor any integration that enables itself: the one place that answers 500 reports the
+exception once (`report_failure`), 4xx problems are breadcrumbs at most, and each event carries the
+method and route path, never a body, query string or header. Every string that does reach an event
+or breadcrumb passes through `redact`, because an exception message can quote a log line.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import sentry_sdk
 from litestar import Response, get
 from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 from prometheus_client import CONTENT_TYPE_LATEST, Counter
-from sentry_sdk.integrations.litestar import LitestarIntegration
+from sentry_sdk.integrations.dedupe import DedupeIntegration
+from sentry_sdk.integrations.logging import LoggingIntegration, ignore_logger
+from uvicorn.config import LOGGING_CONFIG
 
-from service.redact import redact
+from service.redact import redact_value
 
-__all__ = ["DIAGNOSES", "MetricsController", "init_sentry", "prometheus_config", "scrub"]
+__all__ = [
+    "DIAGNOSES",
+    "MetricsController",
+    "RedactedAccessLog",
+    "access_log_config",
+    "init_sentry",
+    "note_problem",
+    "prometheus_config",
+    "report_failure",
+    "scrub",
+]
 
 DIAGNOSES = Counter(
     "vramdoc_diagnoses_total", "Diagnoses answered, by endpoint and root phase.", ["endpoint", "phase"]
 )
 
-_DROPPED_REQUEST_KEYS = ("data", "cookies", "env")
+_KEPT_REQUEST_KEYS = ("method", "url")
 
 
 def prometheus_config() -> PrometheusConfig:
@@ -52,25 +68,17 @@ class MetricsController(PrometheusController):
 
 def scrub(value: Any) -> Any:
     """Redact every string inside an event, breadcrumb or any nested value."""
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, dict):
-        return {key: scrub(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [scrub(item) for item in value]
-    return value
+    return redact_value(value)
 
 
 def _before_send(event: Any, _hint: Any) -> Any:
     request = event.get("request")
     if isinstance(request, dict):
-        for key in _DROPPED_REQUEST_KEYS:
-            request.pop(key, None)
-        headers = request.get("headers")
-        if isinstance(headers, dict):
-            request["headers"] = {
-                k: v for k, v in headers.items() if k.lower() not in {"authorization", "cookie"}
-            }
+        # Whatever added it, only the method and the URL without its query string are kept.
+        kept = {key: request[key] for key in _KEPT_REQUEST_KEYS if key in request}
+        if isinstance(kept.get("url"), str):
+            kept["url"] = kept["url"].split("?", 1)[0]
+        event["request"] = kept
     return scrub(event)
 
 
@@ -83,11 +91,48 @@ def init_sentry(dsn: str, environment: str | None = None) -> None:
     sentry_sdk.init(
         dsn=dsn,
         environment=environment,
-        integrations=[LitestarIntegration()],
+        default_integrations=False,
+        auto_enabling_integrations=False,
+        # Log records become breadcrumbs (scrubbed), never events: report_failure sends the one event.
+        integrations=[DedupeIntegration(), LoggingIntegration(level=logging.INFO, event_level=None)],
         send_default_pii=False,
         include_local_variables=False,
         max_request_body_size="never",
         before_send=_before_send,
         before_breadcrumb=_before_breadcrumb,
         traces_sample_rate=0.0,
+    )
+    ignore_logger("uvicorn.access")  # request lines hold query strings: not even as breadcrumbs
+
+
+class RedactedAccessLog(logging.Filter):
+    """uvicorn's access log line with the query string redacted (`?command=… --hf-token hf_…`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(redact_value(arg) if isinstance(arg, str) else arg for arg in record.args)
+        return True
+
+
+def access_log_config() -> dict[str, Any]:
+    """uvicorn's own logging configuration, with the access log passed through RedactedAccessLog."""
+    config: dict[str, Any] = {**LOGGING_CONFIG, "filters": {"redacted": {"()": RedactedAccessLog}}}
+    config["handlers"] = {name: dict(handler) for name, handler in LOGGING_CONFIG["handlers"].items()}
+    config["handlers"]["access"]["filters"] = ["redacted"]
+    return config
+
+
+def report_failure(exc: BaseException, method: str, path: str) -> None:
+    """One Sentry event for a request that failed inside the service (a no-op without a DSN)."""
+    with sentry_sdk.new_scope() as scope:
+        scope.set_context("request", {"method": method, "path": path})
+        scope.set_tag("http.method", method)
+        scope.set_tag("http.path", path)
+        sentry_sdk.capture_exception(exc)
+
+
+def note_problem(status: int, kind: str, method: str, path: str) -> None:
+    """A client error is not a failure of the service: at most a breadcrumb for a later event."""
+    sentry_sdk.add_breadcrumb(
+        category="http", level="info", message=f"{method} {path} answered {status} ({kind})"
     )

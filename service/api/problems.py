@@ -21,6 +21,7 @@ from litestar.status_codes import (
 )
 from litestar.types import ExceptionHandlersMap
 
+from service.api.monitoring import note_problem, report_failure
 from service.errors import InputError, UnknownGpuError, UnknownModelError
 
 __all__ = [
@@ -43,6 +44,7 @@ _STATUS_KINDS = {
     404: ("not-found", "Not found"),
     405: ("method-not-allowed", "Method not allowed"),
     406: ("not-acceptable", "Not acceptable"),
+    408: ("body-timeout", "Request body timed out"),
     413: ("body-too-large", "Request body too large"),
     415: ("unsupported-media-type", "Unsupported media type"),
     422: ("invalid-input", "Invalid input"),
@@ -125,7 +127,7 @@ def _field_sentence(error: FieldError) -> str:
     return _sentence(f"The {where} parameter `{name}` is invalid: {error.message}")
 
 
-def _http_exception(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Problem]:
+def _http_exception(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Problem]:
     status = exc.status_code
     slug, title = _STATUS_KINDS.get(status, ("http-error", "Request failed"))
     errors: list[FieldError] = []
@@ -148,6 +150,7 @@ def _http_exception(_: Request[Any, Any, Any], exc: HTTPException) -> Response[P
         detail = _sentence(f"{exc.detail}; see /schema for the methods each path accepts")
     elif status == 404:
         detail = "No such endpoint; see /schema for the list of endpoints."
+    note_problem(status, slug, request.method, request.url.path)
     return _response(Problem(problem_type(slug), title, status, detail, errors), exc.headers)
 
 
@@ -164,8 +167,9 @@ def _input_detail(exc: InputError) -> str:
     return _sentence(str(exc))
 
 
-def _input_error(_: Request[Any, Any, Any], exc: InputError) -> Response[Problem]:
+def _input_error(request: Request[Any, Any, Any], exc: InputError) -> Response[Problem]:
     slug = exc.problem_type
+    note_problem(HTTP_422_UNPROCESSABLE_ENTITY, slug, request.method, request.url.path)
     suggestions = exc.suggestions if isinstance(exc, UnknownModelError | UnknownGpuError) else []
     title = _INPUT_TITLES.get(slug, "Invalid input")
     problem = Problem(
@@ -176,6 +180,7 @@ def _input_error(_: Request[Any, Any, Any], exc: InputError) -> Response[Problem
 
 def _internal_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Problem]:
     log.error("Unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    report_failure(exc, request.method, request.url.path)
     detail = "The service failed on this request; the error is logged, and retrying will not help."
     return _response(
         Problem(problem_type("internal-error"), "Internal error", HTTP_500_INTERNAL_SERVER_ERROR, detail)

@@ -1,7 +1,8 @@
 """Route handlers: decode the request, redact it, call the core (or the cache), return a Struct.
 
-`/v1/diagnose` and `/v1/classify` take a JSON `DiagnoseRequest`, or the raw log in any other content
-type with the hints as query parameters (`curl --data-binary @vllm.log '...?model=...'`).
+`/v1/diagnose` and `/v1/classify` take a JSON `DiagnoseRequest`, a multipart upload
+(`curl -F log=@vllm.log`: the `log` field, else the first file part), or the raw log in any other
+content type, with the hints as query parameters (`curl --data-binary @vllm.log '...?model=...'`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Annotated, Any, TypeVar
 import anyio.to_thread
 import msgspec
 from litestar import Request, Response, get, post
-from litestar.datastructures import ResponseHeader, State
+from litestar.datastructures import ResponseHeader, State, UploadFile
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 
@@ -53,8 +54,12 @@ _Top = Annotated[int | None, Parameter(required=False, ge=0, le=MAX_TOP, descrip
 # --- decoding ----------------------------------------------------------------------------------
 
 
+def _media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
 def _is_json(content_type: str | None) -> bool:
-    media = (content_type or "").split(";", 1)[0].strip().lower()
+    media = _media_type(content_type)
     return media == "application/json" or media.endswith("+json")
 
 
@@ -72,13 +77,30 @@ def _redact_snapshot(snapshot: Snapshot) -> Snapshot:
     return msgspec.structs.replace(snapshot, gpus=gpus)
 
 
+def _redact_hint(hint: str | None) -> str | None:
+    return redact(hint) if hint else hint
+
+
 def _redacted(req: DiagnoseRequest) -> DiagnoseRequest:
-    """Scrub secrets before the request is diagnosed, cached or echoed back in evidence."""
+    """Scrub secrets before the request is diagnosed, cached or echoed back (evidence, facts, 422s)."""
     return msgspec.structs.replace(
         req,
         log=redact(req.log),
-        command=redact(req.command) if req.command else req.command,
+        model=_redact_hint(req.model),
+        gpu=_redact_hint(req.gpu),
+        command=_redact_hint(req.command),
+        vllm_version=_redact_hint(req.vllm_version),
         snapshot=_redact_snapshot(req.snapshot) if req.snapshot else None,
+    )
+
+
+def _redacted_estimate(req: EstimateRequest) -> EstimateRequest:
+    """An estimate's names are echoed in its answer and in 422 details: scrub them first."""
+    return msgspec.structs.replace(
+        req,
+        model=_redact_hint(req.model),
+        gpu=_redact_hint(req.gpu),
+        vllm_version=_redact_hint(req.vllm_version),
     )
 
 
@@ -132,6 +154,45 @@ def _log_request(body: bytes, is_json: bool, hints: LogHints) -> DiagnoseRequest
     return req
 
 
+_HINT_FIELDS = ("model", "gpu", "command", "vllm_version")
+
+
+async def _uploaded_log(request: Request[Any, Any, Any], hints: LogHints) -> tuple[bytes, LogHints]:
+    """The log of a multipart upload (its `log` field, else its first file part) and the hints.
+
+    Text fields named like the query parameters fill in hints the query left out.
+    """
+    form = await request.form()
+    named: bytes | None = None
+    first_file: bytes | None = None
+    fields: dict[str, str] = {}
+    for name, value in form.multi_items():
+        if isinstance(value, UploadFile):
+            data = await value.read()
+            if name == "log" and named is None:
+                named = data
+            elif first_file is None:
+                first_file = data
+        elif name == "log" and named is None:
+            named = str(value).encode()
+        elif name in _HINT_FIELDS and isinstance(value, str):
+            fields.setdefault(name, value[:4096])
+    log = named if named is not None else first_file
+    if log is None:
+        detail = "The multipart body has no `log` field and no file part; send the log as `-F log=@vllm.log`."
+        raise ProblemError(
+            400, "missing-log", "No log in the upload", detail, [FieldError("form.log", detail)]
+        )
+    filled = LogHints(
+        model=hints.model or fields.get("model"),
+        gpu=hints.gpu or fields.get("gpu"),
+        command=hints.command or fields.get("command"),
+        vllm_version=hints.vllm_version or fields.get("vllm_version"),
+        top=hints.top,
+    )
+    return log, filled
+
+
 # --- answering ---------------------------------------------------------------------------------
 
 
@@ -183,7 +244,10 @@ async def _answer_log(
     run: Callable[[DiagnoseRequest, RulePacks], Diagnosis],
 ) -> Response[Diagnosis]:
     body = await request.body()
-    req = _log_request(body, _is_json(request.headers.get("content-type")), hints)
+    content_type = request.headers.get("content-type")
+    if _media_type(content_type) == "multipart/form-data":
+        body, hints = await _uploaded_log(request, hints)
+    req = _log_request(body, _is_json(content_type), hints)
     packs = loaded(state).packs
     return await _answer(
         state,
@@ -265,7 +329,11 @@ async def estimate(request: Request[Any, Any, Any], state: State) -> Response[Bu
     data = _decode_body(await request.body(), EstimateRequest)
     packs = loaded(state).packs
     return await _answer(
-        state, "estimate", (msgspec.json.encode(data),), lambda: core.estimate(data, packs), Budget
+        state,
+        "estimate",
+        (msgspec.json.encode(data),),
+        lambda: core.estimate(_redacted_estimate(data), packs),
+        Budget,
     )
 
 

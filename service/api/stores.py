@@ -18,6 +18,8 @@ from litestar.stores.redis import RedisStore
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from service.redis_link import connect_redis
+
 __all__ = ["BoundedMemoryStore", "CounterStore", "RedisCounterStore", "SharedState"]
 
 log = logging.getLogger("vramdoc.service")
@@ -121,12 +123,7 @@ class SharedState:
     ) -> None:
         self.redis: RedisCounterStore | None = None
         if redis_url is not None:
-            client = Redis.from_url(
-                redis_url,
-                socket_connect_timeout=_REDIS_TIMEOUT_S,
-                socket_timeout=_REDIS_TIMEOUT_S,
-                decode_responses=False,
-            )
+            client = connect_redis(redis_url, timeout_s=_REDIS_TIMEOUT_S)
             self.redis = RedisCounterStore(client, namespace=namespace)
         self.memory_limits = BoundedMemoryStore(max_entries=65536)
         self.memory_cache = BoundedMemoryStore(max_entries=cache_max_entries)

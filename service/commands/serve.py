@@ -17,9 +17,11 @@ import tempfile
 
 import uvicorn
 
+from service.api.monitoring import access_log_config
 from service.api.settings import Settings, SettingsError
 from service.core import load_rules
 from service.errors import PackError
+from service.serving import server_options
 
 __all__ = ["run"]
 
@@ -55,8 +57,10 @@ def run(args: argparse.Namespace) -> int:
             lifespan="on",
             timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_S,
             access_log=os.environ.get("VRAMDOC_ACCESS_LOG", "").lower() in {"1", "true", "yes", "on"},
+            log_config=access_log_config(),
             server_header=False,
             ws="none",
+            **server_options(),
         )
     except SystemExit as exc:
         # uvicorn exits 3 when it cannot start (port in use, address not available); it logged why.

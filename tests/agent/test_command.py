@@ -31,7 +31,9 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def test_snapshot_json_without_a_gpu_is_a_valid_snapshot_with_errors_and_exit_0() -> None:
+def test_snapshot_json_without_a_gpu_is_a_valid_snapshot_with_errors_and_exit_1() -> None:
+    """Replaces the exit-0 version: `snapshot --json > snap.json && diagnose …` must stop when no
+    GPU could be read (issue 14); stdout still holds the contract JSON, with the errors."""
     result = subprocess.run(
         [sys.executable, "-m", "service.cli", "snapshot", "--json", "--name", "ci-runner"],
         cwd=REPO,
@@ -39,10 +41,11 @@ def test_snapshot_json_without_a_gpu_is_a_valid_snapshot_with_errors_and_exit_0(
         capture_output=True,
         timeout=60,
     )
-    assert result.returncode == 0, result.stderr
     snapshot = msgspec.json.decode(result.stdout, type=Snapshot)
     assert snapshot.host == "ci-runner"
+    assert result.returncode == (0 if snapshot.gpus else 1), result.stderr
     if ctypes.util.find_library("nvidia-ml") is None:
+        assert b"no GPU could be read on ci-runner" in result.stderr
         assert snapshot.gpus == []
         assert [e.source for e in snapshot.errors] == ["nvml"]
         assert "libnvidia-ml.so.1 was not found" in snapshot.errors[0].reason
@@ -86,8 +89,8 @@ def test_snapshot_json_prints_only_the_contract(
         (["snapshot"], {"VRAMDOC_AGENT_VLLM_URLS": "localhost:8000"}, "is not an http:// or https:// URL"),
         (["snapshot"], {"VRAMDOC_AGENT_SCRAPE_TIMEOUT_S": "soon"}, "is not a number of seconds"),
         (["agent", "--name", "gpu-1"], {}, "needs a bearer token: set VRAMDOC_AGENT_TOKEN"),
-        (["agent", "--listen", "9400"], {"VRAMDOC_AGENT_TOKEN": "t0ken"}, "is not address:port"),
-        (["agent"], {"VRAMDOC_AGENT_TOKEN": "t0ken", "VRAMDOC_AGENT_HEARTBEAT_S": "0"}, "more than 0"),
+        (["agent", "--listen", "9400"], {"VRAMDOC_AGENT_TOKEN": "t0ken" * 8}, "is not address:port"),
+        (["agent"], {"VRAMDOC_AGENT_TOKEN": "t0ken" * 8, "VRAMDOC_AGENT_HEARTBEAT_S": "0"}, "more than 0"),
     ],
     ids=["bad-name", "bad-vllm-url", "bad-timeout", "no-token", "bad-listen", "zero-heartbeat"],
 )
@@ -139,7 +142,7 @@ def _free_port() -> int:
 def test_vramdoc_agent_process_serves_snapshots_behind_its_token(tmp_path: Path) -> None:
     port = _free_port()
     token_file = tmp_path / "token"
-    token_file.write_text("s3cret-token-from-a-file\n")
+    token_file.write_text("s3cret-token-from-a-file-0123456789\n")
     token_file.chmod(0o600)
     proc = subprocess.Popen(
         [sys.executable, "-m", "service.cli", "agent", "--listen", f"127.0.0.1:{port}", "--name", "gpu-e2e"],
@@ -156,11 +159,14 @@ def test_vramdoc_agent_process_serves_snapshots_behind_its_token(tmp_path: Path)
                 break
             except httpx.TransportError:
                 time.sleep(0.05)
-        assert health is not None and health.json() == {"status": "ok", "host": "gpu-e2e"}
+        # This machine has no GPU (or no NVML): alive, but degraded, with the reason.
+        assert health is not None and health.status_code == 200
+        assert health.json()["status"] == "degraded" and health.json()["host"] == "gpu-e2e"
+        assert health.json()["reasons"][0].startswith("nvml")
         assert httpx.get(f"http://127.0.0.1:{port}/v1/snapshot").status_code == 401
         ok = httpx.get(
             f"http://127.0.0.1:{port}/v1/snapshot",
-            headers={"Authorization": "Bearer s3cret-token-from-a-file"},
+            headers={"Authorization": "Bearer s3cret-token-from-a-file-0123456789"},
         )
         assert ok.status_code == 200
         assert msgspec.json.decode(ok.content, type=Snapshot).host == "gpu-e2e"
@@ -169,3 +175,4 @@ def test_vramdoc_agent_process_serves_snapshots_behind_its_token(tmp_path: Path)
         output, _ = proc.communicate(timeout=20)
     assert proc.returncode == 0
     assert b"will not register itself" in output
+    assert b"can read no GPU" in output

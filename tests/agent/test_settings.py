@@ -8,6 +8,8 @@ import pytest
 
 from service.agent.settings import DEFAULT_VLLM_URL, AgentConfigError, host_name, load_settings, load_token
 
+LONG = "0123456789abcdef0123456789abcdef"  # MIN_TOKEN_CHARS long
+
 
 def test_defaults_scrape_the_local_vllm_and_do_not_register() -> None:
     settings = load_settings({})
@@ -43,11 +45,11 @@ def test_empty_vllm_urls_means_scrape_nothing() -> None:
 
 
 def test_token_comes_from_the_variable_or_the_file(tmp_path: Path) -> None:
-    assert load_token({"VRAMDOC_AGENT_TOKEN": " abc123 "}) == "abc123"
+    assert load_token({"VRAMDOC_AGENT_TOKEN": f" {LONG} "}) == LONG
     path = tmp_path / "token"
-    path.write_text("from-file\n")
+    path.write_text(f"from-file-{LONG}\n")
     path.chmod(0o600)
-    assert load_token({"VRAMDOC_AGENT_TOKEN_FILE": str(path)}) == "from-file"
+    assert load_token({"VRAMDOC_AGENT_TOKEN_FILE": str(path)}) == f"from-file-{LONG}"
 
 
 @pytest.mark.parametrize(
@@ -58,8 +60,9 @@ def test_token_comes_from_the_variable_or_the_file(tmp_path: Path) -> None:
         ({"VRAMDOC_AGENT_TOKEN_FILE": "{missing}"}, "cannot be read (FileNotFoundError)"),
         ({"VRAMDOC_AGENT_TOKEN_FILE": "{empty}"}, "is empty"),
         ({"VRAMDOC_AGENT_TOKEN": "two words"}, "must not contain whitespace"),
+        ({"VRAMDOC_AGENT_TOKEN": "abc"}, "has 3 characters; use at least 32"),
     ],
-    ids=["none", "both", "missing-file", "empty-file", "whitespace"],
+    ids=["none", "both", "missing-file", "empty-file", "whitespace", "short"],
 )
 def test_unusable_token_settings_refuse_with_a_sentence(
     env: dict[str, str], message: str, tmp_path: Path
@@ -71,21 +74,21 @@ def test_unusable_token_settings_refuse_with_a_sentence(
         load_token({k: v.format(**paths) for k, v in env.items()})
 
 
-@pytest.mark.parametrize("mode", [0o644, 0o604, 0o602])
-def test_a_token_file_other_users_can_read_or_write_is_refused(tmp_path: Path, mode: int) -> None:
+@pytest.mark.parametrize("mode", [0o644, 0o604, 0o602, 0o660, 0o620])
+def test_a_token_file_others_can_read_or_its_group_can_write_is_refused(tmp_path: Path, mode: int) -> None:
     path = tmp_path / "token"
-    path.write_text("s3cret\n")
+    path.write_text(f"{LONG}\n")
     path.chmod(mode)
-    with pytest.raises(AgentConfigError, match=f"readable or writable by every user \\(mode {mode:04o}\\)"):
+    with pytest.raises(AgentConfigError, match=f"\\(mode {mode:04o}\\): run `chmod 600 {path}`"):
         load_token({"VRAMDOC_AGENT_TOKEN_FILE": str(path)})
 
 
 @pytest.mark.parametrize("mode", [0o400, 0o600, 0o440, 0o640])
 def test_a_token_file_kept_to_its_owner_or_group_is_accepted(tmp_path: Path, mode: int) -> None:
     path = tmp_path / "token"
-    path.write_text("s3cret\n")
+    path.write_text(f"{LONG}\n")
     path.chmod(mode)
-    assert load_token({"VRAMDOC_AGENT_TOKEN_FILE": str(path)}) == "s3cret"
+    assert load_token({"VRAMDOC_AGENT_TOKEN_FILE": str(path)}) == LONG
 
 
 def test_host_name_is_lowercased_and_checked() -> None:

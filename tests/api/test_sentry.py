@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import socket
 import subprocess
@@ -10,12 +11,15 @@ import threading
 import time
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import httpx
 import pytest
 
 SECRET = "hf_" + "SeNtRyPlAnTeDsEcReT0123456789ab"
+CORPUS_LOG = Path(__file__).parent.parent / "corpus" / "v0.32-kv-capacity-qwen.log"
 
 # A server built by create_app with a Sentry DSN, plus one route that fails the way a core bug
 # would: after logging (a breadcrumb) and with the request's text in the exception message.
@@ -32,7 +36,7 @@ async def boom(request: Request) -> None:
     logging.getLogger("vramdoc.service").warning("about to fail on %s", body)
     raise RuntimeError(f"the core failed on: {body}")
 
-app = create_app(Settings(sentry_dsn=sys.argv[1], rate_limit=None))
+app = create_app(Settings(sentry_dsn=sys.argv[1] or None, rate_limit=None))
 app.register(boom)
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), ws="none", log_level="warning")
 """
@@ -82,37 +86,121 @@ def sentry_endpoint() -> Iterator[tuple[str, list[bytes]]]:
         server.server_close()
 
 
+@contextmanager
+def _services(*dsns: str) -> Iterator[list[httpx.Client]]:
+    """The SERVER script once per DSN, each in its own process (Sentry is per process), started
+    together because loading the packs is slow on a busy machine; one client for each."""
+    ports = [_free_port() for _ in dsns]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", SERVER, dsn, str(port)])
+        for dsn, port in zip(dsns, ports, strict=True)
+    ]
+    try:
+        with contextlib.ExitStack() as stack:
+            clients = [
+                stack.enter_context(httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30))
+                for port in ports
+            ]
+            deadline = time.monotonic() + 120
+            for client, proc in zip(clients, procs, strict=True):
+                while True:
+                    try:
+                        client.get("/healthz")
+                        break
+                    except httpx.TransportError:
+                        if time.monotonic() > deadline or proc.poll() is not None:
+                            raise
+                        time.sleep(0.1)
+            yield clients
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=20)
+
+
+def _probes(client: httpx.Client) -> list[tuple[str, int, str]]:
+    """Requests that once behaved differently with a DSN set: uploads, bad JSON, 4xx, a good log."""
+    log = CORPUS_LOG.read_bytes()
+    plain = {"content-type": "text/plain"}
+    answers = [
+        ("multipart log field", client.post("/v1/diagnose", files={"log": ("vllm.log", log)})),
+        ("multipart first file", client.post("/v1/classify", files={"upload": ("a.log", log)})),
+        ("multipart text field", client.post("/v1/classify", data={"log": log.decode()})),
+        ("multipart without a log", client.post("/v1/classify", files={"model": (None, "x")})),
+        ("raw log", client.post("/v1/diagnose", content=log, headers=plain)),
+        (
+            "raw log sent as JSON",
+            client.post("/v1/diagnose", content=log, headers={"content-type": "application/json"}),
+        ),
+        (
+            "truncated JSON",
+            client.post(
+                "/v1/diagnose", content=b'{"log": "abc', headers={"content-type": "application/json"}
+            ),
+        ),
+        (
+            "nested JSON",
+            client.post("/v1/diagnose", content=b"[" * 200_000, headers={"content-type": "application/json"}),
+        ),
+        (
+            "nested object",
+            client.post(
+                "/v1/estimate", content=b'{"config":' * 50_000, headers={"content-type": "application/json"}
+            ),
+        ),
+        (
+            "unknown model hint",
+            client.post("/v1/diagnose", params={"model": SECRET}, content=log, headers=plain),
+        ),
+        ("unknown model estimate", client.post("/v1/estimate", json={"model": SECRET, "gpu": "H100"})),
+        ("no such endpoint", client.get("/v1/nothing", params={"token": SECRET})),
+        ("wrong method", client.get("/v1/diagnose")),
+    ]
+    return [(name, r.status_code, r.text) for name, r in answers]
+
+
+def test_sentry_never_changes_an_answer(sentry_endpoint: tuple[str, list[bytes]]) -> None:
+    dsn, received = sentry_endpoint
+    with _services("", dsn, f"http://publickey@127.0.0.1:{_free_port()}/1") as clients:
+        without, with_sink, with_closed_port = (_probes(client) for client in clients)
+    assert with_sink == without
+    assert with_closed_port == without
+    statuses = {name: status for name, status, _ in without}
+    assert statuses["multipart log field"] == statuses["multipart first file"] == 200
+    assert statuses["multipart text field"] == 200
+    assert statuses["multipart without a log"] == 400
+    assert statuses["nested JSON"] == statuses["nested object"] == statuses["truncated JSON"] == 400
+    assert statuses["unknown model estimate"] == 422
+    for name, _, text in without:
+        assert SECRET not in text, name
+    # None of these is a failure of the service: no event at all, and no secret in what was sent.
+    time.sleep(1)
+    assert not [
+        envelope for envelope in received if b'"type":"event"' in envelope or b"exception" in envelope
+    ]
+    for envelope in received:
+        assert SECRET.encode() not in envelope
+
+
 def test_error_reaches_sentry_without_the_planted_secret(sentry_endpoint: tuple[str, list[bytes]]) -> None:
     dsn, received = sentry_endpoint
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-c", SERVER, dsn, str(port)])
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    client.get("/healthz")
-                    break
-                except httpx.TransportError:
-                    if time.monotonic() > deadline or proc.poll() is not None:
-                        raise
-                    time.sleep(0.1)
-            response = client.post(
-                "/v1/boom",
-                params={"token": SECRET},
-                json={"log": f"OOM while loading; HF_TOKEN={SECRET}"},
-                headers={"authorization": f"Bearer {SECRET}", "x-hf-token": SECRET},
-            )
+    with _services(dsn) as [client]:
+        response = client.post(
+            "/v1/boom",
+            params={"token": SECRET},
+            json={"log": f"OOM while loading; HF_TOKEN={SECRET}"},
+            headers={"authorization": f"Bearer {SECRET}", "x-hf-token": SECRET},
+        )
         assert response.status_code == 500
         assert SECRET not in response.text
         deadline = time.monotonic() + 15
         while not any(b"RuntimeError" in envelope for envelope in received) and time.monotonic() < deadline:
             time.sleep(0.05)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        time.sleep(0.5)  # a second event, if one were sent, has arrived too
     events = [envelope for envelope in received if b"RuntimeError" in envelope]
-    assert events, f"no error event reached the Sentry endpoint ({len(received)} envelopes)"
+    assert len(events) == 1, f"{len(events)} error events reached the Sentry endpoint, not one"
+    assert b"token=" not in events[0] and b"x-hf-token" not in events[0]  # no query string, no header
     assert b"the core failed on" in events[0]
     assert b"[REDACTED]" in events[0]
     for envelope in received:

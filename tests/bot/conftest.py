@@ -57,6 +57,7 @@ async def start_bot(
             create_app(settings, backends),
             signing_secret=SIGNING_SECRET,
             max_body_bytes=settings.max_body_bytes,
+            claim=backends.state.claim_event,
         )
         url, stop = await serve(gateway)
         server = BotServer(url, backends)

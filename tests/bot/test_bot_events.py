@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from urllib.parse import urlencode
 
 import redis.asyncio as aioredis
 from agent_standin import AgentStandin
@@ -52,9 +53,11 @@ async def test_host_mention_replies_in_thread_with_snapshot_table(
     assert agent.requests == ["Bearer agent-standin-token-0123456789"]
 
 
-async def test_unknown_host_is_named_with_the_known_hosts(
+async def test_unknown_host_is_named_but_the_registered_hosts_are_not_listed(
     start_bot, slack: SlackStandin, agent: AgentStandin, redis_client: aioredis.Redis, key_prefix: str
 ) -> None:
+    """Replaces the test that expected every unknown-host reply to list the fleet: any Slack user
+    could read every registered host name that way (issue 14); listing is now `hosts`, per channel."""
     await register_agent(redis_client, key_prefix, "gpu-07", agent.url)
     bot = await start_bot(closed_port_url())
 
@@ -63,9 +66,41 @@ async def test_unknown_host_is_named_with_the_known_hosts(
     await slack.wait_for(lambda: len(slack.called("reactions.add")) == 2)
     [reply] = slack.replies()
     assert "I don't know the host gpu-99" in reply["text"]
-    assert "known hosts: gpu-07" in reply["text"]
+    assert "gpu-07" not in _text_of(reply)
     assert slack.called("reactions.add")[-1]["name"] == "x"
     assert agent.requests == []
+
+
+async def test_an_unfenced_token_is_never_named_back_as_a_host(
+    start_bot, slack: SlackStandin, agent: AgentStandin, redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    bot = await start_bot(closed_port_url())
+    token = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sIgNaTuRe0123"
+    words = " ".join(f"node{i}x" for i in range(12))
+
+    await bot.event(mention(f"check {token} on gpu-99 {words} Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5"))
+
+    await slack.wait_for(lambda: len(slack.called("reactions.add")) == 2)
+    text = _text_of(slack.replies()[0]).lower()
+    assert "eyjhbgci" not in text and "zm9vymfy" not in text
+    assert "and 2 more" in text  # five host-shaped words taken, three named
+    assert sum(f"node{i}x" in text for i in range(12)) <= 3
+
+
+async def test_hosts_are_listed_only_where_the_operator_allows_it(
+    start_bot, slack: SlackStandin, agent: AgentStandin, redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    await register_agent(redis_client, key_prefix, "gpu-07", agent.url)
+    closed = await start_bot(closed_port_url())
+    await closed.event(mention("hosts"))
+    await slack.wait_for(lambda: len(slack.replies()) == 1)
+    assert "turned off in this channel" in slack.replies()[0]["text"]
+    assert "gpu-07" not in _text_of(slack.replies()[0])
+
+    admin = await start_bot(closed_port_url(), list_hosts_in=("C0CHANNEL",))
+    await admin.event(mention("list hosts", ts="1700000000.000200"), event_id="Ev0002")
+    await slack.wait_for(lambda: len(slack.replies()) == 2)
+    assert "gpu-07" in _text_of(slack.replies()[1])
 
 
 async def test_typed_url_is_never_contacted(
@@ -143,25 +178,53 @@ async def test_forged_signature_gets_401_and_no_reply(start_bot, slack: SlackSta
 
 
 async def test_malformed_body_with_a_valid_signature_gets_400_not_500(start_bot, slack: SlackStandin) -> None:
+    """A body that is not UTF-8 cannot be verified (Slack signs text), so it is now refused 401
+    before it is read as anything; every other malformed signed body is a logged 400."""
     bot = await start_bot(closed_port_url())
 
     broken_json = await bot.send(b'{"type": "event_callback", "event": ')
     not_object = await bot.send(b"[1, 2, 3]", content_type="application/json")
     broken_payload = await bot.send(b"payload=%7Bnot-json", content_type="application/x-www-form-urlencoded")
     binary = await bot.send(b"\xff\xfe\x00garbage")
+    nested = await bot.send(b'{"type": "event_callback", "event": ' + b'{"a": ' * 50_000)
 
     assert [
         broken_json.status_code,
         not_object.status_code,
         broken_payload.status_code,
         binary.status_code,
+        nested.status_code,
     ] == [
         400,
         400,
         400,
+        401,
         400,
     ]
     assert slack.calls == []
+
+
+async def test_a_replayed_slash_command_is_answered_once(start_bot, slack: SlackStandin) -> None:
+    bot = await start_bot(closed_port_url())
+    fields = {
+        "command": "/vramdoc",
+        "text": "help",
+        "channel_id": "C0CHANNEL",
+        "user_id": "U0PERSON",
+        "team_id": "T0001",
+        "response_url": slack.base_url + "response",
+        "trigger_id": "1.2.3",
+    }
+    body = urlencode(fields).encode()
+    now = int(time.time())
+    first = await bot.send(body, content_type="application/x-www-form-urlencoded", timestamp=now)
+    replay = await bot.send(body, content_type="application/x-www-form-urlencoded", timestamp=now)
+    later = await bot.send(body, content_type="application/x-www-form-urlencoded", timestamp=now - 1)
+
+    assert first.status_code == replay.status_code == later.status_code == 200
+    assert "vramdoc" in first.text.lower()
+    assert replay.content == b""  # acknowledged, not answered again
+    assert "vramdoc" in later.text.lower()  # a new signed request (another timestamp) is answered
 
 
 async def test_url_verification_challenge_is_answered(start_bot) -> None:

@@ -1,0 +1,103 @@
+"""What every vramdoc HTTP server (service, bot gateway, agent) does about slow or stalled clients.
+
+uvicorn bounds idle keep-alive connections, but not a connection that opens and then sends its
+headers slowly or never finishes them, and not a body that stops arriving: each would hold a
+connection forever. `HeaderDeadlineProtocol` closes a connection whose request headers are not
+complete within HEADER_TIMEOUT_S of its first byte (or of the connection); `StalledBodyGuard`
+answers 408 when a body message does not arrive within its timeout of the previous one, so a slow
+but steady upload still gets through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import anyio
+from litestar.enums import ScopeType
+from litestar.exceptions import HTTPException
+from litestar.types import ASGIApp, Receive, ReceiveMessage, Scope, Send
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+__all__ = ["HEADER_TIMEOUT_S", "KEEP_ALIVE_S", "HeaderDeadlineProtocol", "StalledBodyGuard", "server_options"]
+
+HEADER_TIMEOUT_S = 10.0
+KEEP_ALIVE_S = 5
+
+
+class HeaderDeadlineProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, closing connections whose headers do not arrive in time."""
+
+    header_timeout_s = HEADER_TIMEOUT_S
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._header_deadline: asyncio.TimerHandle | None = None
+        self._arm()
+
+    def _waiting_for_headers(self) -> bool:
+        return self.cycle is None or self.cycle.response_complete
+
+    def _arm(self) -> None:
+        if self._header_deadline is None:
+            self._header_deadline = self.loop.call_later(self.header_timeout_s, self._headers_too_slow)
+
+    def _disarm(self) -> None:
+        if self._header_deadline is not None:
+            self._header_deadline.cancel()
+            self._header_deadline = None
+
+    def _headers_too_slow(self) -> None:
+        self._header_deadline = None
+        if self._waiting_for_headers() and not self.transport.is_closing():
+            self.transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        if self._waiting_for_headers():
+            self._arm()
+        super().data_received(data)
+        if not self._waiting_for_headers():
+            self._disarm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._disarm()  # the keep-alive timer takes over until the next request's first byte
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+
+def server_options() -> dict[str, Any]:
+    """The uvicorn settings every vramdoc server runs with."""
+    return {"http": HeaderDeadlineProtocol, "timeout_keep_alive": KEEP_ALIVE_S}
+
+
+class StalledBodyGuard:
+    """ASGI middleware: each body message must arrive within `timeout_s` of the previous one."""
+
+    def __init__(self, app: ASGIApp, timeout_s: float) -> None:
+        self.app = app
+        self.timeout_s = timeout_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != ScopeType.HTTP:
+            await self.app(scope, receive, send)
+            return
+        body_done = False
+
+        async def guarded() -> ReceiveMessage:
+            nonlocal body_done
+            if body_done:  # after the body, receive() only waits for a disconnect: never bounded
+                return await receive()
+            with anyio.move_on_after(self.timeout_s) as waited:
+                message = await receive()
+            if waited.cancelled_caught:
+                raise HTTPException(
+                    status_code=408,
+                    detail=f"The request body stopped arriving for {self.timeout_s:g} s; send it in one go.",
+                )
+            body_done = message["type"] != "http.request" or not message.get("more_body", False)
+            return message
+
+        await self.app(scope, guarded, send)
