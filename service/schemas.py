@@ -256,6 +256,11 @@ class VllmServer(Wire, frozen=True):
     requests_waiting: int | None
     preemptions_total: int | None
     metrics_era: Literal["v0", "v1"] | None = None
+    # The served model as read from disk (its command line names the path or HF cache entry), so a
+    # budget works for local and private models with no network.
+    model_path: str | None = None
+    model_config: dict[str, object] | None = None
+    model_parameters: dict[str, int] | None = None
 
 
 class SnapshotError(Wire, frozen=True):
@@ -324,3 +329,6 @@ class EstimateRequest(Wire, frozen=True):
     free_gib: float | None = None
     vllm_version: str | None = None
     enforce_eager: bool | None = None
+    # Parameter counts per safetensors dtype read from the checkpoint's headers (e.g. {"BF16": 8030261248});
+    # with it the weights are the checkpoint's bytes, not the architecture's parameter count.
+    parameters: dict[str, int] | None = None

@@ -8,12 +8,15 @@ arithmetic, from the catalog, given, or an estimate with its uncertainty.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 import msgspec
 
+from service.budget.checkpoint import checkpoint_scale, scale_weights
+from service.budget.hybrid import hybrid_block_size, state_bytes
 from service.budget.kv import KvLayout, group_layout, largest_fitting_length
 from service.budget.resolve import (
     ResolvedGpu,
@@ -74,6 +77,7 @@ class Run:
     kv_cache_memory_bytes: int | None
     free_gib: float | None
     notes: list[str] = field(default_factory=list)
+    weight_scale: float | None = None
 
     def at_least(self, since: str) -> bool:
         return self.version_t >= version_tuple(since)
@@ -292,7 +296,7 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
         notes.append(
             f"{gpu.name} shares memory with the host: vLLM's free memory is the host's available RAM."
         )
-    return Run(
+    run = Run(
         model=model,
         model_name=name,
         from_config=from_config,
@@ -318,6 +322,25 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
         free_gib=request.free_gib,
         notes=notes,
     )
+    return _with_checkpoint(run, request, checkpoint_quant is None, catalog)
+
+
+def _with_checkpoint(run: Run, request: EstimateRequest, unquantized: bool, catalog: Catalog) -> Run:
+    """The run with its weights scaled to the checkpoint's safetensors bytes, when they were given."""
+    if not request.parameters:
+        return run
+    if unquantized and run.quant is not None:
+        run.notes.append(
+            f"--quantization {run.quant.id} quantizes the checkpoint while loading, so its stored bytes "
+            "do not apply; weights are from the formula."
+        )
+        return run
+    sharding = Sharding(quant_scope=run.quant_scope, unquantized_layers=run.unquantized_layers)
+    scale, note = checkpoint_scale(
+        run.model, sharding, run.dtype_bytes, _quant_bytes(run, 1), request.parameters
+    )
+    run.notes.append(note)
+    return dataclasses.replace(run, weight_scale=scale)
 
 
 # --- per-stage arithmetic ----------------------------------------------------------------------
@@ -329,6 +352,8 @@ def _layer_kinds(run: Run, start: int, stop: int, hybrid: bool) -> tuple[int, in
     Before the hybrid KV-cache manager, a model mixing sliding and global layers was planned as if
     every layer were global.
     """
+    if run.model.state is not None:
+        return sum(1 for i in run.model.state.attention_layers if start <= i < stop), 0
     sliding = run.model.sliding
     if sliding is None:
         return stop - start, 0
@@ -353,10 +378,18 @@ def _kv_bytes_per_token_layer(run: Run, tp: int) -> int:
 
 def _layout(run: Run, tp: int, start: int, stop: int, hybrid: bool) -> KvLayout:
     full, sliding = _layer_kinds(run, start, stop, hybrid)
-    size, full_groups, sliding_groups = group_layout(full, sliding)
+    state = run.model.state
+    states = sum(1 for i in state.state_layers if start <= i < stop) if state is not None else 0
+    size, full_groups, sliding_groups, state_groups = group_layout(full, sliding, states)
+    per_token = _kv_bytes_per_token_layer(run, tp)
+    block = run.block_size
+    if state is not None:
+        block = hybrid_block_size(run.model, block, per_token, state_bytes(state, tp, run.dtype_bytes))
     return KvLayout(
-        bytes_per_token_layer=_kv_bytes_per_token_layer(run, tp),
-        block_size=run.block_size,
+        state_layers=states,
+        state_groups=state_groups,
+        bytes_per_token_layer=per_token,
+        block_size=block,
         full_layers=full,
         sliding_layers=sliding,
         window=run.model.sliding.window if run.model.sliding is not None else None,
@@ -421,6 +454,8 @@ def _stages(run: Run, tp: int, catalog: Catalog) -> list[Stage]:
         unquantized_layers=run.unquantized_layers,
     )
     weights = stage_weight_bytes(run.model, sharding, run.pp, run.dtype_bytes, quant_bytes)
+    if run.weight_scale is not None:
+        weights = scale_weights(weights, run.weight_scale)
     non_torch = int((o.non_torch_gib + (o.non_torch_tp_gib if tp * run.pp > 1 else 0)) * GIB)
     activation = _activation(run, tp, catalog)
     in_budget = run.at_least(catalog.engine.cudagraph_profiled_since) and not run.enforce_eager
@@ -508,13 +543,13 @@ def _gib(value: float) -> float:
 
 def _pool(run: Run, layout: KvLayout, num_blocks: int, catalog: Catalog) -> tuple[int, float]:
     """(logged KV-cache tokens, max concurrency) in the form the version logs them."""
-    engine = catalog.engine
+    engine, block = catalog.engine, layout.block_size
     if not run.at_least(engine.pool_tokens_per_group_since):
-        return num_blocks * run.block_size, num_blocks * run.block_size / run.max_model_len
+        return num_blocks * block, num_blocks * block / run.max_model_len
     concurrency = num_blocks / layout.blocks_per_request(run.max_model_len)
     if run.at_least(engine.pool_tokens_from_concurrency_since):
         return int(concurrency * run.max_model_len), concurrency
-    return num_blocks // layout.groups * run.block_size, concurrency
+    return num_blocks // layout.groups * block, concurrency
 
 
 def _startup(run: Run, requested: int, catalog: Catalog) -> StartupCheck:
@@ -549,14 +584,16 @@ def _sources(run: Run, stage: Stage, catalog: Catalog) -> dict[str, FigureSource
     )
     repack = _QUANT_SPREAD * stage.weights.quantized
     weights_note = (
-        "computed from the pasted config.json"
+        "the checkpoint's safetensors bytes, split by the architecture"
+        if run.weight_scale is not None
+        else "computed from the pasted config.json"
         if run.from_config
         else "computed from the catalog architecture"
     )
     return {
         "total_gib": FigureSource(kind="catalog" if run.gpu.spec else "given"),
         "weights_gib": FigureSource(
-            kind="given" if run.from_config else "catalog",
+            kind="exact" if run.weight_scale is not None else "given" if run.from_config else "catalog",
             uncertainty_gib=_gib(repack) if repack else None,
             note=weights_note,
         ),
@@ -652,7 +689,7 @@ def estimate(request: EstimateRequest, catalog: Catalog) -> Budget:
         tensor_parallel_size=run.tp,
         pipeline_parallel_size=run.pp,
         gpu_memory_utilization=run.util,
-        block_size=run.block_size,
+        block_size=stage.layout.block_size,
         max_model_len=run.max_model_len,
         vllm_version=run.version,
         weights_gib=_gib(stage.weights.total),

@@ -14,6 +14,7 @@ from typing import Protocol, TypeVar
 
 import msgspec
 
+from service.budget.hybrid import state_from_config
 from service.errors import InvalidConfigError, UnknownGpuError, UnknownModelError
 from service.packs.catalog import (
     Catalog,
@@ -34,6 +35,7 @@ __all__ = [
     "find_gpu",
     "find_kv_dtype",
     "find_model",
+    "in_catalog",
     "find_quantization",
     "model_from_config",
 ]
@@ -101,14 +103,24 @@ def _closest(name: str, candidates: list[str]) -> list[str]:
     return [folded[h] for h in hits]
 
 
-def find_model(catalog: Catalog, name: str) -> tuple[ModelSpec, QuantSpec | None]:
-    """The architecture and checkpoint quantization for a catalog id, Hugging Face id or alias."""
+def _model_hit(catalog: Catalog, name: str) -> tuple[ModelSpec, QuantSpec | None] | None:
     index = _index(catalog)
     key = name.strip().rstrip("/")
-    hit = index.models.get(_fold(key)) or index.models.get(_fold(key.rsplit("/", 1)[-1]))
+    return index.models.get(_fold(key)) or index.models.get(_fold(key.rsplit("/", 1)[-1]))
+
+
+def find_model(catalog: Catalog, name: str) -> tuple[ModelSpec, QuantSpec | None]:
+    """The architecture and checkpoint quantization for a catalog id, Hugging Face id or alias."""
+    hit = _model_hit(catalog, name)
     if hit is None:
-        raise UnknownModelError(name, _closest(key, index.model_names))
+        key = name.strip().rstrip("/")
+        raise UnknownModelError(name, _closest(key, _index(catalog).model_names))
     return hit
+
+
+def in_catalog(catalog: Catalog, name: str) -> bool:
+    """Whether `find_model` knows the name (without computing the closest names of a miss)."""
+    return _model_hit(catalog, name) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,9 +276,9 @@ def _moe(config: Mapping[str, object]) -> MoeSpec | None:
         return None
     return MoeSpec(
         num_experts=experts,
-        experts_per_token=_int(config, "num_experts_per_tok", "moe_topk", default=2),
+        experts_per_token=_int(config, "num_experts_per_tok", "num_experts_per_token", "moe_topk", default=2),
         intermediate_size=_int(config, "moe_intermediate_size", "intermediate_size"),
-        shared_experts=_int(config, "n_shared_experts", default=0),
+        shared_experts=_int(config, "n_shared_experts", "num_shared_experts", default=0),
         shared_intermediate_size=_opt_int(config, "shared_expert_intermediate_size") or None,
         shared_expert_gate=bool(_opt_int(config, "shared_expert_intermediate_size")),
         first_dense_layers=_int(config, "first_k_dense_replace", default=0),
@@ -393,6 +405,10 @@ def model_from_config(
         "learned_positions": max_len + 2 if is_opt else 0,
         "attention_sinks": model_type == "gpt_oss",
         "rope": None if is_opt else _rope(config),
+        "mtp_layers": _int(config, "num_nextn_predict_layers", "mtp_num_hidden_layers", default=0),
+        "state": state_from_config(
+            config, model_type, _int(config, "num_hidden_layers", "n_layer", "num_layers")
+        ),
         **_sections(config, model_type),
     }
     _check_limits(fields)
