@@ -186,6 +186,8 @@ class QuantSpec(Entry, frozen=True):
     scope: Literal["linear", "experts", "mlp"] = "linear"
     unquantized_first_layers: int = 0
     unquantized_last_layers: int = 0
+    # the KV-cache dtype the checkpoint declares (modelopt / compressed-tensors kv scheme)
+    kv_cache_dtype: str | None = None
 
 
 class ModelSpec(Entry, frozen=True):
