@@ -8,7 +8,7 @@
     │   ├── ModelAccessError       a gated or private Hugging Face repo the token cannot read
     │   ├── ModelUnavailableError  the model's config.json could not be reached (Hub down, offline, slow)
     │   └── InvalidConfigError     a config.json or flag value that cannot describe a model/run
-    └── PackError (packs.loader)   a rule pack is malformed (startup fails; names file and field)
+    └── PackError                  a rule pack is malformed (startup fails; names file and field)
 
 Messages are full sentences that name the thing and the likely cause.
 """
@@ -21,6 +21,7 @@ __all__ = [
     "InvalidConfigError",
     "ModelAccessError",
     "ModelUnavailableError",
+    "PackError",
     "UnknownGpuError",
     "UnknownModelError",
     "VramdocError",
@@ -83,3 +84,31 @@ class ModelUnavailableError(InputError):
     """No step of the resolution chain could read the model's config.json; the message says which failed."""
 
     problem_type = "model-unavailable"
+
+
+class PackError(VramdocError):
+    """A rule pack could not be loaded; the message names the file, rule id, field and line."""
+
+    problem_type = "invalid-rule-pack"
+
+    def __init__(
+        self,
+        file: str,
+        message: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+        rule_id: str | None = None,
+    ) -> None:
+        self.file = file
+        self.path = path
+        self.line = line
+        self.rule_id = rule_id
+        self.reason = message
+        where = file if line is None else f"{file}:{line}"
+        parts = [where]
+        if rule_id:
+            parts.append(f"rule {rule_id}")
+        if path:
+            parts.append(path)
+        super().__init__(f"{' '.join(parts)}: {message}")

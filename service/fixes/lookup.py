@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import msgspec
 
-from service.budget import estimate
-from service.budget.resolve import find_gpu, find_model
+from service.budget import estimate, find_gpu, find_model
 from service.errors import InputError
 from service.packs.catalog import Catalog as BudgetCatalog
 from service.packs.catalog import ModelSpec

@@ -18,7 +18,7 @@ from typing import Literal, Protocol
 
 import msgspec
 
-from service.budget.resolve import find_model, in_catalog
+from service.budget import find_model, in_catalog
 from service.errors import InputError, ModelAccessError, ModelUnavailableError, UnknownModelError
 from service.models.hub import HubSettings, fetch_from_hub
 from service.models.local import cached_repo, hf_cache_dir, looks_like_path, read_folder

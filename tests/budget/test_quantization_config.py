@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from service.budget import GIB, estimate
-from service.budget.resolve import model_from_config
+from service.budget.config import model_from_config
 from service.errors import InvalidConfigError
 from service.packs.catalog import Catalog
 from service.schemas import EstimateRequest

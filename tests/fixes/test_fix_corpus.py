@@ -15,11 +15,11 @@ from service.core import classify
 from service.fixes.command import edit_of
 from service.fixes.diagnosis import with_fixes
 from service.fixes.limits import passes_startup
-from service.fixes.versions import parse_span
 from service.packs import RulePacks, load_packs
 from service.packs.catalog import Catalog, load_catalog
 from service.packs.fixes import FixPack
 from service.schemas import DiagnoseRequest, Diagnosis
+from service.versions import parse_span
 
 TESTS = Path(__file__).resolve().parents[1]
 CORPUS = TESTS / "corpus"
