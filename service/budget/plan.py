@@ -105,11 +105,14 @@ def budget_from_facts(
     model: str | None = None,
     gpu: str | None = None,
     vllm_version: str | None = None,
+    config: dict[str, object] | None = None,
+    parameters: dict[str, int] | None = None,
 ) -> Budget | None:
     """The budget for what a log (or request hints) states, or None when the model or GPU is unknown.
 
     When the log states the KV memory vLLM found, it replaces the estimated overheads, so the pool
-    matches the log's own arithmetic.
+    matches the log's own arithmetic. `config`/`parameters` describe a model the catalog lacks (what
+    a host's agent read from disk).
     """
     name = model or facts.model
     if not name or (gpu is None and facts.gpu_name is None and facts.total_gib is None):
@@ -119,6 +122,8 @@ def budget_from_facts(
         kv_bytes = round(facts.available_kv_cache_gib * GIB)
     request = EstimateRequest(
         model=name,
+        config=config,
+        parameters=parameters,
         gpu=gpu or facts.gpu_name,
         gpu_total_gib=facts.total_gib,
         gpus=max(1, (facts.tensor_parallel_size or 1) * (facts.pipeline_parallel_size or 1)),
@@ -150,12 +155,19 @@ def budget_from_facts(
             model=model,
             gpu=gpu,
             vllm_version=vllm_version,
+            config=config,
+            parameters=parameters,
         )
     except UnknownGpuError:
         if facts.total_gib is None:
             return None
         return budget_from_facts(
-            msgspec.structs.replace(facts, gpu_name=None), catalog, model=model, vllm_version=vllm_version
+            msgspec.structs.replace(facts, gpu_name=None),
+            catalog,
+            model=model,
+            vllm_version=vllm_version,
+            config=config,
+            parameters=parameters,
         )
     except InputError:
         return None
