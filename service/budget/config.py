@@ -16,6 +16,18 @@ from service.packs.catalog import MlaSpec, ModelSpec, MoeSpec, QuantSpec, RopeSp
 
 __all__ = ["model_from_config"]
 
+# Defaults of transformers' config classes for keys that released configs omit (vLLM loads the
+# config through these classes, so the defaults are what it sizes): Gemma3TextConfig, whose 27B
+# text_config states neither its vocabulary, its context nor its local/global layer pattern.
+_CLASS_DEFAULTS: dict[str, dict[str, object]] = {
+    "gemma3_text": {
+        "vocab_size": 262_208,
+        "max_position_embeddings": 131_072,
+        "rope_theta": 1_000_000.0,
+        "sliding_window_pattern": 6,
+        "tie_word_embeddings": True,
+    },
+}
 _QWEN2_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"}
 _QK_NORM = {"qwen3", "qwen3_moe", "gemma3", "gemma3_text", "olmo2"}
 _FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text"}
@@ -238,6 +250,8 @@ def model_from_config(
     if isinstance(text, dict):
         config = {**text, **{k: v for k, v in config.items() if k == "quantization_config"}}
     model_type = str(config.get("model_type", outer.get("model_type", "unknown")))
+    # keys a released config.json leaves to its transformers config class's defaults
+    config = {**_CLASS_DEFAULTS.get(model_type, {}), **config}
     heads = _int(config, "num_attention_heads", "n_head")
     hidden = _int(config, "hidden_size", "d_model", "n_embd")
     archs = outer.get("architectures")

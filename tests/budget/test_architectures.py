@@ -120,3 +120,19 @@ def test_a_hybrid_request_needs_one_state_block_per_state_group(catalog: Catalog
     blocks_per_request = 61 + 3
     assert budget.num_blocks == 64 * 2**30 // budget.kv_bytes_per_block
     assert budget.max_concurrency == pytest.approx(budget.num_blocks / blocks_per_request, abs=1e-4)
+
+
+def test_gemma3_text_config_defaults_give_its_five_to_one_sliding_pattern(catalog: Catalog) -> None:
+    # gemma-3-27b-it's text_config omits vocab_size, max_position_embeddings and the layer pattern:
+    # Gemma3TextConfig's defaults (262,208; 131,072; every 6th layer global) apply, as vLLM loads it.
+    # 62 layers → 10 global, 52 sliding (window 1024); 16 KV heads of 128 at bf16 = 8192 B per layer.
+    budget = _budget(catalog, "google/gemma-3-27b-it", gpu="A100-80GB", max_model_len=8192)
+    assert budget.kv_bytes_per_token == 62 * 2 * 16 * 128 * 2 == 507_904
+    assert budget.kv_bytes_per_block == 10 * 16 * 8192  # groups of 10 layers: 1 global, 6 sliding
+    catalog_budget = estimate(
+        EstimateRequest(model="google/gemma-3-27b-it", gpu="A100-80GB", max_model_len=8192), catalog
+    )
+    assert (catalog_budget.kv_bytes_per_token, catalog_budget.kv_bytes_per_block) == (
+        budget.kv_bytes_per_token,
+        budget.kv_bytes_per_block,
+    )
