@@ -4,7 +4,8 @@ It answers what the client asks the Hub for a model: `GET /api/models/{repo}` (m
 `safetensors` summary), `HEAD`/`GET /{repo}/resolve/{revision}/{file}` (with `X-Repo-Commit`, `ETag`,
 ranged reads for safetensors headers), and the Hub's error answers: 401 `RepoNotFound` for a repo it
 does not have, 401 `GatedRepo` for a gated repo without a token it accepts, 404 `EntryNotFound` for a
-missing file. A repo marked slow sleeps before answering, to exercise the client's timeout. Every
+missing file. A repo marked slow sleeps before answering (or only before its model info), to exercise the
+client's timeouts. Every
 request is recorded so tests can assert what crossed the wire.
 """
 
@@ -46,6 +47,7 @@ class HubRepo:
     parameters: dict[str, int] | None = None
     gated_token: str | None = None
     delay_s: float = 0.0
+    info_delay_s: float = 0.0
 
 
 @dataclass
@@ -98,6 +100,8 @@ class _Handler(BaseHTTPRequestHandler):
             repo = self._repo(info["repo"])
             if repo is None:
                 return
+            if repo.info_delay_s:
+                time.sleep(repo.info_delay_s)
             body: dict[str, object] = {
                 "id": info["repo"],
                 "modelId": info["repo"],

@@ -75,7 +75,8 @@ def group_layout(full: int, sliding: int, state: int = 0) -> tuple[int, int, int
     counts = [n for n in (full, sliding, state) if n]
     smallest, largest = min(counts), max(counts)
     size = largest if largest < smallest * 1.25 else smallest
-    return size, *(cdiv(n, size) if n else 0 for n in (full, sliding, state))  # type: ignore[return-value]
+    full_groups, sliding_groups, state_groups = (cdiv(n, size) if n else 0 for n in (full, sliding, state))
+    return size, full_groups, sliding_groups, state_groups
 
 
 def largest_fitting_length(layout: KvLayout, available: int, upper: int) -> int:

@@ -79,6 +79,11 @@ def hub() -> Iterator[HubStandIn]:
         gated_token=GATED_TOKEN,
     )
     repos["slow/Qwen3-8B"] = HubRepo(files={"config.json": config_bytes("Qwen/Qwen3-8B")}, delay_s=3.0)
+    repos["slow-info/Qwen3-8B"] = HubRepo(
+        files={"config.json": config_bytes("Qwen/Qwen3-8B")},
+        parameters={"BF16": 8_190_735_360},
+        info_delay_s=3.0,
+    )
     repos["headers/Qwen3-8B-shards"] = _header_only_repo()
     with serve_hub(HubStandIn(repos=repos)) as standin:
         yield standin

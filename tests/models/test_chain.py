@@ -107,6 +107,13 @@ def test_a_slow_hub_times_out_with_a_sentence(hub: HubStandIn, settings: ModelSe
         ModelResolver(dataclasses.replace(settings, timeout_s=0.3)).resolve("slow/Qwen3-8B")
 
 
+def test_totals_that_do_not_arrive_leave_a_partial_answer(hub: HubStandIn, settings: ModelSettings) -> None:
+    resolved = ModelResolver(dataclasses.replace(settings, timeout_s=0.5)).resolve("slow-info/Qwen3-8B")
+    assert resolved.config == config("Qwen/Qwen3-8B")
+    assert resolved.parameters is None
+    assert "no safetensors totals" in resolved.notes[0] and "formula" in resolved.notes[0]
+
+
 def test_without_a_summary_the_headers_are_read_in_ranges(hub: HubStandIn, settings: ModelSettings) -> None:
     resolved = ModelResolver(settings).resolve("headers/Qwen3-8B-shards")
     assert resolved.parameters == {"BF16": 2 * 151936 * 4096 + 4096}
