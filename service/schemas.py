@@ -6,7 +6,7 @@ GiB (2**30 bytes) as floats, token counts are ints, ratios are floats in (0, 1].
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -260,7 +260,8 @@ class VllmServer(Wire, frozen=True):
     # The served model as read from disk (its command line names the path or HF cache entry), so a
     # budget works for local and private models with no network.
     model_path: str | None = None
-    model_config: dict[str, object] | None = None
+    # Any rather than object: the pack cache and OpenAPI need a JSON schema for it, and object has none
+    model_config: dict[str, Any] | None = None
     model_parameters: dict[str, int] | None = None
 
 
