@@ -141,6 +141,7 @@ def _store(path: Path | None, value: Any) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".part")
+        os.fchmod(fd, 0o644)  # a cache baked into an image as root is read by its non-root user
         with os.fdopen(fd, "wb") as out:
             out.write(msgspec.msgpack.encode(value))
         os.replace(tmp, path)
