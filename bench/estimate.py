@@ -1,22 +1,30 @@
-"""Median time of one in-process estimate (target under 1 ms), against encoding its Budget to JSON.
+"""Median time of one in-process estimate (target under 1 ms), against encoding its Budget to JSON;
+then the cost of resolving a model the catalog lacks, cold (a loopback Hub stand-in, empty caches)
+and warm (the resolved-model cache), as ratios to the in-process catalog estimate.
 
-Prints numbers only; the ratio is measured in the same run, so a noisy machine moves both sides.
+Prints numbers only; the ratios are measured in the same run, so a noisy machine moves both sides.
 """
 
 from __future__ import annotations
 
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the Hub stand-in the tests use
+
+from hub_standin import HubRepo, HubStandIn, serve_hub  # noqa: E402
 
 from service.budget import estimate  # noqa: E402
-from service.packs.catalog import load_catalog  # noqa: E402
+from service.models.chain import DiskModelCache, ModelResolver, ModelSettings, cite  # noqa: E402
+from service.packs.catalog import Catalog, load_catalog  # noqa: E402
 from service.schemas import EstimateRequest  # noqa: E402
 
 CASES = [
@@ -50,6 +58,53 @@ def main() -> None:
         medians.append(est)
         print(f"{request.model or '':45s} {est:12.1f} {enc:10.1f} {est / enc:7.1f}")
     print(f"median of one estimate: {statistics.median(medians) / 1000:.3f} ms (target < 1 ms)")
+    resolution(catalog)
+
+
+HUB_MODEL = "Qwen/Qwen3-Next-80B-A3B-Instruct"
+HUB_CONFIG = ROOT / "tests" / "models" / "configs" / "Qwen--Qwen3-Next-80B-A3B-Instruct.json"
+
+
+def _resolved_estimate(settings: ModelSettings, cache: DiskModelCache, catalog: Catalog) -> None:
+    request = EstimateRequest(model=HUB_MODEL, gpu="H200", max_model_len=32768)
+    prepared, resolved = ModelResolver(settings, cache).prepare(request, catalog)
+    cite(estimate(prepared, catalog), resolved)
+
+
+def _round(hub: HubStandIn, catalog: Catalog) -> tuple[float, float, float]:
+    """(cold, warm, pasted) time of the Hub model's estimate over the catalog estimate's, in one round.
+
+    `pasted` is the same model with its config.json in the request: what sizing it costs without
+    any resolution, so cold − pasted and warm − pasted are the chain's own cost.
+    """
+    catalog_us = _median_us(lambda: estimate(CASES[1], catalog), rounds=100)
+    config = msgspec.json.decode(HUB_CONFIG.read_bytes())
+    pasted = EstimateRequest(model=HUB_MODEL, config=config, gpu="H200", max_model_len=32768)
+    pasted_us = _median_us(lambda: estimate(pasted, catalog), rounds=100)
+    colds = []
+    for _ in range(5):
+        with tempfile.TemporaryDirectory() as scratch:
+            settings = ModelSettings(endpoint=hub.url, cache_dir=f"{scratch}/hf", timeout_s=5.0)
+            start = time.perf_counter()
+            _resolved_estimate(settings, DiskModelCache(Path(scratch) / "models"), catalog)
+            colds.append(time.perf_counter() - start)
+    with tempfile.TemporaryDirectory() as scratch:
+        settings = ModelSettings(endpoint=hub.url, cache_dir=f"{scratch}/hf", timeout_s=5.0)
+        cache = DiskModelCache(Path(scratch) / "models")
+        warm_us = _median_us(lambda: _resolved_estimate(settings, cache, catalog), rounds=100)
+    return statistics.median(colds) * 1e6 / catalog_us, warm_us / catalog_us, pasted_us / catalog_us
+
+
+def resolution(catalog: Catalog) -> None:
+    repo = HubRepo(files={"config.json": HUB_CONFIG.read_bytes()}, parameters={"BF16": 81_324_862_976})
+    with serve_hub(HubStandIn(repos={HUB_MODEL: repo})) as hub:
+        rounds = [_round(hub, catalog) for _ in range(3)]
+    labels = ("cold (Hub stand-in)", "warm (cached)", "config pasted, no resolution")
+    print(f"{HUB_MODEL}, each over one catalog estimate of {CASES[1].model}:")
+    for i, label in enumerate(labels):
+        ratios = [r[i] for r in rounds]
+        low, mid, high = min(ratios), statistics.median(ratios), max(ratios)
+        print(f"  {label:30s} min {low:7.1f}  median {mid:7.1f}  max {high:7.1f}")
 
 
 if __name__ == "__main__":

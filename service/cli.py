@@ -44,7 +44,11 @@ def _add_diagnose(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def _add_estimate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("estimate", help="estimate the weight and KV-cache budget for a model on a GPU")
-    p.add_argument("--model", help="catalog id or Hugging Face id")
+    p.add_argument(
+        "--model",
+        help="catalog id, Hugging Face id (read from the HF cache or the Hub: HF_ENDPOINT, HF_TOKEN, "
+        "HF_HUB_OFFLINE) or a local checkpoint folder",
+    )
     p.add_argument("--config", help="a Hugging Face config.json for a model not in the catalog")
     p.add_argument("--gpu", help="GPU name from the catalog, or its total memory in GiB")
     p.add_argument("--gpus", type=int, default=1, help="number of GPUs (default 1)")

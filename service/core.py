@@ -9,14 +9,23 @@ from pathlib import Path
 
 import msgspec
 
-from service.budget import budget_from_facts, find_gpu, find_model
+from service.budget import budget_from_facts, find_gpu, find_model, in_catalog
 from service.budget import estimate as estimate_budget
 from service.diagnosis import classify_text
 from service.errors import EmptyLogError, InputError
 from service.fixes import check_calculators
 from service.fixes.diagnosis import with_fixes
 from service.packs import RulePacks, load_packs
-from service.schemas import Budget, DiagnoseRequest, Diagnosis, EstimateRequest, Facts, Finding
+from service.schemas import (
+    Budget,
+    DiagnoseRequest,
+    Diagnosis,
+    EstimateRequest,
+    Facts,
+    FigureSource,
+    Finding,
+    VllmServer,
+)
 
 __all__ = ["classify", "diagnose", "estimate", "load_rules"]
 
@@ -107,11 +116,41 @@ def _unknown_hints(
     return findings
 
 
+def _served_model(request: DiagnoseRequest, name: str | None) -> VllmServer | None:
+    """The snapshot's vLLM server that serves `name` with its config.json read from disk."""
+    if request.snapshot is None or not name:
+        return None
+    wanted = name.strip().rstrip("/")
+    for server in request.snapshot.vllm:
+        if server.model_config is not None and wanted in (server.model, server.model_path):
+            return server
+    return None
+
+
+def _budget(request: DiagnoseRequest, diagnosis: Diagnosis, packs: RulePacks) -> tuple[Budget | None, bool]:
+    """The budget, and whether the model came from a host's agent (a model the catalog lacks)."""
+    facts = _budget_facts(diagnosis)
+    name = facts.model or request.model
+    served = None if name is None or in_catalog(packs.catalog, name) else _served_model(request, name)
+    if served is None:
+        return budget_from_facts(facts, packs.catalog), False
+    budget = budget_from_facts(
+        facts, packs.catalog, config=served.model_config, parameters=served.model_parameters
+    )
+    if budget is None or request.snapshot is None:
+        return budget, budget is not None
+    source = FigureSource(
+        kind="given", note=f"config.json the agent on {request.snapshot.host} read from disk"
+    )
+    return msgspec.structs.replace(budget, sources={**budget.sources, "model": source}), True
+
+
 def diagnose(request: DiagnoseRequest, packs: RulePacks) -> Diagnosis:
     """The full diagnosis: classification, the budget when model and GPU are known, ranked fixes."""
     diagnosis = classify(request, packs)
-    budget = budget_from_facts(_budget_facts(diagnosis), packs.catalog)
-    findings = diagnosis.findings + _unknown_hints(request, diagnosis, packs, budget)
+    budget, from_agent = _budget(request, diagnosis, packs)
+    hints = request if not from_agent else msgspec.structs.replace(request, model=None)
+    findings = diagnosis.findings + _unknown_hints(hints, diagnosis, packs, budget)
     diagnosis = msgspec.structs.replace(diagnosis, budget=budget, findings=findings)
     return with_fixes(diagnosis, request, packs.fixes, packs.catalog)
 

@@ -5,6 +5,8 @@
     │   ├── EmptyLogError          no log text at all
     │   ├── UnknownModelError      model id not in the catalog and no config.json given
     │   ├── UnknownGpuError        GPU name not in the catalog
+    │   ├── ModelAccessError       a gated or private Hugging Face repo the token cannot read
+    │   ├── ModelUnavailableError  the model's config.json could not be reached (Hub down, offline, slow)
     │   └── InvalidConfigError     a config.json or flag value that cannot describe a model/run
     └── PackError                  a rule pack is malformed (startup fails; names file and field)
 
@@ -17,6 +19,8 @@ __all__ = [
     "EmptyLogError",
     "InputError",
     "InvalidConfigError",
+    "ModelAccessError",
+    "ModelUnavailableError",
     "PackError",
     "UnknownGpuError",
     "UnknownModelError",
@@ -43,12 +47,13 @@ class EmptyLogError(InputError):
 class UnknownModelError(InputError):
     problem_type = "unknown-model"
 
-    def __init__(self, model: str, suggestions: list[str]) -> None:
+    def __init__(self, model: str, suggestions: list[str], searched: str = "the catalog") -> None:
         self.model = model
         self.suggestions = suggestions
+        self.searched = searched
         hint = f" Closest catalog ids: {', '.join(suggestions)}." if suggestions else ""
         super().__init__(
-            f"The model {model!r} is not in the catalog.{hint} "
+            f"The model {model!r} is not in {searched}.{hint} "
             "Paste its Hugging Face config.json to estimate it anyway."
         )
 
@@ -67,6 +72,18 @@ class UnknownGpuError(InputError):
 
 class InvalidConfigError(InputError):
     problem_type = "invalid-config"
+
+
+class ModelAccessError(InputError):
+    """The Hub refused the repo: gated, private, or the token lacks access."""
+
+    problem_type = "model-access"
+
+
+class ModelUnavailableError(InputError):
+    """No step of the resolution chain could read the model's config.json; the message says which failed."""
+
+    problem_type = "model-unavailable"
 
 
 class PackError(VramdocError):

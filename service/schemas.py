@@ -6,7 +6,7 @@ GiB (2**30 bytes) as floats, token counts are ints, ratios are floats in (0, 1].
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -280,6 +280,12 @@ class VllmServer(Wire, frozen=True):
     requests_waiting: int | None
     preemptions_total: int | None
     metrics_era: Literal["v0", "v1"] | None = None
+    # The served model as read from disk (its command line names the path or HF cache entry), so a
+    # budget works for local and private models with no network.
+    model_path: str | None = None
+    # Any rather than object: the pack cache and OpenAPI need a JSON schema for it, and object has none
+    model_config: dict[str, Any] | None = None
+    model_parameters: dict[str, int] | None = None
 
 
 class SnapshotError(Wire, frozen=True):
@@ -348,3 +354,6 @@ class EstimateRequest(Wire, frozen=True):
     free_gib: float | None = None
     vllm_version: str | None = None
     enforce_eager: bool | None = None
+    # Parameter counts per safetensors dtype read from the checkpoint's headers (e.g. {"BF16": 8030261248});
+    # with it the weights are the checkpoint's bytes, not the architecture's parameter count.
+    parameters: dict[str, int] | None = None

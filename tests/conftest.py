@@ -82,3 +82,32 @@ def redis_url() -> Iterator[str]:
 def key_prefix() -> str:
     """A key prefix no other test or run shares."""
     return f"vramdoc-test:{uuid.uuid4().hex[:12]}:"
+
+
+_HUB_ENV = ("HF_ENDPOINT", "HF_HUB_CACHE", "HF_TOKEN", "HF_HUB_OFFLINE", "VRAMDOC_MODEL_CACHE_DIR")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_real_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Point every test at an empty loopback Hub and a private HF cache: no test reaches huggingface.co.
+
+    A name the catalog does not know is then looked up on a Hub that has no repos, which answers as
+    the real one does for a missing repo. Tests of the chain start their own stand-in with repos.
+    """
+    from hub_standin import HubStandIn, serve_hub
+
+    saved = {key: os.environ.get(key) for key in _HUB_ENV}
+    with serve_hub(HubStandIn()) as hub:
+        os.environ["HF_ENDPOINT"] = hub.url
+        os.environ["HF_HUB_CACHE"] = str(tmp_path_factory.mktemp("hf-cache"))
+        os.environ["VRAMDOC_MODEL_CACHE_DIR"] = str(tmp_path_factory.mktemp("vramdoc-models"))
+        for key in ("HF_TOKEN", "HF_HUB_OFFLINE"):
+            os.environ.pop(key, None)
+        try:
+            yield hub.url
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value

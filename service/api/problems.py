@@ -57,6 +57,8 @@ _INPUT_TITLES = {
     "unknown-model": "Unknown model",
     "unknown-gpu": "Unknown GPU",
     "invalid-config": "Invalid configuration",
+    "model-access": "Model not accessible",
+    "model-unavailable": "Model not reachable",
     "invalid-input": "Invalid input",
 }
 
@@ -158,7 +160,7 @@ def _input_detail(exc: InputError) -> str:
     """One sentence; for unknown names the candidates go in `suggestions` rather than the prose."""
     if isinstance(exc, UnknownModelError):
         hint = "try one of the `suggestions`, or " if exc.suggestions else ""
-        return f"The model {exc.model!r} is not in the catalog; {hint}send its Hugging Face config.json."
+        return f"The model {exc.model!r} is not in {exc.searched}; {hint}send its Hugging Face config.json."
     if isinstance(exc, UnknownGpuError):
         hint = "try one of the `suggestions`, or " if exc.suggestions else ""
         return (

@@ -19,10 +19,12 @@ from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 
 from service import core
+from service.api.models import resolve_model
 from service.api.monitoring import DIAGNOSES
 from service.api.openapi import EstimateBodyOperation, LogBodyOperation
 from service.api.problems import PROBLEM_MEDIA_TYPE, FieldError, Problem, ProblemError, decode_error
 from service.api.views import GpuEntry, Health, ModelInfo, Readiness, RulesInfo, loaded
+from service.models.chain import cite
 from service.packs import RulePacks
 from service.redact import redact
 from service.schemas import Budget, DiagnoseRequest, Diagnosis, EstimateRequest, Snapshot
@@ -326,13 +328,14 @@ async def classify(
     tags=["budget"],
 )
 async def estimate(request: Request[Any, Any, Any], state: State) -> Response[Budget]:
-    data = _decode_body(await request.body(), EstimateRequest)
-    packs = loaded(state).packs
+    data = _redacted_estimate(_decode_body(await request.body(), EstimateRequest))
+    ready = loaded(state)
+    data, resolved = await resolve_model(ready, data)
     return await _answer(
         state,
         "estimate",
-        (msgspec.json.encode(data),),
-        lambda: core.estimate(_redacted_estimate(data), packs),
+        (msgspec.json.encode(data), msgspec.json.encode(resolved)),
+        lambda: cite(core.estimate(data, ready.packs), resolved),
         Budget,
     )
 

@@ -6,7 +6,7 @@ Catalog listings and pack counts are computed when the packs load, so `/v1/model
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 import msgspec
@@ -14,6 +14,7 @@ from litestar.datastructures import State
 
 from service.api.settings import Settings
 from service.api.stores import SharedState
+from service.models.chain import ModelResolver, ModelSettings
 from service.packs import RulePacks
 
 __all__ = [
@@ -80,6 +81,10 @@ class Loaded:
     models: list[ModelInfo]
     gpus: list[GpuEntry]
     rules: RulesInfo
+    # the service reads no paths of its own disk that a request names; only the HF cache and the Hub
+    resolver: ModelResolver = field(
+        default_factory=lambda: ModelResolver(ModelSettings.from_env(local_paths=False))
+    )
 
     @classmethod
     def build(cls, settings: Settings, packs: RulePacks, shared: SharedState) -> Loaded:

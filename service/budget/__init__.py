@@ -7,7 +7,7 @@ public surface: other packages (fixes, diagnosis, core) import these, never the 
 
 from service.budget.defaults import default_utilization, scheduler_defaults
 from service.budget.plan import GIB, budget_from_facts, estimate
-from service.budget.resolve import find_gpu, find_model, find_quantization
+from service.budget.resolve import find_gpu, find_model, find_quantization, in_catalog
 from service.budget.startup import max_passing_utilization, passes_startup, requested_bytes
 from service.budget.weights import parameter_count
 
@@ -19,6 +19,7 @@ __all__ = [
     "find_gpu",
     "find_model",
     "find_quantization",
+    "in_catalog",
     "max_passing_utilization",
     "parameter_count",
     "passes_startup",

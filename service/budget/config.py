@@ -10,11 +10,24 @@ from collections.abc import Mapping
 
 import msgspec
 
+from service.budget.hybrid import state_from_config
 from service.errors import InvalidConfigError
 from service.packs.catalog import MlaSpec, ModelSpec, MoeSpec, QuantSpec, RopeSpec, SlidingSpec
 
 __all__ = ["model_from_config"]
 
+# Defaults of transformers' config classes for keys that released configs omit (vLLM loads the
+# config through these classes, so the defaults are what it sizes): Gemma3TextConfig, whose 27B
+# text_config states neither its vocabulary, its context nor its local/global layer pattern.
+_CLASS_DEFAULTS: dict[str, dict[str, object]] = {
+    "gemma3_text": {
+        "vocab_size": 262_208,
+        "max_position_embeddings": 131_072,
+        "rope_theta": 1_000_000.0,
+        "sliding_window_pattern": 6,
+        "tie_word_embeddings": True,
+    },
+}
 _QWEN2_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"}
 _QK_NORM = {"qwen3", "qwen3_moe", "gemma3", "gemma3_text", "olmo2"}
 _FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text"}
@@ -91,9 +104,9 @@ def _moe(config: Mapping[str, object]) -> MoeSpec | None:
         return None
     return MoeSpec(
         num_experts=experts,
-        experts_per_token=_int(config, "num_experts_per_tok", "moe_topk", default=2),
+        experts_per_token=_int(config, "num_experts_per_tok", "num_experts_per_token", "moe_topk", default=2),
         intermediate_size=_int(config, "moe_intermediate_size", "intermediate_size"),
-        shared_experts=_int(config, "n_shared_experts", default=0),
+        shared_experts=_int(config, "n_shared_experts", "num_shared_experts", default=0),
         shared_intermediate_size=_opt_int(config, "shared_expert_intermediate_size") or None,
         shared_expert_gate=bool(_opt_int(config, "shared_expert_intermediate_size")),
         first_dense_layers=_int(config, "first_k_dense_replace", default=0),
@@ -115,28 +128,84 @@ def _mla(config: Mapping[str, object]) -> MlaSpec | None:
     )
 
 
+def _weight_schemes(q: Mapping[str, object]) -> list[Mapping[str, object]]:
+    """The `weights` schemes of a compressed-tensors config's groups."""
+    groups = q.get("config_groups")
+    if not isinstance(groups, dict):
+        return []
+    schemes = [g.get("weights") for g in groups.values() if isinstance(g, dict)]
+    return [w for w in schemes if isinstance(w, dict)]
+
+
+def _compressed_tensors(q: Mapping[str, object]) -> str:
+    """The catalog method of a compressed-tensors checkpoint, from its widest weight scheme."""
+    schemes = _weight_schemes(q)
+    if not schemes:
+        raise InvalidConfigError("The config.json compressed-tensors quantization names no weight scheme.")
+    scheme = max(schemes, key=lambda w: _opt_int(w, "num_bits") or 0)
+    bits, kind = scheme.get("num_bits"), scheme.get("type", "int")
+    if bits == 4 and kind == "float":
+        return "nvfp4"
+    if bits == 4:
+        return "w4a16"
+    if bits == 8 and kind == "float":
+        return "fp8-block" if scheme.get("strategy") == "block" or scheme.get("block_structure") else "fp8"
+    if bits == 8:
+        return "int8-w8a8"
+    raise InvalidConfigError(
+        f"The config.json compressed-tensors scheme of {bits} bits is not in the catalog."
+    )
+
+
+def _gptq_like(method: str, bits: object) -> str:
+    if bits == 4:
+        return "awq" if method == "awq" else "gptq"
+    if bits == 8:
+        return "gptq-int8"
+    raise InvalidConfigError(f"The config.json {method} quantization with {bits} bits is not in the catalog.")
+
+
+def _kv_scheme(q: Mapping[str, object]) -> str | None:
+    """The KV-cache dtype a checkpoint declares, which vLLM uses for `--kv-cache-dtype auto`.
+
+    modelopt's `kv_cache_quant_algo` (or a `kv_cache_scheme` of fp8/fp4 floats), as
+    `get_kv_cache_quant_algo_string` reads it in 0.33.0.
+    """
+    inner = q.get("quantization", q)
+    inner = inner if isinstance(inner, dict) else q
+    algo = inner.get("kv_cache_scheme") or q.get("kv_cache_scheme") or inner.get("kv_cache_quant_algo")
+    algo = algo or q.get("kv_cache_quant_algo")
+    if isinstance(algo, dict):
+        if algo.get("type") == "float" and algo.get("num_bits") == 8:
+            return "fp8"
+        return "nvfp4" if algo.get("type") == "float" and algo.get("num_bits") == 4 else None
+    if isinstance(algo, str) and algo.lower() in ("fp8", "nvfp4"):
+        return algo.lower()
+    return None
+
+
 def _quant(config: Mapping[str, object]) -> QuantSpec | None:
+    """The checkpoint's quantization as a catalog method (scales and zero points are in its bytes)."""
     q = config.get("quantization_config")
     if not isinstance(q, dict):
         return None
-    method = str(q.get("quant_method", "")).lower()
+    method = str(q.get("quant_method", "")).lower().replace("_", "-")
     bits = q.get("bits", 4)
-    if method == "fp8":
+    kv = _kv_scheme(q) if method.startswith("modelopt") else None
+    if method in ("fp8", "fbgemm-fp8"):
         return QuantSpec(method="fp8-block" if q.get("weight_block_size") else "fp8")
-    if method in ("awq", "gptq"):
-        return QuantSpec(method=method if bits == 4 else "gptq-int8")
+    if method in ("awq", "gptq", "auto-round", "autoround", "intel/auto-round"):
+        return QuantSpec(method=_gptq_like("awq" if method == "awq" else "gptq", bits))
     if method == "mxfp4":
         return QuantSpec(method="mxfp4", scope="experts")
-    if method == "modelopt":
-        algo = str(q.get("quant_algo", "FP8")).upper()
-        return QuantSpec(method="nvfp4" if "FP4" in algo else "fp8")
+    if method.startswith("modelopt"):
+        inner = q.get("quantization", q)
+        algo = str((inner if isinstance(inner, dict) else q).get("quant_algo", "FP8")).upper()
+        return QuantSpec(method="nvfp4" if "FP4" in algo else "fp8", kv_cache_dtype=kv)
     if method == "bitsandbytes":
         return QuantSpec(method="bitsandbytes-int8" if q.get("load_in_8bit") else "bitsandbytes-nf4")
     if method == "compressed-tensors":
-        text = msgspec.json.encode(q).decode()
-        if '"num_bits":4' in text:
-            return QuantSpec(method="w4a16")
-        return QuantSpec(method="fp8" if '"type":"float"' in text else "int8-w8a8")
+        return QuantSpec(method=_compressed_tensors(q), kv_cache_dtype=_kv_scheme(q))
     raise InvalidConfigError(f"The config.json quantization method {method!r} is not in the catalog.")
 
 
@@ -181,6 +250,8 @@ def model_from_config(
     if isinstance(text, dict):
         config = {**text, **{k: v for k, v in config.items() if k == "quantization_config"}}
     model_type = str(config.get("model_type", outer.get("model_type", "unknown")))
+    # keys a released config.json leaves to its transformers config class's defaults
+    config = {**_CLASS_DEFAULTS.get(model_type, {}), **config}
     heads = _int(config, "num_attention_heads", "n_head")
     hidden = _int(config, "hidden_size", "d_model", "n_embd")
     archs = outer.get("architectures")
@@ -220,6 +291,10 @@ def model_from_config(
         "learned_positions": max_len + 2 if is_opt else 0,
         "attention_sinks": model_type == "gpt_oss",
         "rope": None if is_opt else _rope(config),
+        "mtp_layers": _int(config, "num_nextn_predict_layers", "mtp_num_hidden_layers", default=0),
+        "state": state_from_config(
+            config, model_type, _int(config, "num_hidden_layers", "n_layer", "num_layers")
+        ),
         **_sections(config, model_type),
     }
     _check_limits(fields)

@@ -62,6 +62,11 @@ class Run:
     kv_cache_memory_bytes: int | None
     free_gib: float | None
     notes: list[str] = field(default_factory=list)
+    # the checkpoint's safetensors totals, and whether its weights are stored as vLLM loads them
+    # (not when --quantization quantizes an unquantized checkpoint while loading)
+    parameters: dict[str, int] | None = None
+    stored_as_loaded: bool = True
+    weight_scale: float | None = None
 
     def at_least(self, since: str) -> bool:
         return self.version_t >= version_tuple(since)
@@ -100,7 +105,7 @@ def _validate(request: EstimateRequest) -> None:
 
 def _model(
     request: EstimateRequest, catalog: Catalog
-) -> tuple[ModelSpec, str, bool, str | None, str, tuple[int, int]]:
+) -> tuple[ModelSpec, str, bool, str | None, str, tuple[int, int], str | None]:
     if request.config is not None:
         spec, quant = model_from_config(request.config, request.model)
         name = request.model or spec.id
@@ -114,7 +119,7 @@ def _model(
     method = quant.method if quant is not None else None
     scope = quant.scope if quant is not None else "linear"
     kept = (quant.unquantized_first_layers, quant.unquantized_last_layers) if quant is not None else (0, 0)
-    return spec, name, from_config, method, scope, kept
+    return spec, name, from_config, method, scope, kept, quant.kv_cache_dtype if quant is not None else None
 
 
 def _derived_max_len(model: ModelSpec) -> int:
@@ -187,7 +192,7 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
         raise InvalidConfigError(f"{version!r} is not a vLLM version such as 0.29.1.") from exc
     if request.vllm_version is None:
         notes.append(f"vLLM version not given; assumed {engine.latest}.")
-    model, name, from_config, checkpoint_quant, scope, kept = _model(request, catalog)
+    model, name, from_config, checkpoint_quant, scope, kept, declared_kv = _model(request, catalog)
     gpu = find_gpu(catalog, request.gpu, request.gpu_total_gib)
     others = other_sizes(catalog, request.gpu, gpu.spec) if request.gpu and gpu.spec else []
     if others and request.gpu_total_gib is None:
@@ -215,7 +220,11 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
         notes.append(f"TP {tp} × PP {pp} needs {tp * pp} GPUs; {given}.")
     dtype = _dtype(request, model, gpu, catalog, notes)
     quant = _quantization(request, checkpoint_quant, gpu, catalog, notes)
-    kv = find_kv_dtype(catalog, request.kv_cache_dtype or "auto")
+    wanted_kv = request.kv_cache_dtype or "auto"
+    if wanted_kv == "auto" and declared_kv is not None:
+        wanted_kv = declared_kv
+        notes.append(f"The checkpoint declares an {declared_kv} KV cache, which --kv-cache-dtype auto uses.")
+    kv = find_kv_dtype(catalog, wanted_kv)
     if version_t < version_tuple(kv.since):
         notes.append(f"--kv-cache-dtype {kv.id} does not exist before vLLM {kv.since}.")
     if kv.mla_bytes_per_token is not None and model.mla is None:
@@ -269,4 +278,6 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
         kv_cache_memory_bytes=kv_bytes,
         free_gib=request.free_gib,
         notes=notes,
+        parameters=request.parameters,
+        stored_as_loaded=checkpoint_quant is not None or quant is None,
     )

@@ -2,7 +2,8 @@
 
 Layers with the same spec share a KV-cache group; every group draws block ids from one pool. A block
 costs one page in each of `group_size` layer tensors. A request of length L needs cdiv(L, block) blocks
-in each full-attention group and a window's worth in each sliding group. The capacity check sums the
+in each full-attention group, a window's worth in each sliding group and one (the request's
+recurrent state, padded to the same page) in each linear-attention/Mamba group. The capacity check sums the
 same need over layers in bytes, and since 0.29 first subtracts the reserved null block.
 """
 
@@ -30,6 +31,9 @@ class KvLayout:
     full_groups: int
     sliding_groups: int
     in_flight_tokens: int
+    # linear-attention / Mamba layers: one state page (padded to the attention page) per request
+    state_layers: int = 0
+    state_groups: int = 0
 
     @property
     def page_bytes(self) -> int:
@@ -45,7 +49,7 @@ class KvLayout:
 
     @property
     def groups(self) -> int:
-        return self.full_groups + self.sliding_groups
+        return self.full_groups + self.sliding_groups + self.state_groups
 
     def _sliding_blocks(self, length: int) -> int:
         assert self.window is not None
@@ -56,22 +60,23 @@ class KvLayout:
         blocks = self.full_groups * cdiv(length, self.block_size)
         if self.sliding_groups:
             blocks += self.sliding_groups * self._sliding_blocks(length)
-        return blocks
+        return blocks + self.state_groups
 
     def need_bytes(self, length: int) -> int:
         """Bytes the capacity check asks for one request of `length` tokens (summed over layers)."""
         need = self.full_layers * cdiv(length, self.block_size) * self.page_bytes
         if self.sliding_layers:
             need += self.sliding_layers * self._sliding_blocks(length) * self.page_bytes
-        return need
+        return need + self.state_layers * self.page_bytes
 
 
-def group_layout(full: int, sliding: int) -> tuple[int, int, int]:
-    """(group_size, full groups, sliding groups) by vLLM's uniform-page grouping of layer types."""
-    counts = [n for n in (full, sliding) if n]
+def group_layout(full: int, sliding: int, state: int = 0) -> tuple[int, int, int, int]:
+    """(group_size, full, sliding and state groups) by vLLM's uniform-page grouping of layer types."""
+    counts = [n for n in (full, sliding, state) if n]
     smallest, largest = min(counts), max(counts)
     size = largest if largest < smallest * 1.25 else smallest
-    return size, cdiv(full, size) if full else 0, cdiv(sliding, size) if sliding else 0
+    full_groups, sliding_groups, state_groups = (cdiv(n, size) if n else 0 for n in (full, sliding, state))
+    return size, full_groups, sliding_groups, state_groups
 
 
 def largest_fitting_length(layout: KvLayout, available: int, upper: int) -> int:

@@ -26,6 +26,7 @@ from service.budget.stages import (
     stage_budgets,
     startup_check,
     to_gib,
+    with_checkpoint,
 )
 from service.errors import InputError, InvalidConfigError, UnknownGpuError
 from service.packs.catalog import Catalog
@@ -36,7 +37,7 @@ __all__ = ["GIB", "budget_from_facts", "estimate"]
 
 def estimate(request: EstimateRequest, catalog: Catalog) -> Budget:
     """The per-GPU memory budget of a model, GPU and vLLM configuration, with what would fit."""
-    run = resolve(request, catalog)
+    run = with_checkpoint(resolve(request, catalog))
     requested = requested_bytes(run, run.util, catalog)
     stages = stage_budgets(run, run.tp, catalog)
     blocks = [max(0, kv_budget_bytes(run, s, requested)) // s.layout.bytes_per_block for s in stages]
@@ -72,7 +73,7 @@ def estimate(request: EstimateRequest, catalog: Catalog) -> Budget:
         tensor_parallel_size=run.tp,
         pipeline_parallel_size=run.pp,
         gpu_memory_utilization=run.util,
-        block_size=run.block_size,
+        block_size=stage.layout.block_size,
         max_model_len=run.max_model_len,
         vllm_version=run.version,
         weights_gib=to_gib(stage.weights.total),
@@ -104,11 +105,14 @@ def budget_from_facts(
     model: str | None = None,
     gpu: str | None = None,
     vllm_version: str | None = None,
+    config: dict[str, object] | None = None,
+    parameters: dict[str, int] | None = None,
 ) -> Budget | None:
     """The budget for what a log (or request hints) states, or None when the model or GPU is unknown.
 
     When the log states the KV memory vLLM found, it replaces the estimated overheads, so the pool
-    matches the log's own arithmetic.
+    matches the log's own arithmetic. `config`/`parameters` describe a model the catalog lacks (what
+    a host's agent read from disk).
     """
     name = model or facts.model
     if not name or (gpu is None and facts.gpu_name is None and facts.total_gib is None):
@@ -118,6 +122,8 @@ def budget_from_facts(
         kv_bytes = round(facts.available_kv_cache_gib * GIB)
     request = EstimateRequest(
         model=name,
+        config=config,
+        parameters=parameters,
         gpu=gpu or facts.gpu_name,
         gpu_total_gib=facts.total_gib,
         gpus=max(1, (facts.tensor_parallel_size or 1) * (facts.pipeline_parallel_size or 1)),
@@ -149,12 +155,19 @@ def budget_from_facts(
             model=model,
             gpu=gpu,
             vllm_version=vllm_version,
+            config=config,
+            parameters=parameters,
         )
     except UnknownGpuError:
         if facts.total_gib is None:
             return None
         return budget_from_facts(
-            msgspec.structs.replace(facts, gpu_name=None), catalog, model=model, vllm_version=vllm_version
+            msgspec.structs.replace(facts, gpu_name=None),
+            catalog,
+            model=model,
+            vllm_version=vllm_version,
+            config=config,
+            parameters=parameters,
         )
     except InputError:
         return None

@@ -32,14 +32,16 @@ def figure_sources(run: Run, stage: Stage, catalog: Catalog) -> dict[str, Figure
     )
     repack = _QUANT_SPREAD * stage.weights.quantized
     weights_note = (
-        "computed from the pasted config.json"
+        "the checkpoint's safetensors bytes, split by the architecture"
+        if run.weight_scale is not None
+        else "computed from the pasted config.json"
         if run.from_config
         else "computed from the catalog architecture"
     )
     return {
         "total_gib": FigureSource(kind="catalog" if run.gpu.spec else "given"),
         "weights_gib": FigureSource(
-            kind="given" if run.from_config else "catalog",
+            kind="exact" if run.weight_scale is not None else "given" if run.from_config else "catalog",
             uncertainty_gib=to_gib(repack) if repack else None,
             note=weights_note,
         ),

@@ -29,6 +29,7 @@ __all__ = [
     "find_gpu",
     "find_kv_dtype",
     "find_model",
+    "in_catalog",
     "find_quantization",
 ]
 
@@ -42,14 +43,23 @@ def _closest(name: str, candidates: list[str]) -> list[str]:
     return [folded[h] for h in hits]
 
 
-def find_model(catalog: Catalog, name: str) -> tuple[ModelSpec, QuantSpec | None]:
-    """The architecture and checkpoint quantization for a catalog id, Hugging Face id or alias."""
+def _model_hit(catalog: Catalog, name: str) -> tuple[ModelSpec, QuantSpec | None] | None:
     index = catalog.index
     key = name.strip().rstrip("/")
-    hit = index.models.get(fold_name(key)) or index.models.get(fold_name(key.rsplit("/", 1)[-1]))
+    return index.models.get(fold_name(key)) or index.models.get(fold_name(key.rsplit("/", 1)[-1]))
+
+
+def find_model(catalog: Catalog, name: str) -> tuple[ModelSpec, QuantSpec | None]:
+    """The architecture and checkpoint quantization for a catalog id, Hugging Face id or alias."""
+    hit = _model_hit(catalog, name)
     if hit is None:
-        raise UnknownModelError(name, _closest(key, index.model_names))
+        raise UnknownModelError(name, _closest(name.strip().rstrip("/"), catalog.index.model_names))
     return hit
+
+
+def in_catalog(catalog: Catalog, name: str) -> bool:
+    """Whether `find_model` knows the name (without computing the closest names of a miss)."""
+    return _model_hit(catalog, name) is not None
 
 
 @dataclass(frozen=True, slots=True)

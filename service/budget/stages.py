@@ -5,10 +5,13 @@ Each function reads a resolved Run and the catalog's engine facts; nothing here 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 from service.budget import startup
+from service.budget.checkpoint import checkpoint_scale, scale_weights
+from service.budget.hybrid import hybrid_block_size, state_bytes
 from service.budget.inputs import GIB, Run
 from service.budget.kv import KvLayout, group_layout
 from service.budget.startup import max_passing_utilization
@@ -26,6 +29,7 @@ __all__ = [
     "stage_budgets",
     "startup_check",
     "to_gib",
+    "with_checkpoint",
 ]
 
 
@@ -53,6 +57,8 @@ def _layer_kinds(run: Run, start: int, stop: int, hybrid: bool) -> tuple[int, in
     Before the hybrid KV-cache manager, a model mixing sliding and global layers was planned as if
     every layer were global.
     """
+    if run.model.state is not None:
+        return sum(1 for i in run.model.state.attention_layers if start <= i < stop), 0
     sliding = run.model.sliding
     if sliding is None:
         return stop - start, 0
@@ -77,10 +83,18 @@ def _kv_bytes_per_token_layer(run: Run, tp: int) -> int:
 
 def _layout(run: Run, tp: int, start: int, stop: int, hybrid: bool) -> KvLayout:
     full, sliding = _layer_kinds(run, start, stop, hybrid)
-    size, full_groups, sliding_groups = group_layout(full, sliding)
+    state = run.model.state
+    states = sum(1 for i in state.state_layers if start <= i < stop) if state is not None else 0
+    size, full_groups, sliding_groups, state_groups = group_layout(full, sliding, states)
+    per_token = _kv_bytes_per_token_layer(run, tp)
+    block = run.block_size
+    if state is not None:
+        block = hybrid_block_size(run.model, block, per_token, state_bytes(state, tp, run.dtype_bytes))
     return KvLayout(
-        bytes_per_token_layer=_kv_bytes_per_token_layer(run, tp),
-        block_size=run.block_size,
+        state_layers=states,
+        state_groups=state_groups,
+        bytes_per_token_layer=per_token,
+        block_size=block,
         full_layers=full,
         sliding_layers=sliding,
         window=run.model.sliding.window if run.model.sliding is not None else None,
@@ -145,6 +159,8 @@ def stage_budgets(run: Run, tp: int, catalog: Catalog) -> list[Stage]:
         unquantized_layers=run.unquantized_layers,
     )
     weights = stage_weight_bytes(run.model, sharding, run.pp, run.dtype_bytes, quant_bytes)
+    if run.weight_scale is not None:
+        weights = scale_weights(weights, run.weight_scale)
     non_torch = int((o.non_torch_gib + (o.non_torch_tp_gib if tp * run.pp > 1 else 0)) * GIB)
     activation = _activation(run, tp, catalog)
     in_budget = run.at_least(catalog.engine.cudagraph_profiled_since) and not run.enforce_eager
@@ -189,13 +205,13 @@ def to_gib(value: float) -> float:
 
 def logged_pool(run: Run, layout: KvLayout, num_blocks: int, catalog: Catalog) -> tuple[int, float]:
     """(logged KV-cache tokens, max concurrency) in the form the version logs them."""
-    engine = catalog.engine
+    engine, block = catalog.engine, layout.block_size
     if not run.at_least(engine.pool_tokens_per_group_since):
-        return num_blocks * run.block_size, num_blocks * run.block_size / run.max_model_len
+        return num_blocks * block, num_blocks * block / run.max_model_len
     concurrency = num_blocks / layout.blocks_per_request(run.max_model_len)
     if run.at_least(engine.pool_tokens_from_concurrency_since):
         return int(concurrency * run.max_model_len), concurrency
-    return num_blocks // layout.groups * run.block_size, concurrency
+    return num_blocks // layout.groups * block, concurrency
 
 
 def startup_check(run: Run, requested: int, catalog: Catalog) -> StartupCheck:
@@ -216,3 +232,19 @@ def startup_check(run: Run, requested: int, catalog: Catalog) -> StartupCheck:
             free, run.total_bytes, ceil=run.at_least(catalog.engine.ceil_requested_since)
         ),
     )
+
+
+def with_checkpoint(run: Run) -> Run:
+    """The run with its weights scaled to the checkpoint's safetensors bytes, when they were given."""
+    if not run.parameters:
+        return run
+    if not run.stored_as_loaded and run.quant is not None:
+        run.notes.append(
+            f"--quantization {run.quant.id} quantizes the checkpoint while loading, so its stored bytes "
+            "do not apply; weights are from the formula."
+        )
+        return run
+    sharding = Sharding(quant_scope=run.quant_scope, unquantized_layers=run.unquantized_layers)
+    scale, note = checkpoint_scale(run.model, sharding, run.dtype_bytes, _quant_bytes(run, 1), run.parameters)
+    run.notes.append(note)
+    return dataclasses.replace(run, weight_scale=scale)

@@ -6,6 +6,7 @@ Exit 0 when it fits, 1 when it does not, 2 for bad input (one sentence on stderr
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import msgspec
 
 from service.budget import estimate
 from service.errors import InputError, InvalidConfigError, PackError
+from service.models.chain import DiskModelCache, ModelResolver, ModelSettings, cite
 from service.packs import default_rules_dir
 from service.packs.catalog import Catalog, load_catalog
 from service.quantities import HumanNumberError, command_int
@@ -144,6 +146,9 @@ def render(budget: Budget) -> str:
             f"startup check: {check.free_gib} GiB free vs {check.requested_gib} GiB requested: {state}"
             + (f" (≤ {check.max_passing_utilization} passes)" if check.max_passing_utilization else "")
         )
+    origin = budget.sources.get("model")
+    if origin is not None and origin.note:
+        lines.append(f"model from: {origin.note}")
     estimated = [k for k, s in budget.sources.items() if s.kind == "estimated"]
     if estimated:
         spread = budget.sources.get("available_kv_gib")
@@ -160,10 +165,26 @@ def _catalog() -> Catalog:
     return load_catalog(default_rules_dir())
 
 
+def _model_cache() -> DiskModelCache:
+    """Resolved models under VRAMDOC_MODEL_CACHE_DIR, else the user's cache folder."""
+    folder = os.environ.get("VRAMDOC_MODEL_CACHE_DIR")
+    if folder:
+        return DiskModelCache(Path(folder))
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return DiskModelCache(Path(base) / "vramdoc" / "models")
+
+
+def _estimate(request: EstimateRequest, catalog: Catalog) -> Budget:
+    """Resolve the model through the chain (catalog, config, local path, HF cache, Hub), then size it."""
+    resolver = ModelResolver(ModelSettings.from_env(), _model_cache())
+    request, resolved = resolver.prepare(request, catalog)
+    return cite(estimate(request, catalog), resolved)
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the budget; exit 0 fits, 1 does not fit, 2 input error."""
     try:
-        budget = estimate(_request(args), _catalog())
+        budget = _estimate(_request(args), _catalog())
     except InputError as exc:
         print(f"vramdoc estimate: {exc}", file=sys.stderr)
         return 2

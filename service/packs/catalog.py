@@ -38,6 +38,7 @@ __all__ = [
     "QuantSpec",
     "RopeSpec",
     "SlidingSpec",
+    "StateSpec",
     "Stepped",
     "TierDefaults",
     "VisionSpec",
@@ -151,6 +152,32 @@ class VisionSpec(Entry, frozen=True):
         _require(self.image_size % self.patch_size == 0, "image_size must be a multiple of patch_size")
 
 
+class StateSpec(Entry, frozen=True):
+    """Per-request recurrent state of linear-attention / Mamba layers (vLLM's MambaSpec).
+
+    `attention_layers` are the layer indices that keep a KV cache; `state_layers` keep one state
+    per request instead: a conv state of (conv_dim / TP) × conv_width elements in the model dtype,
+    and a recurrent state of (heads / TP) × head_elements, float32 or in the model dtype.
+    """
+
+    kind: Literal["gdn", "kda", "mamba2"]
+    attention_layers: list[int]
+    state_layers: list[int]
+    conv_dim: int
+    conv_width: int
+    heads: int
+    head_elements: int
+    float32_state: bool = False
+    groups: int = 0
+    group_channels: int = 0
+
+    def __post_init__(self) -> None:
+        _require(bool(self.state_layers), "a state spec needs at least one state layer")
+        _require(min(self.conv_dim, self.heads, self.head_elements) > 0, "state sizes must be positive")
+        _require(self.conv_width >= 0 and self.groups >= 0, "conv_width and groups cannot be negative")
+        _require(not set(self.attention_layers) & set(self.state_layers), "a layer is attention or state")
+
+
 class QuantSpec(Entry, frozen=True):
     """How a checkpoint is quantized: the method (dtypes.yaml) and which layers it covers."""
 
@@ -158,6 +185,8 @@ class QuantSpec(Entry, frozen=True):
     scope: Literal["linear", "experts", "mlp"] = "linear"
     unquantized_first_layers: int = 0
     unquantized_last_layers: int = 0
+    # the KV-cache dtype the checkpoint declares (modelopt / compressed-tensors kv scheme)
+    kv_cache_dtype: str | None = None
 
 
 class ModelSpec(Entry, frozen=True):
@@ -191,6 +220,9 @@ class ModelSpec(Entry, frozen=True):
     mla: MlaSpec | None = None
     vision: VisionSpec | None = None
     quantization: QuantSpec | None = None
+    # Multi-token-prediction draft layers the checkpoint ships (DeepSeek-V3 `num_nextn_predict_layers`)
+    mtp_layers: int = 0
+    state: StateSpec | None = None
     note: str | None = None
 
     def __post_init__(self) -> None:
