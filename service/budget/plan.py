@@ -15,6 +15,11 @@ from typing import TypeVar
 import msgspec
 
 from service.budget.kv import KvLayout, group_layout, largest_fitting_length
+from service.budget.parallel import (
+    pipeline_parallel_problem,
+    tensor_parallel_problem,
+    valid_tensor_parallel_sizes,
+)
 from service.budget.resolve import (
     ResolvedGpu,
     find_gpu,
@@ -41,7 +46,6 @@ from service.schemas import Budget, EstimateRequest, Facts, FigureSource, Startu
 __all__ = ["GIB", "budget_from_facts", "estimate", "resolve"]
 
 GIB = 2**30
-_MAX_TP = 64
 # Quantized kernels repack weights (Marlin, MoE layouts); logged figures stay within about 3 %.
 _QUANT_SPREAD = 0.03
 
@@ -251,20 +255,15 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
         )
     pp = request.pipeline_parallel_size or 1
     tp = request.tensor_parallel_size or max(1, request.gpus // pp)
-    if pp > model.num_hidden_layers:
-        raise InvalidConfigError(
-            f"pipeline_parallel_size {pp} exceeds the model's {model.num_hidden_layers} layers."
-        )
-    if model.num_attention_heads % tp:
-        raise InvalidConfigError(
-            f"Total number of attention heads ({model.num_attention_heads}) must be divisible by "
-            f"tensor parallel size ({tp})."
-        )
+    if (problem := pipeline_parallel_problem(model, pp)) is not None:
+        raise InvalidConfigError(problem)
     if tp * pp > request.gpus:
         given = f"only {request.gpus} were given" if request.gpus > 1 else "the estimate assumes that many"
         notes.append(f"TP {tp} × PP {pp} needs {tp * pp} GPUs; {given}.")
     dtype = _dtype(request, model, gpu, catalog, notes)
     quant = _quantization(request, checkpoint_quant, gpu, catalog, notes)
+    if (problem := tensor_parallel_problem(model, tp, engine, quant, scope)) is not None:
+        raise InvalidConfigError(problem)
     kv = find_kv_dtype(catalog, request.kv_cache_dtype or "auto")
     if version_t < version_tuple(kv.since):
         notes.append(f"--kv-cache-dtype {kv.id} does not exist before vLLM {kv.since}.")
@@ -477,12 +476,9 @@ def _min_utilization(run: Run, stage: Stage, catalog: Catalog) -> float | None:
 
 
 def _min_tensor_parallel(run: Run, requested: int, catalog: Catalog) -> int | None:
-    """The smallest TP (dividing the attention heads) whose GPUs hold weights and one request."""
-    heads = run.model.num_attention_heads
-    for tp in range(1, min(heads, _MAX_TP) + 1):
-        if heads % tp == 0 and all(
-            _fits_without_override(run, s, requested, catalog) for s in _stages(run, tp, catalog)
-        ):
+    """The smallest TP vLLM accepts for this model whose GPUs hold weights and one request."""
+    for tp in valid_tensor_parallel_sizes(run.model, catalog.engine, run.quant, run.quant_scope):
+        if all(_fits_without_override(run, s, requested, catalog) for s in _stages(run, tp, catalog)):
             return tp
     return None
 

@@ -43,6 +43,9 @@ class Catalog(Protocol):
     def checkpoints(self, model: str) -> list[tuple[str, str]]:
         """Published quantized checkpoints of the model, as (Hugging Face id, method)."""
 
+    def tensor_parallel_sizes(self, model: str, quantization: str | None = None) -> list[int] | None:
+        """Every tensor-parallel size vLLM accepts for the model, ascending; None when it is unknown."""
+
     def reestimate(
         self,
         budget: Budget,

@@ -8,7 +8,8 @@ from __future__ import annotations
 import msgspec
 
 from service.budget import estimate
-from service.budget.resolve import find_gpu, find_model
+from service.budget.parallel import valid_tensor_parallel_sizes
+from service.budget.resolve import find_gpu, find_model, find_quantization
 from service.errors import InputError
 from service.packs.catalog import Catalog as BudgetCatalog
 from service.packs.catalog import ModelSpec
@@ -71,6 +72,16 @@ class CatalogLookup:
         if spec is None:
             return []
         return [(c.id, c.quantization.method) for c in self._catalog.models.checkpoints if c.base == spec.id]
+
+    def tensor_parallel_sizes(self, model: str, quantization: str | None = None) -> list[int] | None:
+        try:
+            spec, checkpoint = find_model(self._catalog, model)
+            method = quantization or (checkpoint.method if checkpoint is not None else None)
+            quant = find_quantization(self._catalog, method) if method else None
+        except InputError:
+            return None
+        scope = checkpoint.scope if checkpoint is not None else "linear"
+        return valid_tensor_parallel_sizes(spec, self._catalog.engine, quant, scope)
 
     def reestimate(
         self,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from service.fixes.calculators import readings
+from service.fixes.calculators.parallel import accepted_sizes
 from service.fixes.context import FixContext, Proposal
 from service.fixes.limits import (
     divisors,
@@ -67,13 +68,19 @@ def fix_tensor_parallel(ctx: FixContext) -> list[Proposal]:
                 likelihood=0.6,
             )
         ]
-    valid = [d for d in divisors(heads) if d <= (gpus if gpus is not None else heads)]
+    found = accepted_sizes(ctx)
+    sizes, rule = found if found is not None else (divisors(heads), "heads")
+    valid = [d for d in sizes if d <= (gpus if gpus is not None else heads)]
     below = [d for d in valid if d <= limit]
     if not below or below[-1] == tp:
         return []
     choice = below[-1]
     shown = ", ".join(map(str, valid))
-    why = f"{heads} attention heads divide evenly by {shown}"
+    why = (
+        f"vLLM accepts TP {shown} for this model (heads, KV heads, MLP and vocabulary split evenly)"
+        if rule == "catalog"
+        else f"{heads} attention heads divide evenly by {shown}"
+    )
     why += f" (with {gpus} GPUs present)" if gpus is not None else ""
     why += f"; {tp} does not work."
     likelihood = 0.95 if ctx.phase == "parallelism_config" else 0.3
