@@ -5,12 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from service.budget import estimate
+from service.core import classify
 from service.fixes import rank_fixes
 from service.fixes.command import corrected_command, edit_of
+from service.fixes.diagnosis import with_fixes
 from service.fixes.lookup import CatalogLookup
+from service.packs import load_packs
 from service.packs.catalog import load_catalog
 from service.packs.fixes import FixPack
-from service.schemas import EstimateRequest, Facts
+from service.schemas import DiagnoseRequest, EstimateRequest, Facts
 
 RULES = Path(__file__).resolve().parents[2] / "rules"
 _TWO_GPUS = "ValueError: World size (4) is larger than the number of available GPUs (2) in this node."
@@ -68,3 +71,29 @@ def test_a_combined_change_sets_each_flag() -> None:
     assert corrected_command(command, "--tensor-parallel-size 2 --max-model-len 18624") == (
         "vllm serve m --tensor-parallel-size 2 --max-model-len 18624"
     )
+
+
+_PLACEMENT = (
+    "ValueError: The number of required GPUs exceeds the total number of available GPUs in the "
+    "placement group.\n"
+)
+
+
+def test_a_placement_group_short_of_gpus_gets_the_fix_that_exposes_them(pack: FixPack) -> None:
+    catalog = load_catalog(RULES)
+    command = (
+        "vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size 4 --pipeline-parallel-size 2"
+    )
+    request = DiagnoseRequest(log=_PLACEMENT, command=command)
+    diagnosis = with_fixes(classify(request, load_packs()), request, pack, catalog)
+    assert diagnosis.phase == "parallelism_config"
+    assert [f.id for f in diagnosis.fixes] == ["make-gpus-visible"]
+    assert diagnosis.fixes[0].change.startswith("make all 8 GPUs visible to vLLM")
+
+
+def test_with_the_gpus_present_known_tp_fits_them_per_pipeline_stage(pack: FixPack) -> None:
+    # TP 4 x PP 2 on 4 GPUs: each of the 2 stages gets 2 of them
+    facts = Facts(num_attention_heads=64, tensor_parallel_size=4, pipeline_parallel_size=2)
+    evidence = ["ValueError: World size (8) is larger than the number of available GPUs (4) in this node."]
+    fixes = rank_fixes("parallelism_config", facts, [], None, None, "0.33.0", pack, evidence=evidence)
+    assert "--tensor-parallel-size 2" in [f.change for f in fixes]
