@@ -55,8 +55,9 @@ class Catalog(Protocol):
         tensor_parallel_size: int | None = None,
         kv_cache_dtype: str | None = None,
         max_model_len: int | None = None,
+        quantization: str | None = None,
     ) -> Budget | None:
-        """The budget again with one input changed (None when it cannot be computed)."""
+        """The budget again with the given inputs changed (None when it cannot be computed)."""
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,7 @@ class CatalogLookup:
         tensor_parallel_size: int | None = None,
         kv_cache_dtype: str | None = None,
         max_model_len: int | None = None,
+        quantization: str | None = None,
     ) -> Budget | None:
         tp = tensor_parallel_size or budget.tensor_parallel_size
         request = EstimateRequest(
@@ -100,7 +101,7 @@ class CatalogLookup:
             gpu_total_gib=budget.total_gib,
             gpus=max(budget.gpus, tp * budget.pipeline_parallel_size),
             dtype=budget.dtype,
-            quantization=None if model else budget.quantization,
+            quantization=quantization or (None if model else budget.quantization),
             kv_cache_dtype=kv_cache_dtype or budget.kv_cache_dtype,
             max_model_len=max_model_len or budget.max_model_len,
             gpu_memory_utilization=gpu_memory_utilization or budget.gpu_memory_utilization,

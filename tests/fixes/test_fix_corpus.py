@@ -145,6 +145,25 @@ def test_corpus_fixes_address_the_cause_and_agree_with_the_facts(
         ), name
 
 
+def _rerun(fix: Fix, budget: Budget, lookup: CatalogLookup) -> tuple[Budget | None, int | None] | None:
+    """The budget re-run with the fix's change applied, and the TP it sets; None when it sizes nothing."""
+    edit = edit_of(fix.change)
+    settings = dict(edit.settings) if edit is not None else {}
+    if "--tensor-parallel-size" in settings:
+        tp = int(settings["--tensor-parallel-size"][0])
+        length = settings.get("--max-model-len")
+        rerun = lookup.reestimate(
+            budget, tensor_parallel_size=tp, max_model_len=int(length[0]) if length else None
+        )
+        return rerun, tp
+    if "--quantization" in settings:
+        return lookup.reestimate(budget, quantization=settings["--quantization"][0]), None
+    named = fix.change.removeprefix("serve ").removesuffix(" instead")
+    if fix.change.startswith("serve ") and " " not in named:
+        return lookup.reestimate(budget, model=named), None
+    return None
+
+
 def _budget_contradictions(
     phase: Phase, budget: Budget | None, fixes: list[Fix], lookup: CatalogLookup
 ) -> list[str]:
@@ -156,17 +175,12 @@ def _budget_contradictions(
     if budget.min_tensor_parallel_size is not None and budget.min_tensor_parallel_size not in sizes:
         found.append(f"budget: smallest TP {budget.min_tensor_parallel_size} not in {sizes}")
     for fix in fixes:
-        edit = edit_of(fix.change)
-        settings = dict(edit.settings) if edit is not None else {}
-        if "--tensor-parallel-size" not in settings:
+        reran = _rerun(fix, budget, lookup)
+        if reran is None:
             continue
-        tp = int(settings["--tensor-parallel-size"][0])
-        if tp not in sizes:
+        rerun, tp = reran
+        if tp is not None and tp not in sizes:
             found.append(f"{fix.change}: vLLM rejects TP {tp}")
-        length = settings.get("--max-model-len")
-        rerun = lookup.reestimate(
-            budget, tensor_parallel_size=tp, max_model_len=int(length[0]) if length else None
-        )
         claims_fit = fix.exact and "not enough on its own" not in fix.why
         sized = phase in ("weights_oom", "kv_cache_capacity")
         if sized and claims_fit and (rerun is None or not rerun.fits):

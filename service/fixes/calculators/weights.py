@@ -11,6 +11,7 @@ from service.fixes.calculators import readings
 from service.fixes.calculators.parallel import TensorParallelPlan, accepted_sizes, plan_tensor_parallel
 from service.fixes.calculators.readings import gib, tokens
 from service.fixes.context import Catalog, FixContext, Proposal
+from service.schemas import Budget
 
 
 def quantize_weights(ctx: FixContext) -> list[Proposal]:
@@ -43,7 +44,12 @@ def quantize_weights(ctx: FixContext) -> list[Proposal]:
     split = readings.tensor_parallel(ctx) * readings.pipeline_parallel(ctx)
     why = "fp8 stores each weight in one byte instead of two, so the weights take about half the memory."
     likelihood = 0.9
-    if weights is not None:
+    rerun = ctx.catalog.reestimate(ctx.budget, quantization="fp8") if ctx.catalog and ctx.budget else None
+    if rerun is not None:
+        why += " " + _rerun_verdict(rerun, "with fp8 weights")
+        likelihood = 0.9 if rerun.fits else 0.3
+        source = "budget"
+    elif weights is not None:
         after = weights / 2 / split
         total, _ = readings.total_gib(ctx)
         why += f" About {gib(weights / split)} per GPU becomes about {gib(after)}."
@@ -60,6 +66,19 @@ def quantize_weights(ctx: FixContext) -> list[Proposal]:
     ]
 
 
+def _rerun_verdict(rerun: Budget, change: str) -> str:
+    """What the budget re-run with a smaller-weights change says: fits, or why it is not enough."""
+    said = f"The budget re-run {change} puts {gib(rerun.weights_gib)} of weights on each GPU"
+    if rerun.fits:
+        return f"{said} and holds one request of {tokens(rerun.max_model_len)} tokens."
+    if rerun.max_model_len_fit > 0:
+        return (
+            f"{said} but holds one request of at most {tokens(rerun.max_model_len_fit)} tokens, fewer "
+            f"than {tokens(rerun.max_model_len)}: not enough on its own."
+        )
+    return f"{said}, still too much for this GPU at this parallelism: not enough on its own."
+
+
 _FOUR_BIT = ("awq", "gptq", "awq_marlin", "gptq_marlin", "compressed-tensors")
 
 
@@ -72,12 +91,8 @@ def _named_checkpoint(ctx: FixContext, catalog: Catalog, model: str) -> list[Pro
     why = f"{checkpoint} is {model} quantized with {method}; context length would not help here."
     likelihood, source = 0.85, "catalog"
     if ctx.budget is not None and (rerun := catalog.reestimate(ctx.budget, model=checkpoint)) is not None:
-        why += f" The budget re-run puts its weights at {gib(rerun.weights_gib)} per GPU"
-        if rerun.available_kv_gib > 0:
-            why += f", leaving {gib(rerun.available_kv_gib)} for the KV cache."
-        else:
-            why += ", still too much for this GPU at this parallelism."
-            likelihood = 0.2
+        why += " " + _rerun_verdict(rerun, "with it")
+        likelihood = 0.85 if rerun.fits else 0.2
         source = "budget"
     return [Proposal(change=f"serve {checkpoint} instead", why=why, source=(source,), likelihood=likelihood)]
 
