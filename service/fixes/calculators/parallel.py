@@ -1,9 +1,9 @@
 """The tensor-parallel size a fix names: one vLLM accepts, checked by re-running the budget.
 
 A size is offered as enough on its own only when the budget, re-run at that size, holds one request
-of the configured max_model_len. When the GPUs present cannot reach that size, the plan pairs the
-largest size they allow with the longest max_model_len the re-run holds there, and says which size
-would hold the full length.
+of the configured max_model_len. When the GPUs present (or, unknown, one 8-GPU node) cannot reach
+that size, the plan pairs the largest size they allow with the longest max_model_len the re-run
+holds there, and says which size would hold the full length.
 """
 
 from __future__ import annotations
@@ -83,7 +83,8 @@ def plan_tensor_parallel(ctx: FixContext, current: int) -> TensorParallelPlan | 
         return None
     larger = [tp for tp in found[0] if tp > current]
     limit = ctx.gpus_present
-    within = [tp for tp in larger if tp <= (limit if limit is not None else _NODE_GPUS)]
+    reach = limit if limit is not None else _NODE_GPUS
+    within = [tp for tp in larger if tp <= reach]
     if ctx.catalog is None or ctx.budget is None:
         reachable = [tp for tp in larger if limit is None or tp <= limit]
         return TensorParallelPlan(reachable[0]) if reachable else None
@@ -93,7 +94,7 @@ def plan_tensor_parallel(ctx: FixContext, current: int) -> TensorParallelPlan | 
         if rerun is not None and rerun.fits:
             holding = (tp, rerun)
             break
-    if holding is not None and (limit is None or holding[0] <= limit):
+    if holding is not None and holding[0] <= reach:
         return TensorParallelPlan(holding[0], rerun=holding[1])
     holding_tp = holding[0] if holding is not None else None
     for tp in reversed(within):
