@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint bench clean
+.PHONY: setup run test lint bench images clean
 
 setup: $(STAMP)
 
@@ -26,12 +26,19 @@ lint: setup
 	$(BIN)/ruff check service bot tests bench
 	$(BIN)/ruff format --check service bot tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: setup
 	$(BIN)/python bench/classify.py
 	$(BIN)/python bench/estimate.py
 	$(BIN)/python bench/service.py
 	$(BIN)/python bench/bot.py
+
+# Build the three images with buildah (no daemon; base from Debian packages when none can be pulled),
+# then start each as a container and probe it from outside (tests/images).
+images: setup
+	docker/build-local
+	VRAMDOC_IMAGE_TAG=$$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml) $(BIN)/python -m pytest tests/images
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

@@ -5,21 +5,33 @@ No web framework, Slack, Redis or HTTP client is imported here or below; a test 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import msgspec
 
-from service.budget import budget_from_facts
+from service.budget import budget_from_facts, find_gpu, find_model
 from service.budget import estimate as estimate_budget
-from service.budget.resolve import find_gpu, find_model
 from service.diagnosis import classify_text
 from service.errors import EmptyLogError, InputError
+from service.fixes import check_calculators
 from service.fixes.diagnosis import with_fixes
-from service.packs import RulePacks
+from service.packs import RulePacks, load_packs
 from service.schemas import Budget, DiagnoseRequest, Diagnosis, EstimateRequest, Facts, Finding
 
-__all__ = ["classify", "diagnose", "estimate"]
+__all__ = ["classify", "diagnose", "estimate", "load_rules"]
 
 MAX_LOG_CHARS = 64 * 2**20
 MAX_TOP = 50  # fixes one answer may carry
+
+
+def load_rules(rules_dir: Path | None = None) -> RulePacks:
+    """The rule packs, loaded and checked against the code that uses them (calculator names).
+
+    Every shell loads its rules here; a malformed pack raises PackError naming file, rule and field.
+    """
+    packs = load_packs(rules_dir)
+    check_calculators(packs.fixes)
+    return packs
 
 
 def _request_facts(request: DiagnoseRequest) -> dict[str, object]:

@@ -6,7 +6,7 @@
     │   ├── UnknownModelError      model id not in the catalog and no config.json given
     │   ├── UnknownGpuError        GPU name not in the catalog
     │   └── InvalidConfigError     a config.json or flag value that cannot describe a model/run
-    └── PackError (packs.loader)   a rule pack is malformed (startup fails; names file and field)
+    └── PackError                  a rule pack is malformed (startup fails; names file and field)
 
 Messages are full sentences that name the thing and the likely cause.
 """
@@ -17,6 +17,7 @@ __all__ = [
     "EmptyLogError",
     "InputError",
     "InvalidConfigError",
+    "PackError",
     "UnknownGpuError",
     "UnknownModelError",
     "VramdocError",
@@ -66,3 +67,31 @@ class UnknownGpuError(InputError):
 
 class InvalidConfigError(InputError):
     problem_type = "invalid-config"
+
+
+class PackError(VramdocError):
+    """A rule pack could not be loaded; the message names the file, rule id, field and line."""
+
+    problem_type = "invalid-rule-pack"
+
+    def __init__(
+        self,
+        file: str,
+        message: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+        rule_id: str | None = None,
+    ) -> None:
+        self.file = file
+        self.path = path
+        self.line = line
+        self.rule_id = rule_id
+        self.reason = message
+        where = file if line is None else f"{file}:{line}"
+        parts = [where]
+        if rule_id:
+            parts.append(f"rule {rule_id}")
+        if path:
+            parts.append(path)
+        super().__init__(f"{' '.join(parts)}: {message}")

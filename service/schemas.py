@@ -49,6 +49,7 @@ Phase = Literal[
     "parallelism_config",
     "quantization_config",
     "dtype_unsupported",
+    "host_oom",
     "not_memory",
     "no_failure",
 ]

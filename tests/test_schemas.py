@@ -17,6 +17,7 @@ def test_phase_vocabulary_is_the_design_contract() -> None:
         "parallelism_config",
         "quantization_config",
         "dtype_unsupported",
+        "host_oom",
         "not_memory",
         "no_failure",
     }

@@ -24,7 +24,8 @@ from service.api.settings import Settings
 from service.api.stalled import StalledBodyGuard
 from service.api.stores import SharedState
 from service.api.views import Loaded
-from service.packs import RulePacks, load_packs
+from service.core import load_rules
+from service.packs import RulePacks
 
 __all__ = ["create_app", "create_app_from_env"]
 
@@ -36,7 +37,7 @@ def _lifespan(
 ) -> Callable[[Litestar], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        packs = preloaded or load_packs(settings.rules_dir)
+        packs = preloaded or load_rules(settings.rules_dir)
         shared = SharedState(
             settings.redis_url, namespace=settings.redis_prefix, cache_max_entries=settings.cache_max_entries
         )

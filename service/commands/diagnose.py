@@ -13,10 +13,10 @@ from pathlib import Path
 import msgspec
 
 from service import core
+from service.core import load_rules
 from service.diagnosis.normalize import decode_bytes
-from service.errors import InputError
+from service.errors import InputError, PackError
 from service.fixes.render import render_fixes
-from service.packs import PackError, load_packs
 from service.schemas import DiagnoseRequest, Diagnosis, Snapshot
 
 __all__ = ["render_report", "run"]
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         data = _read_log(args.file)
         request = _request(args, data)
-        packs = load_packs()
+        packs = load_rules()
         diagnosis = core.diagnose(request, packs)
     except FileNotFoundError:
         print(f"vramdoc diagnose: The log file {args.file} does not exist.", file=sys.stderr)

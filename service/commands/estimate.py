@@ -13,10 +13,9 @@ from pathlib import Path
 import msgspec
 
 from service.budget import estimate
-from service.errors import InputError, InvalidConfigError
+from service.errors import InputError, InvalidConfigError, PackError
 from service.packs import default_rules_dir
 from service.packs.catalog import Catalog, load_catalog
-from service.packs.loader import PackError
 from service.schemas import Budget, EstimateRequest
 
 __all__ = ["human_bytes", "human_tokens", "parse_human_int", "render", "run"]

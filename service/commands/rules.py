@@ -9,9 +9,11 @@ from pathlib import Path
 
 import msgspec
 
+from service.core import load_rules
 from service.diagnosis.examples import check_examples
+from service.errors import PackError
 from service.fixes.examples import run_recipe_examples
-from service.packs import PackError, RulePacks, load_packs
+from service.packs import RulePacks
 
 __all__ = ["listing", "run"]
 
@@ -65,7 +67,7 @@ def _print_listing(data: Listing) -> None:
 def run(args: argparse.Namespace) -> int:
     """Handler of `vramdoc rules`."""
     try:
-        packs = load_packs(Path(args.rules_dir) if args.rules_dir else None)
+        packs = load_rules(Path(args.rules_dir) if args.rules_dir else None)
     except PackError as exc:
         print(f"vramdoc: {exc}", file=sys.stderr)
         return EXIT_USAGE

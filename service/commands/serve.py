@@ -18,7 +18,8 @@ import tempfile
 import uvicorn
 
 from service.api.settings import Settings, SettingsError
-from service.packs import PackError, load_packs
+from service.core import load_rules
+from service.errors import PackError
 
 __all__ = ["run"]
 
@@ -28,7 +29,7 @@ _GRACEFUL_SHUTDOWN_S = 10
 def run(args: argparse.Namespace) -> int:
     try:
         settings = Settings.from_env()
-        load_packs(settings.rules_dir)
+        load_rules(settings.rules_dir)
     except (SettingsError, PackError) as exc:
         print(f"vramdoc serve: {exc}", file=sys.stderr)
         return 2

@@ -1,8 +1,9 @@
 """Ranked fixes with exact values: the answer a person acts on (DESIGN §3.3 `fixes`, §4).
 
-    rank_fixes(phase, facts, findings, budget, snapshot, version, pack, …) -> list[Fix]
+    rank_fixes(FixRequest(phase=…, facts=…, …), pack, catalog) -> list[Fix]
     corrected_command(command, fix) -> str
     first_command_fix(fixes) -> Fix | None
+    check_calculators(pack)  raises PackError for a recipe naming no known calculator
     service.fixes.diagnosis.with_fixes(diagnosis, request, pack, catalog) -> Diagnosis
         (what core.diagnose calls; kept out of this module because it reaches the budget)
 
@@ -14,11 +15,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from service.fixes import command as _command
+from service.fixes.calculators import check_calculators
 from service.fixes.context import Catalog
-from service.fixes.rank import rank_fixes
+from service.fixes.rank import FixRequest, rank_fixes
 from service.schemas import Fix
 
-__all__ = ["Catalog", "corrected_command", "first_command_fix", "rank_fixes"]
+__all__ = [
+    "Catalog",
+    "FixRequest",
+    "check_calculators",
+    "corrected_command",
+    "first_command_fix",
+    "rank_fixes",
+]
 
 
 def corrected_command(command: str, fix: Fix) -> str:

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from service.fixes.command import ParsedCommand
-from service.fixes.versions import Version, VersionSpan
+from service.packs.fixes import FixPack
 from service.schemas import Budget, Facts, Finding, GpuInfo, Phase, Snapshot
-
-if TYPE_CHECKING:
-    from service.packs.fixes import FixPack
+from service.versions import Version, VersionSpan
 
 __all__ = ["GIB", "Catalog", "FixContext", "GpuChoice", "Proposal"]
 
@@ -90,6 +88,7 @@ class FixContext:
     phase: Phase
     facts: Facts
     sources: Mapping[str, str]
+    pack: FixPack
     findings: Sequence[Finding] = ()
     lines: Sequence[str] = ()
     budget: Budget | None = None
@@ -100,7 +99,6 @@ class FixContext:
     floor_known: bool = False
     command: ParsedCommand | None = None
     catalog: Catalog | None = None
-    pack: FixPack | None = None
     gpus_present: int | None = None
     flag: str | None = None
 
@@ -121,7 +119,5 @@ class FixContext:
 
     def flag_exists(self, name: str) -> bool:
         """Whether the flag exists in the user's version, per the flag history."""
-        if self.pack is None:
-            return True
         spec = self.pack.flag(name)
         return spec is None or all(spec.exists(v) for v in self.span)

@@ -1,22 +1,18 @@
 """Attaching ranked fixes to a Diagnosis: the one call `core.diagnose` makes into this package.
 
-Apart from `service.fixes` itself because it reaches the budget's catalog and estimator, which the
-rule packs import in turn; keeping it here keeps that import graph free of cycles.
+Apart from `service.fixes` itself because it reaches the budget's estimator (through
+`service.fixes.lookup`), which ranking on its own does not need.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import msgspec
 
-from service.fixes import corrected_command, first_command_fix, rank_fixes
+from service.fixes import FixRequest, corrected_command, first_command_fix, rank_fixes
 from service.fixes.lookup import CatalogLookup
+from service.packs.catalog import Catalog
+from service.packs.fixes import FixPack
 from service.schemas import DiagnoseRequest, Diagnosis
-
-if TYPE_CHECKING:
-    from service.packs.catalog import Catalog
-    from service.packs.fixes import FixPack
 
 __all__ = ["with_fixes"]
 
@@ -26,19 +22,21 @@ def with_fixes(
 ) -> Diagnosis:
     """The diagnosis with its ranked fixes and, when the command is known, the corrected command."""
     fixes = rank_fixes(
-        diagnosis.phase,
-        diagnosis.facts,
-        diagnosis.findings,
-        diagnosis.budget,
-        request.snapshot,
-        diagnosis.engine.version,
+        FixRequest(
+            phase=diagnosis.phase,
+            facts=diagnosis.facts,
+            findings=diagnosis.findings,
+            budget=diagnosis.budget,
+            snapshot=request.snapshot,
+            engine_version=diagnosis.engine.version,
+            command=request.command,
+            top=request.top,
+            fact_sources=diagnosis.fact_sources,
+            version_range=diagnosis.engine.range,
+            evidence=[item.text for item in diagnosis.evidence if item.rule],
+        ),
         pack,
-        catalog=CatalogLookup(catalog) if catalog is not None else None,
-        command=request.command,
-        top=request.top,
-        fact_sources=diagnosis.fact_sources,
-        version_range=diagnosis.engine.range,
-        evidence=[item.text for item in diagnosis.evidence if item.rule],
+        CatalogLookup(catalog) if catalog is not None else None,
     )
     corrected = None
     if request.command and (fix := first_command_fix(fixes)) is not None:

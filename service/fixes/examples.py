@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from service.fixes.rank import rank_fixes
+from service.fixes.rank import FixRequest, rank_fixes
 from service.packs.fixes import FixPack, FixRecipe
 from service.schemas import Phase
 
@@ -45,16 +45,17 @@ def run_recipe_examples(pack: FixPack) -> list[ExampleResult]:
     for recipe in pack.recipes:
         for index, example in enumerate(recipe.examples):
             fixes = rank_fixes(
-                example.phase or _first_phase(recipe),
-                example.facts,
-                example.findings,
-                None,
-                example.snapshot,
-                example.version,
+                FixRequest(
+                    phase=example.phase or _first_phase(recipe),
+                    facts=example.facts,
+                    findings=example.findings,
+                    snapshot=example.snapshot,
+                    engine_version=example.version,
+                    command=example.command,
+                    top=50,
+                    evidence=example.evidence,
+                ),
                 pack,
-                command=example.command,
-                top=50,
-                evidence=example.evidence,
             )
             got = next((f.change for f in fixes if f.id == recipe.id), None)
             results.append(ExampleResult(recipe.id, index, example.expect, got))

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import msgspec
 
-from service.budget import estimate
-from service.budget.parallel import valid_tensor_parallel_sizes
-from service.budget.resolve import find_gpu, find_model, find_quantization
+from service.budget import estimate, find_gpu, find_model, find_quantization, valid_tensor_parallel_sizes
 from service.errors import InputError
 from service.packs.catalog import Catalog as BudgetCatalog
 from service.packs.catalog import ModelSpec

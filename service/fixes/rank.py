@@ -11,20 +11,17 @@ import contextlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import msgspec
 
 from service.fixes.calculators import CALCULATORS
 from service.fixes.command import ParsedCommand, edit_of, parse_command
 from service.fixes.context import Catalog, FixContext, Proposal
-from service.fixes.versions import VersionSpan, has_floor, parse_span
+from service.packs.fixes import FixPack, FixRecipe
 from service.schemas import Budget, Facts, Finding, Fix, GpuInfo, Phase, Snapshot
+from service.versions import VersionSpan, has_floor, parse_span
 
-if TYPE_CHECKING:
-    from service.packs.fixes import FixPack, FixRecipe
-
-__all__ = ["rank_fixes"]
+__all__ = ["FixRequest", "rank_fixes"]
 
 _STARTUP_PHASES = frozenset(
     {"startup_budget", "weights_oom", "kv_cache_capacity", "warmup_oom", "profiling_inconsistent"}
@@ -202,52 +199,59 @@ def _proposals(ctx: FixContext, pack: FixPack) -> list[tuple[float, int, FixReci
     return sorted(found, key=lambda item: (item[0], item[1]))
 
 
-def rank_fixes(
-    phase: Phase,
-    facts: Facts,
-    findings: Sequence[Finding],
-    budget: Budget | None,
-    snapshot: Snapshot | None,
-    engine_version: str | None,
-    pack: FixPack,
-    catalog: Catalog | None = None,
-    command: str | None = None,
-    top: int = 5,
-    fact_sources: Mapping[str, str] | None = None,
-    version_range: str | None = None,
-    evidence: Sequence[str] = (),
-) -> list[Fix]:
-    """The `top` fixes for this failure, best first, each one change with its expected effect.
+class FixRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """What is known about one failure, for `rank_fixes`.
 
     `engine_version` is the stated vLLM version; without one, `version_range` (Engine.range, e.g.
     `>=0.9.1,<=0.13`) bounds it, and a flag is offered only if every version in the range has it.
     `evidence` is the text of the decisive log lines, for numbers no fact carries (prompt tokens,
-    GPUs available, the checkpoint's quantization method).
+    GPUs available, the checkpoint's quantization method). `command` is the `vllm serve` command
+    as the person gave it; `top` how many fixes to return.
     """
-    if top <= 0:
+
+    phase: Phase
+    facts: Facts
+    findings: Sequence[Finding] = ()
+    budget: Budget | None = None
+    snapshot: Snapshot | None = None
+    engine_version: str | None = None
+    version_range: str | None = None
+    command: str | None = None
+    top: int = 5
+    fact_sources: Mapping[str, str] = msgspec.field(default_factory=dict)
+    evidence: Sequence[str] = ()
+
+
+def rank_fixes(request: FixRequest, pack: FixPack, catalog: Catalog | None = None) -> list[Fix]:
+    """The `request.top` fixes for this failure, best first, each one change with its expected effect.
+
+    `pack` (the recipes and flag history) and `catalog` (what the budget's catalog knows) are the
+    loaded knowledge the ranking reads; `request` is the failure.
+    """
+    r = request
+    if r.top <= 0:
         return []
-    span = parse_span(engine_version, version_range)
-    version = span[-1]
-    parsed = parse_command(command) if command else None
-    sources = dict(fact_sources or {})
-    gpu = _pick_gpu(snapshot, facts, parsed)
-    merged = _plausible(_merge_facts(phase, _plausible(facts), sources, gpu, budget, catalog, parsed))
+    span = parse_span(r.engine_version, r.version_range)
+    parsed = parse_command(r.command) if r.command else None
+    sources = dict(r.fact_sources)
+    gpu = _pick_gpu(r.snapshot, r.facts, parsed)
+    merged = _plausible(_merge_facts(r.phase, _plausible(r.facts), sources, gpu, r.budget, catalog, parsed))
     ctx = FixContext(
-        phase=phase,
+        phase=r.phase,
         facts=merged,
         sources=sources,
-        findings=tuple(findings),
-        lines=tuple(evidence),
-        budget=budget,
-        snapshot=snapshot,
+        findings=tuple(r.findings),
+        lines=tuple(r.evidence),
+        budget=r.budget,
+        snapshot=r.snapshot,
         gpu=gpu,
-        version=version,
+        version=span[-1],
         span=span,
-        floor_known=has_floor(engine_version, version_range),
+        floor_known=has_floor(r.engine_version, r.version_range),
         command=parsed,
         catalog=catalog,
         pack=pack,
-        gpus_present=_gpus_present(snapshot, evidence),
+        gpus_present=_gpus_present(r.snapshot, r.evidence),
     )
     fixes: list[Fix] = []
     taken: set[str] = set()
@@ -269,6 +273,6 @@ def rank_fixes(
                 needs=list(proposal.needs),
             )
         )
-        if len(fixes) == top:
+        if len(fixes) == r.top:
             break
     return fixes

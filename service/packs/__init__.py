@@ -15,9 +15,9 @@ from typing import Any
 
 import re2
 
+from service.errors import PackError
 from service.packs.catalog import Catalog, load_catalog
 from service.packs.fixes import FixPack, load_fix_recipes
-from service.packs.loader import PackError
 from service.packs.signatures import OPTIONS, CompiledRule, compile_pack, pack_files
 
 __all__ = [
@@ -145,7 +145,7 @@ def load_packs(rules_dir: Path | None = None) -> RulePacks:
         raise PackError(str(root), "is not a rules folder (set VRAMDOC_RULES_DIR to one)")
     signatures = load_signatures(root)
     catalog = load_catalog(root)
-    fixes = load_fix_recipes(root)
+    fixes = load_fix_recipes(root, catalog.engine)
     return RulePacks(
         signatures=signatures,
         digest=_digest(root, pack_files(root)),

@@ -14,10 +14,13 @@ from typing import Literal
 
 import msgspec
 
-from service.packs.loader import PackError, load_yaml_file
+from service.errors import PackError
+from service.packs.loader import load_yaml_file
 
 __all__ = [
+    "ENGINE_FILE",
     "Catalog",
+    "CatalogIndex",
     "CheckpointSpec",
     "DtypeCatalog",
     "DtypeSpec",
@@ -37,10 +40,14 @@ __all__ = [
     "Stepped",
     "TierDefaults",
     "VisionSpec",
+    "build_index",
+    "fold_name",
+    "gpu_short_name",
     "load_catalog",
     "version_tuple",
 ]
 
+ENGINE_FILE = "engines.yaml"
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
 _CAPABILITY = re.compile(r"^\d{1,2}\.\d$")
 
@@ -464,6 +471,15 @@ class EngineFacts(Entry, frozen=True):
 # --- the whole catalog -------------------------------------------------------------------------
 
 
+class CatalogIndex(msgspec.Struct, frozen=True, kw_only=True):
+    """Lookup tables by folded name (see `fold_name`), built once when the catalog is loaded."""
+
+    models: dict[str, tuple[ModelSpec, QuantSpec | None]]
+    model_names: list[str]
+    gpus: dict[str, GpuSpec]
+    gpu_names: list[str]
+
+
 class Catalog(msgspec.Struct, frozen=True, kw_only=True):
     """Everything the budget reads, with lookup tables built once at load."""
 
@@ -471,6 +487,48 @@ class Catalog(msgspec.Struct, frozen=True, kw_only=True):
     gpus: GpuCatalog
     dtypes: DtypeCatalog
     engine: EngineFacts
+    index: CatalogIndex
+
+
+_FOLD = re.compile(r"[^a-z0-9.]+")
+
+
+def fold_name(name: str) -> str:
+    """A name as the lookups compare it: lower case, punctuation and spaces dropped."""
+    return _FOLD.sub("", name.lower())
+
+
+def gpu_short_name(name: str) -> str:
+    """An NVML name without the vendor words vLLM and nvidia-smi may or may not print."""
+    return name.removeprefix("NVIDIA ").removeprefix("Tesla ")
+
+
+def build_index(models: ModelCatalog, gpus: GpuCatalog) -> CatalogIndex:
+    """Every id, Hugging Face id and alias (with and without its org prefix) → its record."""
+    by_name: dict[str, tuple[ModelSpec, QuantSpec | None]] = {}
+    names: list[str] = []
+    by_id = {m.id: m for m in models.models}
+    for m in models.models:
+        for name in (m.id, m.hf_id, *m.aliases):
+            by_name.setdefault(fold_name(name), (m, m.quantization))
+            by_name.setdefault(fold_name(name.rsplit("/", 1)[-1]), (m, m.quantization))
+        names.append(m.hf_id)
+    for c in models.checkpoints:
+        base = by_id[c.base]
+        if c.intermediate_size is not None:
+            base = msgspec.structs.replace(base, intermediate_size=c.intermediate_size)
+        for name in (c.id, *c.aliases):
+            by_name[fold_name(name)] = (base, c.quantization)
+            by_name.setdefault(fold_name(name.rsplit("/", 1)[-1]), (base, c.quantization))
+        names.append(c.id)
+    by_gpu: dict[str, GpuSpec] = {}
+    gpu_names: list[str] = []
+    for g in gpus.gpus:
+        for name in (g.id, *g.aliases):
+            by_gpu.setdefault(fold_name(name), g)
+            by_gpu.setdefault(fold_name(gpu_short_name(name)), g)
+        gpu_names.append(g.id)
+    return CatalogIndex(models=by_name, model_names=names, gpus=by_gpu, gpu_names=gpu_names)
 
 
 def _check_references(models: ModelCatalog, dtypes: DtypeCatalog, file: str) -> None:
@@ -499,6 +557,6 @@ def load_catalog(rules_dir: Path) -> Catalog:
     models = load_yaml_file(folder / "models.yaml", ModelCatalog, root=rules_dir)
     gpus = load_yaml_file(folder / "gpus.yaml", GpuCatalog, root=rules_dir)
     dtypes = load_yaml_file(folder / "dtypes.yaml", DtypeCatalog, root=rules_dir)
-    engine = load_yaml_file(folder / "engines.yaml", EngineFacts, root=rules_dir)
+    engine = load_yaml_file(folder / ENGINE_FILE, EngineFacts, root=rules_dir)
     _check_references(models, dtypes, "catalog/models.yaml")
-    return Catalog(models=models, gpus=gpus, dtypes=dtypes, engine=engine)
+    return Catalog(models=models, gpus=gpus, dtypes=dtypes, engine=engine, index=build_index(models, gpus))

@@ -16,10 +16,11 @@ from typing import Literal
 import msgspec
 import yaml
 
-from service.fixes.calculators import CALCULATORS
-from service.fixes.versions import Version, VersionSpan, flag_exists, parse_version
-from service.packs.loader import PackError, decode_yaml, yaml_line
+from service.errors import PackError
+from service.packs.catalog import ENGINE_FILE, EngineFacts
+from service.packs.loader import decode_yaml, load_yaml_file, yaml_line
 from service.schemas import Facts, Finding, Phase, Snapshot
+from service.versions import Version, VersionSpan, flag_exists, parse_version
 
 __all__ = [
     "FixPack",
@@ -27,6 +28,7 @@ __all__ = [
     "FlagHistory",
     "FlagSpec",
     "RecipeExample",
+    "RecipeOrigin",
     "VersionRange",
     "load_fix_recipes",
 ]
@@ -143,11 +145,27 @@ class _RecipeFile(_Pack, frozen=True):
     recipes: list[FixRecipe]
 
 
+class RecipeOrigin(_Pack, frozen=True):
+    """Where a recipe's `calculator` is written, so a check above the packs can point at it."""
+
+    file: str
+    path: str
+    line: int | None
+
+
 class FixPack(_Pack, frozen=True):
-    """Every active recipe, in file order, with the flag history."""
+    """Every active recipe, in file order, with the flag history.
+
+    `engine` is `rules/catalog/engines.yaml` (the same decoded record the catalog holds), for the
+    defaults a fix assumes when a flag is not given. Packs are data: which calculator names exist
+    is known only to `service.fixes`, which checks
+    `calculator_origins` when the rules are loaded (`service.core.load_rules`).
+    """
 
     recipes: tuple[FixRecipe, ...]
     flags: dict[str, FlagSpec]
+    engine: EngineFacts
+    calculator_origins: dict[str, RecipeOrigin] = msgspec.field(default_factory=dict)
 
     def flag(self, name: str) -> FlagSpec | None:
         return self.flags.get(name)
@@ -170,11 +188,6 @@ def _field_error(file: str, text: str, index: int, field: str, message: str) -> 
 
 def _check_recipes(file: str, text: str, pack: _RecipeFile, flags: dict[str, FlagSpec]) -> None:
     for index, recipe in enumerate(pack.recipes):
-        if recipe.calculator not in CALCULATORS:
-            known = ", ".join(sorted(CALCULATORS))
-            raise _field_error(
-                file, text, index, "calculator", f"unknown calculator {recipe.calculator!r} (known: {known})"
-            )
         for j, need in enumerate(recipe.needs):
             if need not in _FACT_NAMES:
                 raise _field_error(file, text, index, f"needs[{j}]", f"{need!r} is not a fact name")
@@ -185,8 +198,13 @@ def _check_recipes(file: str, text: str, pack: _RecipeFile, flags: dict[str, Fla
                 )
 
 
-def load_fix_recipes(rules_dir: Path) -> FixPack:
-    """Load `rules_dir/fixes/*.yaml`: the flag history, then every recipe file, checked."""
+def load_fix_recipes(rules_dir: Path, engine: EngineFacts | None = None) -> FixPack:
+    """Load `rules_dir/fixes/*.yaml`: the flag history, then every recipe file, checked.
+
+    `engine` is the catalog's engine facts when already loaded, else read from `catalog/engines.yaml`.
+    """
+    if engine is None:
+        engine = load_yaml_file(rules_dir / "catalog" / ENGINE_FILE, EngineFacts, root=rules_dir)
     folder = rules_dir / "fixes"
     root = rules_dir
     flags_path = folder / FLAGS_FILE
@@ -198,6 +216,7 @@ def load_fix_recipes(rules_dir: Path) -> FixPack:
             raise PackError(flags_file, f"flag {spec.name} is listed twice", rule_id=spec.name)
         flags[spec.name] = spec
     recipes: list[FixRecipe] = []
+    origins: dict[str, RecipeOrigin] = {}
     seen: dict[str, str] = {}
     for path in sorted(folder.glob("*.yaml")):
         if path.name == FLAGS_FILE:
@@ -206,15 +225,18 @@ def load_fix_recipes(rules_dir: Path) -> FixPack:
         text = _read(path, file)
         pack = decode_yaml(text, _RecipeFile, file=file)
         _check_recipes(file, text, pack, flags)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
         for index, recipe in enumerate(pack.recipes):
             if recipe.id in seen:
                 raise _field_error(file, text, index, "id", f"recipe id is already used in {seen[recipe.id]}")
             seen[recipe.id] = file
+            where = f"$.recipes[{index}].calculator"
+            origins[recipe.id] = RecipeOrigin(file=file, path=where, line=yaml_line(node, where)[0])
             if recipe.status != "retired":
                 recipes.append(recipe)
     if not recipes:
         raise PackError(_shown(folder, root), "holds no fix recipes")
-    return FixPack(recipes=tuple(recipes), flags=flags)
+    return FixPack(recipes=tuple(recipes), flags=flags, engine=engine, calculator_origins=origins)
 
 
 def _shown(path: Path, root: Path) -> str:

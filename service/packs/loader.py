@@ -13,37 +13,13 @@ from typing import Any, TypeVar
 import msgspec
 import yaml
 
+from service.errors import PackError
+
 __all__ = ["PackError", "decode_yaml", "load_yaml_file", "yaml_line"]
 
 T = TypeVar("T")
 
 _PATH_PART = re.compile(r"\.([A-Za-z_][A-Za-z0-9_\-]*)|\[(\d+)\]|\[['\"](.+?)['\"]\]")
-
-
-class PackError(Exception):
-    """A rule pack could not be loaded; the message names the file, rule id, field and line."""
-
-    def __init__(
-        self,
-        file: str,
-        message: str,
-        *,
-        path: str | None = None,
-        line: int | None = None,
-        rule_id: str | None = None,
-    ) -> None:
-        self.file = file
-        self.path = path
-        self.line = line
-        self.rule_id = rule_id
-        self.reason = message
-        where = file if line is None else f"{file}:{line}"
-        parts = [where]
-        if rule_id:
-            parts.append(f"rule {rule_id}")
-        if path:
-            parts.append(path)
-        super().__init__(f"{' '.join(parts)}: {message}")
 
 
 def _path_parts(path: str) -> list[str | int]:

@@ -17,7 +17,8 @@ import msgspec
 import re2
 import yaml
 
-from service.packs.loader import PackError, decode_yaml, yaml_line
+from service.errors import PackError
+from service.packs.loader import decode_yaml, yaml_line
 from service.schemas import Facts, OtherProcess, Phase, Severity
 
 __all__ = [

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from service.budget import parameter_count
+from service.errors import PackError
 from service.packs.catalog import Catalog, load_catalog, version_tuple
-from service.packs.loader import PackError
 
 from .conftest import RULES
 

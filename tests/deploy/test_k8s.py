@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 import yaml
 
@@ -346,3 +347,34 @@ def test_each_setting_a_pod_is_given_is_read_by_that_part(manifests: list[dict[s
             continue
         given = {item["name"] for item in container.get("env", [])} - PLATFORM_VARIABLES
         assert given <= settings_read_by(part), (_key(obj), given - settings_read_by(part))
+
+
+def test_every_rendered_object_validates_against_the_kubernetes_schema(
+    manifests: list[dict[str, Any]],
+) -> None:
+    """Strict: an unknown or misspelt field (`readinessProbe.httpget`) fails, as `kubectl apply` would."""
+    version = kubernetes_validate.latest_version()
+    for obj in manifests:
+        try:
+            kubernetes_validate.validate(obj, version, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            pytest.fail(
+                f"{_key(obj)} is not a valid Kubernetes {version} object: {exc.message} at {list(exc.path)}"
+            )
+
+
+def test_every_vramdoc_image_the_deployments_name_is_one_build_local_builds(
+    manifests: list[dict[str, Any]], compose: dict[str, Any], repo_root: Path
+) -> None:
+    script = (repo_root / "docker" / "build-local").read_text(encoding="utf-8")
+    built = set(
+        re.search(r"parts=\(([^)]*)\)", script.split("[ ${#parts[@]} -gt 0 ] ||", 1)[1]).group(1).split()
+    )
+    assert built == set(PARTS)
+    named = {c["image"] for _, c in _containers(manifests)} | {
+        s["image"] for s in compose["services"].values()
+    }
+    ours = {name for name in named if name.startswith("vramdoc/")}
+    assert ours, "no vramdoc image named"
+    for name in ours:
+        assert name.split(":")[0].removeprefix("vramdoc/") in built, name

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.budget import estimate
-from service.fixes import rank_fixes
+from service.fixes import FixRequest, rank_fixes
 from service.fixes.command import edit_of
 from service.fixes.lookup import CatalogLookup
 from service.packs.catalog import load_catalog
@@ -50,7 +50,11 @@ def test_weights_oom_tp_and_checkpoint_come_from_the_budget_re_run(
         vllm_version="0.11.0",
     )
     facts = Facts(model="meta-llama/Llama-3.1-70B-Instruct", tried_to_allocate_gib=0.88, free_gib=0.31)
-    fixes = rank_fixes("weights_oom", facts, [], budget, None, "0.11.0", pack, catalog=lookup, top=10)
+    fixes = rank_fixes(
+        FixRequest(phase="weights_oom", facts=facts, budget=budget, engine_version="0.11.0", top=10),
+        pack,
+        lookup,
+    )
     assert fixes[0].change == "--tensor-parallel-size 2"
     assert "budget re-run" in fixes[0].why and fixes[0].source[0] == "budget"
     rerun = lookup.reestimate(budget, tensor_parallel_size=2)
@@ -67,7 +71,11 @@ def test_kv_capacity_fp8_only_on_a_gpu_the_catalog_says_has_fp8(pack: FixPack, l
         )
         facts = Facts(model="meta-llama/Llama-3.1-8B-Instruct", gpu_name=gpu, max_model_len=131_072)
         fixes = rank_fixes(
-            "kv_cache_capacity", facts, [], budget, None, "0.10.2", pack, catalog=lookup, top=10
+            FixRequest(
+                phase="kv_cache_capacity", facts=facts, budget=budget, engine_version="0.10.2", top=10
+            ),
+            pack,
+            lookup,
         )
         fp8 = [f for f in fixes if f.id == "use-fp8-kv-cache"]
         assert bool(fp8) == offered, gpu
@@ -82,7 +90,11 @@ def test_max_model_len_from_the_budget_passes_the_budgets_capacity_check(
         model="meta-llama/Llama-3.1-8B-Instruct", gpu="A10", max_model_len=131_072, vllm_version="0.29.0"
     )
     facts = Facts(model="meta-llama/Llama-3.1-8B-Instruct", gpu_name="A10", max_model_len=131_072)
-    fixes = rank_fixes("kv_cache_capacity", facts, [], budget, None, "0.29.0", pack, catalog=lookup)
+    fixes = rank_fixes(
+        FixRequest(phase="kv_cache_capacity", facts=facts, budget=budget, engine_version="0.29.0"),
+        pack,
+        lookup,
+    )
     edit = edit_of(fixes[0].change)
     assert edit is not None and edit.set_flag == "--max-model-len"
     length = int(edit.values[0])
@@ -92,7 +104,9 @@ def test_max_model_len_from_the_budget_passes_the_budgets_capacity_check(
 
 def test_startup_utilization_passes_the_budgets_startup_check(pack: FixPack, lookup: CatalogLookup) -> None:
     facts = Facts(gpu_memory_utilization=0.9, free_gib=40.2, total_gib=79.19, requested_gib=71.27)
-    fixes = rank_fixes("startup_budget", facts, [], None, None, "0.29.0", pack, catalog=lookup, top=10)
+    fixes = rank_fixes(
+        FixRequest(phase="startup_budget", facts=facts, engine_version="0.29.0", top=10), pack, lookup
+    )
     edit = next(edit_of(f.change) for f in fixes if f.id == "lower-gpu-memory-utilization")
     assert edit is not None
     budget = _budget(
@@ -105,6 +119,30 @@ def test_startup_utilization_passes_the_budgets_startup_check(pack: FixPack, loo
     assert budget.startup_check.passes
 
 
+def test_the_fix_offers_the_utilization_the_budget_says_passes(pack: FixPack, lookup: CatalogLookup) -> None:
+    """Issue 11: 20.0 of 79.19 GiB free, a 7B model on an H100. The budget says 0.25 passes and
+    holds the model; with the 0.5 GiB margin the fix layer's 0.24 fell below that floor and no
+    utilization fix was offered. Both now use one startup check (service.budget.startup)."""
+    model = "Qwen/Qwen2.5-7B-Instruct"
+    budget = _budget(model=model, gpu="H100", free_gib=20.0, vllm_version="0.11.0")
+    assert budget.total_gib == 79.19 and budget.startup_check.passes is False
+    best = budget.startup_check.max_passing_utilization
+    assert best == 0.25 and budget.min_gpu_memory_utilization == 0.25
+    facts = Facts(
+        model=model, gpu_memory_utilization=0.9, free_gib=20.0, total_gib=79.19, requested_gib=71.27
+    )
+    fixes = rank_fixes(
+        FixRequest(phase="startup_budget", facts=facts, budget=budget, engine_version="0.11.0", top=10),
+        pack,
+        lookup,
+    )
+    lower = next(f for f in fixes if f.id == "lower-gpu-memory-utilization")
+    assert lower.change == "--gpu-memory-utilization 0.25"
+    assert "0.20 GiB spare" in lower.why
+    rerun = lookup.reestimate(budget, gpu_memory_utilization=0.25)
+    assert rerun is not None and rerun.startup_check.passes and rerun.fits
+
+
 def test_no_utilization_is_recommended_below_what_the_model_needs(
     pack: FixPack, lookup: CatalogLookup
 ) -> None:
@@ -114,7 +152,9 @@ def test_no_utilization_is_recommended_below_what_the_model_needs(
     )
     assert budget.min_gpu_memory_utilization is not None and budget.min_gpu_memory_utilization > 0.10
     facts = Facts(gpu_memory_utilization=0.9, free_gib=8.59, total_gib=79.19, requested_gib=71.27)
-    fixes = rank_fixes("startup_budget", facts, [], budget, None, "0.10.1", pack, catalog=lookup)
+    fixes = rank_fixes(
+        FixRequest(phase="startup_budget", facts=facts, budget=budget, engine_version="0.10.1"), pack, lookup
+    )
     assert [f.id for f in fixes] == ["free-gpu-memory"]
 
 
@@ -139,7 +179,9 @@ def test_every_budget_based_max_model_len_passes_the_budgets_own_capacity_check(
     )
     facts = Facts(model=model, gpu_name=gpu, max_model_len=length, gpu_memory_utilization=util)
     for fix in rank_fixes(
-        "kv_cache_capacity", facts, [], budget, None, version, PACK, catalog=lookup, top=10
+        FixRequest(phase="kv_cache_capacity", facts=facts, budget=budget, engine_version=version, top=10),
+        PACK,
+        lookup,
     ):
         edit = edit_of(fix.change)
         if edit is not None and edit.set_flag == "--max-model-len":
@@ -153,5 +195,24 @@ def test_fp8_weights_are_never_offered_on_a_named_gpu_below_compute_capability_8
     # A request's GPU hint names the card; the log states no compute capability.
     for gpu, offered in (("T4", False), ("V100", False), ("A100", True), ("H100", True)):
         facts = Facts(model="lmsys/vicuna-7b-v1.3", gpu_name=gpu, num_gpu_blocks=0)
-        fixes = rank_fixes("weights_oom", facts, [], None, None, "0.10.2", pack, catalog=lookup, top=10)
+        fixes = rank_fixes(
+            FixRequest(phase="weights_oom", facts=facts, engine_version="0.10.2", top=10), pack, lookup
+        )
         assert any(f.change == "--quantization fp8" for f in fixes) == offered, gpu
+
+
+def test_budget_and_fixes_assume_the_same_scheduler_defaults_on_an_a800(pack: FixPack) -> None:
+    """Issue 11: engines.yaml excluded the A800 from the large tier, fixes/limits.py did not. vLLM
+    0.9.2 to 0.33.0 test `"a100" not in device_name`, so an A800 gets 1024 sequences and 8192
+    batched tokens; both layers now read that from engines.yaml."""
+    budget = _budget(model="Qwen/Qwen2.5-7B-Instruct", gpu="A800", vllm_version="0.11.0")
+    a100 = _budget(model="Qwen/Qwen2.5-7B-Instruct", gpu="A100-80GB", vllm_version="0.11.0")
+    assert budget.activation_peak_gib > a100.activation_peak_gib  # 8192 batched tokens vs 2048
+    evidence = ["CUDA out of memory occurred when warming up sampler with 1024 dummy requests."]
+    for gpu, halved in (("NVIDIA A800-SXM4-80GB", "512"), ("NVIDIA A100-SXM4-80GB", "128")):
+        facts = Facts(gpu_name=gpu, total_gib=79.15)
+        fixes = rank_fixes(
+            FixRequest(phase="warmup_oom", facts=facts, engine_version="0.11.0", evidence=evidence), pack
+        )
+        seqs = next(f for f in fixes if f.id == "lower-max-num-seqs")
+        assert seqs.change == f"--max-num-seqs {halved}", gpu

@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from service.fixes import rank_fixes
+from service.fixes import FixRequest, rank_fixes
 from service.fixes.command import edit_of
 from service.fixes.limits import STARTUP_MARGIN_GIB, max_passing_utilization, passes_startup
 from service.packs.fixes import load_fix_recipes
@@ -37,7 +37,9 @@ def test_recommended_utilization_passes_the_startup_check_with_the_stated_free_m
     requested = round(total * util, 2)
     assume(free < requested)
     facts = Facts(gpu_memory_utilization=util, free_gib=free, total_gib=total, requested_gib=requested)
-    for fix in rank_fixes("startup_budget", facts, [], None, None, "0.11.0", PACK, top=10):
+    for fix in rank_fixes(
+        FixRequest(phase="startup_budget", facts=facts, engine_version="0.11.0", top=10), PACK
+    ):
         value = _value(fix.change, "--gpu-memory-utilization")
         if value is not None:
             assert 0 < value < util
@@ -68,7 +70,9 @@ def test_recommended_max_model_len_never_exceeds_the_estimate(
 ) -> None:
     estimate = int(configured * share)
     facts = Facts(max_model_len=configured, estimated_max_model_len=estimate, available_kv_cache_gib=1.0)
-    fixes = rank_fixes("kv_cache_capacity", facts, [], None, None, version, PACK, top=10)
+    fixes = rank_fixes(
+        FixRequest(phase="kv_cache_capacity", facts=facts, engine_version=version, top=10), PACK
+    )
     for fix in fixes:
         value = _value(fix.change, "--max-model-len")
         if value is not None:
@@ -95,7 +99,9 @@ def test_raised_utilization_for_the_kv_cache_still_passes_startup(
         needed_kv_cache_gib=need,
         available_kv_cache_gib=have,
     )
-    for fix in rank_fixes("kv_cache_capacity", facts, [], None, None, "0.29.0", PACK, top=10):
+    for fix in rank_fixes(
+        FixRequest(phase="kv_cache_capacity", facts=facts, engine_version="0.29.0", top=10), PACK
+    ):
         value = _value(fix.change, "--gpu-memory-utilization")
         if value is not None:
             assert value > util
@@ -139,7 +145,10 @@ hostile_facts = st.builds(
 )
 def test_ranking_never_crashes_on_odd_facts(facts: Facts, phase: Phase, version: str | None) -> None:
     fixes = rank_fixes(
-        phase, facts, [], None, None, version, PACK, command="vllm serve m -tp 0 --max-num-seqs x"
+        FixRequest(
+            phase=phase, facts=facts, engine_version=version, command="vllm serve m -tp 0 --max-num-seqs x"
+        ),
+        PACK,
     )
     assert len(fixes) <= 5
     assert all(fix.change and fix.why for fix in fixes)

@@ -14,16 +14,16 @@ from hypothesis import strategies as st
 
 from service.budget import budget_from_facts, estimate
 from service.core import classify
-from service.fixes import rank_fixes
+from service.fixes import FixRequest, rank_fixes
 from service.fixes.command import edit_of
 from service.fixes.diagnosis import with_fixes
 from service.fixes.limits import passes_startup
 from service.fixes.lookup import CatalogLookup
-from service.fixes.versions import parse_span
 from service.packs import RulePacks, load_packs
 from service.packs.catalog import Catalog, load_catalog
 from service.packs.fixes import FixPack, load_fix_recipes
 from service.schemas import Budget, DiagnoseRequest, Diagnosis, EstimateRequest, Facts, Fix, Phase
+from service.versions import parse_span
 
 TESTS = Path(__file__).resolve().parents[1]
 CORPUS = TESTS / "corpus"
@@ -233,9 +233,15 @@ def test_sizing_fixes_hold_when_their_budget_is_rerun(
         else []
     )
     facts = Facts(model=budget.model, max_model_len=max_model_len, tensor_parallel_size=1)
-    fixes = rank_fixes(
-        phase, facts, [], budget, None, budget.vllm_version, _PACK, catalog=lookup, evidence=evidence, top=10
+    fix_request = FixRequest(
+        phase=phase,
+        facts=facts,
+        budget=budget,
+        engine_version=budget.vllm_version,
+        evidence=evidence,
+        top=10,
     )
+    fixes = rank_fixes(fix_request, _PACK, catalog=lookup)
     assert _budget_contradictions(phase, budget, fixes, lookup) == []
 
 
@@ -269,7 +275,8 @@ def test_the_contradiction_check_catches_a_tp_that_does_not_hold_the_length() ->
         "--tensor-parallel-size 5: the budget re-run at it does not fit",
     ]
     facts = Facts(model=budget.model, max_model_len=32768, tensor_parallel_size=1)
-    fixes = rank_fixes("weights_oom", facts, [], budget, None, budget.vllm_version, _PACK, catalog=lookup)
+    request = FixRequest(phase="weights_oom", facts=facts, budget=budget, engine_version=budget.vllm_version)
+    fixes = rank_fixes(request, _PACK, catalog=lookup)
     assert (
         fixes[0].change
         == f"--tensor-parallel-size {budget.min_tensor_parallel_size}"

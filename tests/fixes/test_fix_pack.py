@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from service.fixes.calculators import CALCULATORS
+from service.errors import PackError
+from service.fixes.calculators import CALCULATORS, check_calculators
 from service.packs.fixes import FixPack, load_fix_recipes
-from service.packs.loader import PackError
 
 RULES = Path(__file__).resolve().parents[2] / "rules"
 
@@ -29,6 +29,8 @@ def _rules(tmp_path: Path, recipes: str) -> Path:
     folder = tmp_path / "rules" / "fixes"
     folder.mkdir(parents=True)
     shutil.copy(RULES / "fixes" / "flags.yaml", folder / "flags.yaml")
+    (tmp_path / "rules" / "catalog").mkdir()
+    shutil.copy(RULES / "catalog" / "engines.yaml", tmp_path / "rules" / "catalog" / "engines.yaml")
     (folder / "kv.yaml").write_text(recipes, encoding="utf-8")
     return tmp_path / "rules"
 
@@ -69,7 +71,6 @@ def test_a_minimal_recipe_file_loads(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("bad", "good", "path", "reason"),
     [
-        ("fit_max_model_len", "fit_max_model_lenn", "$.recipes[0].calculator", "unknown calculator"),
         ("[kv_cache_capacity]", "[kv_capacity]", "$.recipes[0].phases[0]", "Invalid enum value"),
         ("[--max-model-len]", "[--max-seq-len]", "$.recipes[0].flags[0]", "not in flags.yaml"),
         ("rank: 10", "rank: 0", "$.recipes[0]", "rank must be between"),
@@ -102,6 +103,21 @@ def test_malformed_recipe_names_file_recipe_path_and_line(
     assert reason in str(error)
     if "id:" not in good:
         assert error.rule_id == "lower-max-model-len"
+
+
+def test_an_unknown_calculator_names_file_recipe_path_and_line(tmp_path: Path) -> None:
+    """Packs are data and load without knowing the calculators; the fixes' check names the place."""
+    loaded = load_fix_recipes(_rules(tmp_path, GOOD.replace("fit_max_model_len", "fit_max_model_lenn")))
+    with pytest.raises(PackError) as caught:
+        check_calculators(loaded)
+    error = caught.value
+    assert (error.file, error.path, error.line, error.rule_id) == (
+        "rules/fixes/kv.yaml",
+        "$.recipes[0].calculator",
+        5,
+        "lower-max-model-len",
+    )
+    assert "unknown calculator 'fit_max_model_lenn'" in str(error)
 
 
 def test_duplicate_recipe_ids_are_rejected(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from service.budget import estimate
 from service.core import classify
-from service.fixes import rank_fixes
+from service.fixes import FixRequest, rank_fixes
 from service.fixes.command import corrected_command, edit_of
 from service.fixes.diagnosis import with_fixes
 from service.fixes.lookup import CatalogLookup
@@ -28,9 +28,10 @@ def test_with_two_gpus_a_70b_at_32k_gets_tp_2_with_the_length_tp_2_holds(
     )
     budget = estimate(request, catalog)
     facts = Facts(model=budget.model, max_model_len=32768, tensor_parallel_size=1)
-    fixes = rank_fixes(
-        "weights_oom", facts, [], budget, None, "0.33.0", pack, catalog=lookup, evidence=[_TWO_GPUS]
+    request = FixRequest(
+        phase="weights_oom", facts=facts, budget=budget, engine_version="0.33.0", evidence=[_TWO_GPUS]
     )
+    fixes = rank_fixes(request, pack, catalog=lookup)
     top = fixes[0]
     edit = edit_of(top.change)
     assert edit is not None
@@ -56,7 +57,8 @@ def test_kv_capacity_on_two_4090s_never_names_a_size_vllm_rejects(
         request = EstimateRequest(model=model, gpu="RTX 4090", max_model_len=32768, tensor_parallel_size=2)
         budget = estimate(request, catalog)
         facts = Facts(model=budget.model, max_model_len=32768, tensor_parallel_size=2, num_attention_heads=40)
-        fixes = rank_fixes("kv_cache_capacity", facts, [], budget, None, "0.33.0", pack, catalog=lookup)
+        request = FixRequest(phase="kv_cache_capacity", facts=facts, budget=budget, engine_version="0.33.0")
+        fixes = rank_fixes(request, pack, catalog=lookup)
         for fix in fixes:
             edit = edit_of(fix.change)
             tp = dict(edit.settings).get("--tensor-parallel-size") if edit is not None else None
@@ -95,5 +97,6 @@ def test_with_the_gpus_present_known_tp_fits_them_per_pipeline_stage(pack: FixPa
     # TP 4 x PP 2 on 4 GPUs: each of the 2 stages gets 2 of them
     facts = Facts(num_attention_heads=64, tensor_parallel_size=4, pipeline_parallel_size=2)
     evidence = ["ValueError: World size (8) is larger than the number of available GPUs (4) in this node."]
-    fixes = rank_fixes("parallelism_config", facts, [], None, None, "0.33.0", pack, evidence=evidence)
+    request = FixRequest(phase="parallelism_config", facts=facts, engine_version="0.33.0", evidence=evidence)
+    fixes = rank_fixes(request, pack)
     assert "--tensor-parallel-size 2" in [f.change for f in fixes]

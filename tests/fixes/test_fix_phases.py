@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from service.fixes import rank_fixes
+from service.fixes import FixRequest, rank_fixes
 from service.fixes.limits import passes_startup
 from service.packs.fixes import FixPack
 from service.schemas import Budget, Facts, Finding, GpuInfo, GpuProcess, OtherProcess, Snapshot
@@ -58,7 +58,14 @@ def test_startup_budget_first_frees_memory_naming_pids_and_gib_from_the_snapshot
         _gpu(1, 78.6),
     )
     fixes = rank_fixes(
-        "startup_budget", STARTUP, [], None, snapshot, "0.11.0", pack, fact_sources=STARTUP_SOURCES
+        FixRequest(
+            phase="startup_budget",
+            facts=STARTUP,
+            snapshot=snapshot,
+            engine_version="0.11.0",
+            fact_sources=STARTUP_SOURCES,
+        ),
+        pack,
     )
     assert fixes[0].id == "free-gpu-memory"
     assert "PID 4242" in fixes[0].change and "58.19 GiB" in fixes[0].change
@@ -76,14 +83,17 @@ def test_startup_budget_names_pids_from_the_oom_text_without_a_snapshot(pack: Fi
         requested_gib=71.27,
         other_processes=[OtherProcess(pid=311, used_gib=40.0), OtherProcess(pid=977, used_gib=18.0)],
     )
-    fixes = rank_fixes("startup_budget", facts, [], None, None, "0.11.0", pack)
+    fixes = rank_fixes(FixRequest(phase="startup_budget", facts=facts, engine_version="0.11.0"), pack)
     assert fixes[0].id == "free-gpu-memory"
     assert fixes[0].change == "stop PID 311 (40.00 GiB), PID 977 (18.00 GiB) on this GPU"
 
 
 def test_startup_budget_recommends_the_largest_utilization_that_passes(pack: FixPack) -> None:
     fixes = rank_fixes(
-        "startup_budget", STARTUP, [], None, None, "0.11.0", pack, fact_sources=STARTUP_SOURCES
+        FixRequest(
+            phase="startup_budget", facts=STARTUP, engine_version="0.11.0", fact_sources=STARTUP_SOURCES
+        ),
+        pack,
     )
     lower = next(f for f in fixes if f.id == "lower-gpu-memory-utilization")
     # floor((20.5 - 0.5 margin) / 79.19, 2 decimals) = floor(0.2525...) = 0.25
@@ -112,7 +122,12 @@ WEIGHTS = Facts(
 
 
 def test_weights_oom_never_shortens_the_context(pack: FixPack, llama70b_on_a100: Budget) -> None:
-    fixes = rank_fixes("weights_oom", WEIGHTS, [], llama70b_on_a100, None, "0.11.0", pack, top=10)
+    fixes = rank_fixes(
+        FixRequest(
+            phase="weights_oom", facts=WEIGHTS, budget=llama70b_on_a100, engine_version="0.11.0", top=10
+        ),
+        pack,
+    )
     assert fixes
     assert all("--max-model-len" not in f.change for f in fixes)
     assert {"raise-tensor-parallel-size", "quantize-weights-fp8", "use-quantized-checkpoint"} <= {
@@ -123,7 +138,9 @@ def test_weights_oom_never_shortens_the_context(pack: FixPack, llama70b_on_a100:
 def test_weights_oom_gives_the_smallest_tensor_parallel_size_that_holds_the_weights(
     pack: FixPack, llama70b_on_a100: Budget
 ) -> None:
-    fixes = rank_fixes("weights_oom", WEIGHTS, [], llama70b_on_a100, None, "0.11.0", pack)
+    fixes = rank_fixes(
+        FixRequest(phase="weights_oom", facts=WEIGHTS, budget=llama70b_on_a100, engine_version="0.11.0"), pack
+    )
     assert fixes[0].change == "--tensor-parallel-size 2"
     assert "64 attention heads" in fixes[0].why
 
@@ -131,7 +148,12 @@ def test_weights_oom_gives_the_smallest_tensor_parallel_size_that_holds_the_weig
 def test_weights_oom_lowers_utilization_only_when_other_processes_hold_memory(
     pack: FixPack, llama70b_on_a100: Budget
 ) -> None:
-    alone = rank_fixes("weights_oom", WEIGHTS, [], llama70b_on_a100, None, "0.11.0", pack, top=10)
+    alone = rank_fixes(
+        FixRequest(
+            phase="weights_oom", facts=WEIGHTS, budget=llama70b_on_a100, engine_version="0.11.0", top=10
+        ),
+        pack,
+    )
     assert all(f.id not in ("lower-gpu-memory-utilization", "free-gpu-memory") for f in alone)
     shared = Facts(
         gpu_memory_utilization=0.9,
@@ -140,13 +162,23 @@ def test_weights_oom_lowers_utilization_only_when_other_processes_hold_memory(
         other_processes=[OtherProcess(pid=5150, used_gib=38.6)],
         num_attention_heads=64,
     )
-    fixes = rank_fixes("weights_oom", shared, [], llama70b_on_a100, None, "0.11.0", pack, top=10)
+    fixes = rank_fixes(
+        FixRequest(
+            phase="weights_oom", facts=shared, budget=llama70b_on_a100, engine_version="0.11.0", top=10
+        ),
+        pack,
+    )
     ids = [f.id for f in fixes]
     assert "free-gpu-memory" in ids and "lower-gpu-memory-utilization" in ids
 
 
 def test_weights_oom_names_a_larger_gpu_size(pack: FixPack, llama70b_on_a100: Budget) -> None:
-    fixes = rank_fixes("weights_oom", WEIGHTS, [], llama70b_on_a100, None, "0.11.0", pack, top=10)
+    fixes = rank_fixes(
+        FixRequest(
+            phase="weights_oom", facts=WEIGHTS, budget=llama70b_on_a100, engine_version="0.11.0", top=10
+        ),
+        pack,
+    )
     larger = next(f for f in fixes if f.id == "use-larger-gpu")
     assert larger.change == "run on GPUs with at least 187 GiB each"
 
@@ -165,14 +197,13 @@ KV_TINY = Facts(
 
 def test_kv_capacity_sets_max_model_len_to_the_logged_estimate(pack: FixPack) -> None:
     fixes = rank_fixes(
-        "kv_cache_capacity",
-        KV_TINY,
-        [],
-        None,
-        None,
-        "0.29.0",
+        FixRequest(
+            phase="kv_cache_capacity",
+            facts=KV_TINY,
+            engine_version="0.29.0",
+            fact_sources={"estimated_max_model_len": "line 812"},
+        ),
         pack,
-        fact_sources={"estimated_max_model_len": "line 812"},
     )
     assert fixes[0].id == "lower-max-model-len"
     assert fixes[0].change == "--max-model-len 1344"
@@ -197,7 +228,17 @@ def test_kv_capacity_offers_no_utilization_or_kv_bytes_that_cannot_fit(
     pack: FixPack, llama8b_on_a10: Budget
 ) -> None:
     snapshot = _snapshot(_gpu(0, 21.8, total=22.06))
-    fixes = rank_fixes("kv_cache_capacity", KV_A10, [], llama8b_on_a10, snapshot, "0.10.2", pack, top=10)
+    fixes = rank_fixes(
+        FixRequest(
+            phase="kv_cache_capacity",
+            facts=KV_A10,
+            budget=llama8b_on_a10,
+            snapshot=snapshot,
+            engine_version="0.10.2",
+            top=10,
+        ),
+        pack,
+    )
     ids = [f.id for f in fixes]
     assert ids[0] == "lower-max-model-len" and fixes[0].change == "--max-model-len 27584"
     # 16 GiB of KV on top of 15 GiB of weights cannot come from a 22 GiB GPU, however it is asked for
@@ -218,7 +259,9 @@ def test_kv_capacity_raises_utilization_only_within_free_memory(pack: FixPack) -
         free_gib=78.5,
         compute_capability="9.0",
     )
-    fixes = rank_fixes("kv_cache_capacity", facts, [], None, None, "0.12.0", pack, top=10)
+    fixes = rank_fixes(
+        FixRequest(phase="kv_cache_capacity", facts=facts, engine_version="0.12.0", top=10), pack
+    )
     raise_ = next(f for f in fixes if f.id == "raise-gpu-memory-utilization")
     # ceil(0.9 + (4.0 - 2.5 + 0.1) / 79.19, 2 decimals) = 0.93, and 0.93 × 79.19 = 73.65 < 78.5 free
     assert raise_.change == "--gpu-memory-utilization 0.93"
@@ -238,17 +281,28 @@ def test_kv_capacity_uses_kv_cache_memory_bytes_only_from_0_10_2(
             "max_model_len_fit": 12_000,
         }
     )
-    new = rank_fixes("kv_cache_capacity", roomy, [], budget, None, "0.10.2", pack, top=10)
+    new = rank_fixes(
+        FixRequest(phase="kv_cache_capacity", facts=roomy, budget=budget, engine_version="0.10.2", top=10),
+        pack,
+    )
     sized = next(f for f in new if f.id == "set-kv-cache-memory-bytes")
     # 131,072 B/token × 16,384 tokens + one 2 MiB block = 2.0020 GiB, rounded up to whole MiB
     assert sized.change == "--kv-cache-memory-bytes 2149580800"
-    old = rank_fixes("kv_cache_capacity", roomy, [], budget, None, "0.10.1", pack, top=10)
+    old = rank_fixes(
+        FixRequest(phase="kv_cache_capacity", facts=roomy, budget=budget, engine_version="0.10.1", top=10),
+        pack,
+    )
     assert all("--kv-cache-memory-bytes" not in f.change for f in old)
 
 
 def test_kv_capacity_adds_tensor_parallel_gpus_that_divide_the_heads(pack: FixPack) -> None:
     snapshot = _snapshot(_gpu(0, 21.8, total=22.06), _gpu(1, 21.8, total=22.06))
-    fixes = rank_fixes("kv_cache_capacity", KV_A10, [], None, snapshot, "0.10.2", pack, top=10)
+    fixes = rank_fixes(
+        FixRequest(
+            phase="kv_cache_capacity", facts=KV_A10, snapshot=snapshot, engine_version="0.10.2", top=10
+        ),
+        pack,
+    )
     tp = next(f for f in fixes if f.id == "add-tensor-parallel-gpus")
     assert tp.change == "--tensor-parallel-size 2"
 
@@ -265,21 +319,21 @@ WARMUP = Facts(
 
 
 def test_warmup_oom_enforces_eager_and_never_invents_disable_cuda_graphs(pack: FixPack) -> None:
-    fixes = rank_fixes("warmup_oom", WARMUP, [], None, None, "0.11.0", pack)
+    fixes = rank_fixes(FixRequest(phase="warmup_oom", facts=WARMUP, engine_version="0.11.0"), pack)
     assert fixes[0].change == "--enforce-eager"
     assert "--disable-cuda-graph" not in _texts(fixes)
 
 
 def test_warmup_oom_names_capture_sizes_with_the_versions_flag(pack: FixPack) -> None:
-    old = rank_fixes("warmup_oom", WARMUP, [], None, None, "0.11.0", pack)
-    new = rank_fixes("warmup_oom", WARMUP, [], None, None, "0.12.0", pack)
+    old = rank_fixes(FixRequest(phase="warmup_oom", facts=WARMUP, engine_version="0.11.0"), pack)
+    new = rank_fixes(FixRequest(phase="warmup_oom", facts=WARMUP, engine_version="0.12.0"), pack)
     assert next(f for f in old if f.id == "capture-fewer-cuda-graphs").change.startswith(
         "--cuda-graph-sizes 1 2 4"
     )
     assert next(f for f in new if f.id == "capture-fewer-cuda-graphs").change.startswith(
         "--cudagraph-capture-sizes 1 2 4"
     )
-    ancient = rank_fixes("warmup_oom", WARMUP, [], None, None, "0.9.1", pack)
+    ancient = rank_fixes(FixRequest(phase="warmup_oom", facts=WARMUP, engine_version="0.9.1"), pack)
     assert all(f.id != "capture-fewer-cuda-graphs" for f in ancient)
 
 
@@ -291,18 +345,20 @@ def test_warmup_oom_in_sampler_lowers_max_num_seqs_first(pack: FixPack) -> None:
         line=530,
         message="CUDA out of memory occurred when warming up sampler with 256 dummy requests.",
     )
-    fixes = rank_fixes("warmup_oom", WARMUP, [finding], None, None, "0.11.0", pack)
+    fixes = rank_fixes(
+        FixRequest(phase="warmup_oom", facts=WARMUP, findings=[finding], engine_version="0.11.0"), pack
+    )
     assert fixes[0].change == "--max-num-seqs 128"
-    plain = rank_fixes("warmup_oom", WARMUP, [], None, None, "0.11.0", pack)
+    plain = rank_fixes(FixRequest(phase="warmup_oom", facts=WARMUP, engine_version="0.11.0"), pack)
     assert all(f.id != "lower-max-num-seqs" for f in plain)
 
 
 def test_warmup_oom_leaves_room_for_graphs_only_before_0_20(pack: FixPack) -> None:
-    old = rank_fixes("warmup_oom", WARMUP, [], None, None, "0.19.1", pack, top=10)
+    old = rank_fixes(FixRequest(phase="warmup_oom", facts=WARMUP, engine_version="0.19.1", top=10), pack)
     room = next(f for f in old if f.id == "leave-room-for-cuda-graphs")
     # lacking 1.5 - 0.04 = 1.46 GiB, plus 0.5 margin: floor(0.9 - 1.96 / 79.19, 2) = 0.87
     assert room.change == "--gpu-memory-utilization 0.87"
-    new = rank_fixes("warmup_oom", WARMUP, [], None, None, "0.20.0", pack, top=10)
+    new = rank_fixes(FixRequest(phase="warmup_oom", facts=WARMUP, engine_version="0.20.0", top=10), pack)
     assert all(f.id != "leave-room-for-cuda-graphs" for f in new)
 
 
@@ -321,7 +377,7 @@ RUNTIME = Facts(
 
 
 def test_runtime_oom_lowers_seqs_and_batched_tokens_as_separate_changes(pack: FixPack) -> None:
-    fixes = rank_fixes("runtime_oom", RUNTIME, [], None, None, "0.29.0", pack, top=10)
+    fixes = rank_fixes(FixRequest(phase="runtime_oom", facts=RUNTIME, engine_version="0.29.0", top=10), pack)
     changes = [f.change for f in fixes]
     assert "--max-num-seqs 256" in changes
     assert "--max-num-batched-tokens 8192" in changes
@@ -331,7 +387,7 @@ def test_runtime_oom_lowers_seqs_and_batched_tokens_as_separate_changes(pack: Fi
 
 def test_runtime_oom_uses_the_version_default_when_the_log_states_no_max_num_seqs(pack: FixPack) -> None:
     facts = Facts(gpu_name="NVIDIA A100-SXM4-80GB", total_gib=79.15, free_gib=0.2, tried_to_allocate_gib=1.0)
-    fixes = rank_fixes("runtime_oom", facts, [], None, None, "0.11.0", pack, top=10)
+    fixes = rank_fixes(FixRequest(phase="runtime_oom", facts=facts, engine_version="0.11.0", top=10), pack)
     seqs = next(f for f in fixes if f.id == "lower-max-num-seqs")
     # vLLM 0.9+ gives an A100 the small tier: 256 sequences
     assert seqs.change == "--max-num-seqs 128" and seqs.source == ["default"]
@@ -339,8 +395,8 @@ def test_runtime_oom_uses_the_version_default_when_the_log_states_no_max_num_seq
 
 def test_kv_preemption_points_at_the_metrics_named_for_the_version(pack: FixPack) -> None:
     facts = Facts(max_num_seqs=256, kv_cache_tokens=65_536, total_gib=79.19)
-    new = rank_fixes("kv_preemption", facts, [], None, None, "0.10.0", pack, top=10)
-    old = rank_fixes("kv_preemption", facts, [], None, None, "0.9.1", pack, top=10)
+    new = rank_fixes(FixRequest(phase="kv_preemption", facts=facts, engine_version="0.10.0", top=10), pack)
+    old = rank_fixes(FixRequest(phase="kv_preemption", facts=facts, engine_version="0.9.1", top=10), pack)
     assert "vllm:kv_cache_usage_perc" in next(f for f in new if f.id == "watch-kv-metrics").change
     assert "vllm:gpu_cache_usage_perc" in next(f for f in old if f.id == "watch-kv-metrics").change
     assert "vllm:num_preemptions_total" in next(f for f in new if f.id == "watch-kv-metrics").change
@@ -354,7 +410,7 @@ def test_kv_preemption_points_at_the_metrics_named_for_the_version(pack: FixPack
 
 def test_request_too_long_asks_for_exactly_the_excess_fewer_tokens(pack: FixPack) -> None:
     facts = Facts(requested_tokens=9_000, context_limit=8_192)
-    fixes = rank_fixes("request_too_long", facts, [], None, None, "0.20.0", pack)
+    fixes = rank_fixes(FixRequest(phase="request_too_long", facts=facts, engine_version="0.20.0"), pack)
     assert fixes[0].change == "lower max_tokens in the request by at least 808"
 
 
@@ -362,10 +418,15 @@ def test_request_too_long_raises_max_model_len_only_when_the_budget_holds_it(
     pack: FixPack, llama8b_on_a10: Budget
 ) -> None:
     facts = Facts(requested_tokens=9_000, context_limit=8_192, max_model_len=8_192)
-    fixes = rank_fixes("request_too_long", facts, [], llama8b_on_a10, None, "0.20.0", pack)
+    fixes = rank_fixes(
+        FixRequest(phase="request_too_long", facts=facts, budget=llama8b_on_a10, engine_version="0.20.0"),
+        pack,
+    )
     assert any(f.change == "--max-model-len 9216" for f in fixes)
     huge = Facts(requested_tokens=40_000, context_limit=8_192, max_model_len=8_192)
-    fixes = rank_fixes("request_too_long", huge, [], llama8b_on_a10, None, "0.20.0", pack)
+    fixes = rank_fixes(
+        FixRequest(phase="request_too_long", facts=huge, budget=llama8b_on_a10, engine_version="0.20.0"), pack
+    )
     assert all("--max-model-len" not in f.change for f in fixes)
 
 
@@ -377,21 +438,29 @@ def test_profiling_inconsistent_isolates_vllm(pack: FixPack) -> None:
         _gpu(0, 50.0, [GpuProcess(pid=812, name="python", cmdline="python train.py", used_gib=29.0)]),
         _gpu(1, 78.9),
     )
-    fixes = rank_fixes("profiling_inconsistent", Facts(), [], None, snapshot, "0.11.0", pack)
+    fixes = rank_fixes(
+        FixRequest(phase="profiling_inconsistent", facts=Facts(), snapshot=snapshot, engine_version="0.11.0"),
+        pack,
+    )
     assert fixes[0].id == "free-gpu-memory" and "PID 812" in fixes[0].change
     assert any(f.change == "CUDA_VISIBLE_DEVICES=1" for f in fixes)
     assert any(f.id == "set-kv-cache-memory-bytes-fixed" for f in fixes)
-    old = rank_fixes("profiling_inconsistent", Facts(), [], None, snapshot, "0.10.1", pack)
+    old = rank_fixes(
+        FixRequest(phase="profiling_inconsistent", facts=Facts(), snapshot=snapshot, engine_version="0.10.1"),
+        pack,
+    )
     assert all(f.id != "set-kv-cache-memory-bytes-fixed" for f in old)
 
 
 def test_parallelism_config_picks_a_tp_size_from_the_head_count_and_gpus(pack: FixPack) -> None:
     facts = Facts(num_attention_heads=28, tensor_parallel_size=8)
     snapshot = _snapshot(*(_gpu(i, 79.0) for i in range(4)))
-    fixes = rank_fixes("parallelism_config", facts, [], None, snapshot, "0.11.0", pack)
+    fixes = rank_fixes(
+        FixRequest(phase="parallelism_config", facts=facts, snapshot=snapshot, engine_version="0.11.0"), pack
+    )
     assert fixes[0].change == "--tensor-parallel-size 4"
     assert "1, 2, 4" in fixes[0].why
-    unbounded = rank_fixes("parallelism_config", facts, [], None, None, "0.11.0", pack)
+    unbounded = rank_fixes(FixRequest(phase="parallelism_config", facts=facts, engine_version="0.11.0"), pack)
     assert unbounded[0].change == "--tensor-parallel-size 7"
 
 
@@ -407,20 +476,33 @@ def test_quantization_config_uses_the_checkpoints_method(pack: FixPack) -> None:
         ),
     )
     command = "vllm serve Qwen/Qwen2.5-7B-Instruct-AWQ --quantization gptq"
-    fixes = rank_fixes("quantization_config", Facts(), [finding], None, None, "0.11.0", pack, command=command)
+    fixes = rank_fixes(
+        FixRequest(
+            phase="quantization_config",
+            facts=Facts(),
+            findings=[finding],
+            engine_version="0.11.0",
+            command=command,
+        ),
+        pack,
+    )
     assert fixes[0].change == "remove --quantization"
     assert "awq" in fixes[0].why
-    without = rank_fixes("quantization_config", Facts(), [finding], None, None, "0.11.0", pack)
+    without = rank_fixes(
+        FixRequest(phase="quantization_config", facts=Facts(), findings=[finding], engine_version="0.11.0"),
+        pack,
+    )
     assert without[0].change == "--quantization awq"
 
 
 def test_dtype_unsupported_uses_half_below_compute_capability_8(pack: FixPack) -> None:
     t4 = Facts(gpu_name="Tesla T4", compute_capability="7.5", dtype="bfloat16")
-    fixes = rank_fixes("dtype_unsupported", t4, [], None, None, "0.11.0", pack)
+    fixes = rank_fixes(FixRequest(phase="dtype_unsupported", facts=t4, engine_version="0.11.0"), pack)
     assert fixes[0].change == "--dtype half"
     a100 = Facts(gpu_name="NVIDIA A100-SXM4-80GB", compute_capability="8.0")
     assert all(
-        f.id != "use-float16" for f in rank_fixes("dtype_unsupported", a100, [], None, None, "0.11.0", pack)
+        f.id != "use-float16"
+        for f in rank_fixes(FixRequest(phase="dtype_unsupported", facts=a100, engine_version="0.11.0"), pack)
     )
 
 
@@ -429,11 +511,15 @@ def test_dtype_unsupported_uses_half_below_compute_capability_8(pack: FixPack) -
 
 def test_command_flags_missing_from_the_version_are_fixes(pack: FixPack) -> None:
     command = "vllm serve Qwen/Qwen2.5-7B-Instruct --swap-space 4 --disable-cuda-graphs"
-    fixes = rank_fixes("not_memory", Facts(), [], None, None, "0.18.0", pack, command=command)
+    fixes = rank_fixes(
+        FixRequest(phase="not_memory", facts=Facts(), engine_version="0.18.0", command=command), pack
+    )
     changes = [f.change for f in fixes]
     assert "remove --swap-space" in changes
     assert "--enforce-eager instead of --disable-cuda-graphs" in changes
-    older = rank_fixes("not_memory", Facts(), [], None, None, "0.17.0", pack, command=command)
+    older = rank_fixes(
+        FixRequest(phase="not_memory", facts=Facts(), engine_version="0.17.0", command=command), pack
+    )
     assert "remove --swap-space" not in [f.change for f in older]
 
 
@@ -441,22 +527,37 @@ def test_tensor_parallel_size_above_the_gpus_present_is_a_fix(pack: FixPack) -> 
     snapshot = _snapshot(_gpu(0, 79.0), _gpu(1, 79.0))
     command = "vllm serve meta-llama/Llama-3.1-8B-Instruct -tp 4"
     facts = Facts(num_attention_heads=32)
-    fixes = rank_fixes("not_memory", facts, [], None, snapshot, "0.11.0", pack, command=command)
+    fixes = rank_fixes(
+        FixRequest(
+            phase="not_memory", facts=facts, snapshot=snapshot, engine_version="0.11.0", command=command
+        ),
+        pack,
+    )
     assert fixes[0].change == "--tensor-parallel-size 2"
 
 
 def test_the_list_is_short_ranked_and_one_change_per_fix(pack: FixPack, llama70b_on_a100: Budget) -> None:
-    fixes = rank_fixes("weights_oom", WEIGHTS, [], llama70b_on_a100, None, "0.11.0", pack)
+    fixes = rank_fixes(
+        FixRequest(phase="weights_oom", facts=WEIGHTS, budget=llama70b_on_a100, engine_version="0.11.0"), pack
+    )
     assert len(fixes) <= 5
     assert [f.rank for f in fixes] == list(range(1, len(fixes) + 1))
-    assert rank_fixes("weights_oom", WEIGHTS, [], llama70b_on_a100, None, "0.11.0", pack, top=2) == fixes[:2]
-    assert rank_fixes("no_failure", Facts(), [], None, None, "0.11.0", pack) == []
+    assert (
+        rank_fixes(
+            FixRequest(
+                phase="weights_oom", facts=WEIGHTS, budget=llama70b_on_a100, engine_version="0.11.0", top=2
+            ),
+            pack,
+        )
+        == fixes[:2]
+    )
+    assert rank_fixes(FixRequest(phase="no_failure", facts=Facts(), engine_version="0.11.0"), pack) == []
 
 
 def test_no_memory_for_cache_blocks_raises_utilization_and_never_shortens_the_context(pack: FixPack) -> None:
     # "No available memory for the cache blocks": the log states no length, so none would fit
     facts = Facts(gpu_memory_utilization=0.5, total_gib=79.19, free_gib=78.9, max_model_len=8192)
-    fixes = rank_fixes("kv_cache_capacity", facts, [], None, None, "0.11.0", pack)
+    fixes = rank_fixes(FixRequest(phase="kv_cache_capacity", facts=facts, engine_version="0.11.0"), pack)
     assert all("--max-model-len" not in f.change for f in fixes)
     # floor((78.9 - 0.5) / 79.19, 2) = 0.99, capped at 0.98
     assert fixes[0].change == "--gpu-memory-utilization 0.98"
@@ -466,7 +567,7 @@ def test_v0_kv_capacity_uses_the_tokens_the_cache_can_store(pack: FixPack) -> No
     # "The model's max seq len (32768) is larger than the maximum number of tokens that can be stored
     # in KV cache (21104)" (V0, 0.6.x): any length up to 21104 fits
     facts = Facts(max_model_len=32_768, kv_cache_tokens=21_104, block_size=16)
-    fixes = rank_fixes("kv_cache_capacity", facts, [], None, None, "0.6.3", pack)
+    fixes = rank_fixes(FixRequest(phase="kv_cache_capacity", facts=facts, engine_version="0.6.3"), pack)
     assert fixes[0].change == "--max-model-len 21104"
 
 
@@ -474,7 +575,10 @@ def test_kv_preemption_raises_utilization_into_the_headroom_the_snapshot_shows(p
     # vLLM holds 0.90 × 79.19 = 71.27 GiB while serving; 7.4 GiB is still free on the GPU
     facts = Facts(gpu_memory_utilization=0.9, total_gib=79.19, max_num_seqs=256)
     snapshot = _snapshot(_gpu(0, 7.4))
-    fixes = rank_fixes("kv_preemption", facts, [], None, snapshot, "0.29.0", pack, top=10)
+    fixes = rank_fixes(
+        FixRequest(phase="kv_preemption", facts=facts, snapshot=snapshot, engine_version="0.29.0", top=10),
+        pack,
+    )
     raise_ = next(f for f in fixes if f.id == "raise-gpu-memory-utilization")
     # restart would see 7.4 + 71.27 = 78.67 GiB free: floor((78.67 - 0.5) / 79.19, 2) = 0.98
     assert raise_.change == "--gpu-memory-utilization 0.98"
@@ -492,11 +596,11 @@ def test_vllm_itself_listed_as_a_process_in_a_container_is_not_called_another_pr
         torch_reserved_unallocated_gib=0.06,
         other_processes=[OtherProcess(pid=29144, used_gib=44.16)],
     )
-    fixes = rank_fixes("weights_oom", facts, [], None, None, "0.6.3", pack, top=10)
+    fixes = rank_fixes(FixRequest(phase="weights_oom", facts=facts, engine_version="0.6.3", top=10), pack)
     assert all("29144" not in f.change for f in fixes)
     # with "this process has …" read, the listed PID really is someone else
     shared = msgspec.structs.replace(facts, process_in_use_gib=15.92, torch_allocated_gib=15.61)
-    fixes = rank_fixes("weights_oom", shared, [], None, None, "0.6.3", pack, top=10)
+    fixes = rank_fixes(FixRequest(phase="weights_oom", facts=shared, engine_version="0.6.3", top=10), pack)
     assert fixes[0].id == "free-gpu-memory" and "29144" in fixes[0].change
 
 
@@ -505,12 +609,17 @@ def test_parallelism_config_without_a_head_count_divides_the_dimension_the_asser
 ) -> None:
     facts = Facts(tensor_parallel_size=3)
     evidence = ["[rank0]: AssertionError: 32768 is not divisible by 3"]
-    fixes = rank_fixes("parallelism_config", facts, [], None, None, None, pack, evidence=evidence)
+    fixes = rank_fixes(
+        FixRequest(phase="parallelism_config", facts=facts, engine_version=None, evidence=evidence), pack
+    )
     assert fixes[0].change == "--tensor-parallel-size 2"
     assert "32768" in fixes[0].why
     prime_vocab = ["AssertionError: 250681 is not divisible by 8"]
     ids = [
         f.id
-        for f in rank_fixes("parallelism_config", facts, [], None, None, None, pack, evidence=prime_vocab)
+        for f in rank_fixes(
+            FixRequest(phase="parallelism_config", facts=facts, engine_version=None, evidence=prime_vocab),
+            pack,
+        )
     ]
     assert "fix-tensor-parallel-size" not in ids

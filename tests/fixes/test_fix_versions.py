@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.fixes import rank_fixes
+from service.fixes import FixRequest, rank_fixes
 from service.fixes.command import edit_of
-from service.fixes.versions import flag_exists, parse_span, parse_version
 from service.packs.fixes import load_fix_recipes
 from service.schemas import PHASES, Facts, Finding, OtherProcess, Phase
+from service.versions import flag_exists, parse_span, parse_version
 
 RICH = Facts(
     gpu_name="NVIDIA H100 80GB HBM3",
@@ -76,7 +76,12 @@ def test_an_unknown_version_never_gets_a_removed_flag() -> None:
 @settings(max_examples=150, deadline=None)
 @given(version=versions, phase=st.sampled_from(PHASES))
 def test_no_fix_sets_a_flag_absent_from_the_stated_version(version: str, phase: Phase) -> None:
-    fixes = rank_fixes(phase, RICH, [SAMPLER], None, None, version, PACK, command=COMMAND, top=20)
+    fixes = rank_fixes(
+        FixRequest(
+            phase=phase, facts=RICH, findings=[SAMPLER], engine_version=version, command=COMMAND, top=20
+        ),
+        PACK,
+    )
     parsed = parse_version(version)
     for fix in fixes:
         edit = edit_of(fix.change)
@@ -90,7 +95,10 @@ def test_no_fix_sets_a_flag_absent_from_the_stated_version(version: str, phase: 
 @given(version=versions, phase=st.sampled_from(PHASES))
 def test_swap_space_is_never_recommended_after_0_17(version: str, phase: Phase) -> None:
     fixes = rank_fixes(
-        phase, RICH, [], None, None, version, PACK, command="vllm serve m --swap-space 4", top=20
+        FixRequest(
+            phase=phase, facts=RICH, engine_version=version, command="vllm serve m --swap-space 4", top=20
+        ),
+        PACK,
     )
     kept = [f for f in fixes if "--swap-space" in f.change and not f.change.startswith("remove ")]
     assert not kept
@@ -103,7 +111,7 @@ def test_swap_space_is_never_recommended_after_0_17(version: str, phase: Phase) 
 def test_kv_cache_memory_bytes_is_never_recommended_before_0_10_2(version: str) -> None:
     phases: tuple[Phase, ...] = ("kv_cache_capacity", "profiling_inconsistent")
     for phase in phases:
-        fixes = rank_fixes(phase, RICH, [], None, None, version, PACK, top=20)
+        fixes = rank_fixes(FixRequest(phase=phase, facts=RICH, engine_version=version, top=20), PACK)
         if _release(version) < (0, 10, 2):
             assert all("--kv-cache-memory-bytes" not in f.change for f in fixes)
 
@@ -126,20 +134,30 @@ def test_a_version_range_becomes_the_span_fixes_must_hold_for(
 
 def test_a_flag_is_offered_for_a_range_only_if_every_version_in_it_has_the_flag() -> None:
     facts = Facts(max_num_seqs=256)
-    straddling = rank_fixes("warmup_oom", facts, [], None, None, None, PACK, version_range=">=0.9.1,<=0.13")
+    straddling = rank_fixes(
+        FixRequest(phase="warmup_oom", facts=facts, engine_version=None, version_range=">=0.9.1,<=0.13"), PACK
+    )
     assert all(f.id != "capture-fewer-cuda-graphs" for f in straddling)
-    newer = rank_fixes("warmup_oom", facts, [], None, None, None, PACK, version_range=">=0.12.0")
+    newer = rank_fixes(
+        FixRequest(phase="warmup_oom", facts=facts, engine_version=None, version_range=">=0.12.0"), PACK
+    )
     assert any(f.change.startswith("--cudagraph-capture-sizes") for f in newer)
 
 
 def test_a_flag_is_called_missing_for_a_range_only_if_no_version_in_it_has_it() -> None:
     command = "vllm serve m --swap-space 4"
     maybe = rank_fixes(
-        "not_memory", Facts(), [], None, None, None, PACK, command=command, version_range="<=0.20"
+        FixRequest(
+            phase="not_memory", facts=Facts(), engine_version=None, command=command, version_range="<=0.20"
+        ),
+        PACK,
     )
     assert all("--swap-space" not in f.change for f in maybe)
     surely = rank_fixes(
-        "not_memory", Facts(), [], None, None, None, PACK, command=command, version_range=">=0.18.0"
+        FixRequest(
+            phase="not_memory", facts=Facts(), engine_version=None, command=command, version_range=">=0.18.0"
+        ),
+        PACK,
     )
     assert surely[0].change == "remove --swap-space"
     assert "vLLM 0.18.0 rejects it" in surely[0].why
@@ -147,7 +165,10 @@ def test_a_flag_is_called_missing_for_a_range_only_if_no_version_in_it_has_it() 
 
 def test_a_range_with_only_an_upper_bound_never_offers_a_flag_its_older_releases_lack() -> None:
     # A 0.2.7 log the classifier can only bound as `<=0.10.2`: --cuda-graph-sizes exists from 0.9.2.
-    fixes = rank_fixes("warmup_oom", RICH, [], None, None, None, PACK, top=20, version_range="<=0.10.2")
+    fixes = rank_fixes(
+        FixRequest(phase="warmup_oom", facts=RICH, engine_version=None, top=20, version_range="<=0.10.2"),
+        PACK,
+    )
     changes = " ".join(f.change for f in fixes)
     assert "--enforce-eager" in changes
     assert "--cuda-graph-sizes" not in changes
@@ -156,5 +177,7 @@ def test_a_range_with_only_an_upper_bound_never_offers_a_flag_its_older_releases
 
 def test_a_stated_vllm_0_1_log_still_gets_the_flags_vllm_0_1_had() -> None:
     facts = Facts(dtype="bfloat16", compute_capability="7.5", gpu_name="Tesla T4")
-    fixes = rank_fixes("dtype_unsupported", facts, [], None, None, "0.1.7", PACK, top=5)
+    fixes = rank_fixes(
+        FixRequest(phase="dtype_unsupported", facts=facts, engine_version="0.1.7", top=5), PACK
+    )
     assert [f.change for f in fixes][:1] == ["--dtype half"]

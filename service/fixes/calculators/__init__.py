@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from service.errors import PackError
 from service.fixes.calculators import config, kv, requests, runtime, startup, warmup, weights
 from service.fixes.context import FixContext, Proposal
+from service.packs.fixes import FixPack
 
-__all__ = ["CALCULATORS", "Calculator"]
+__all__ = ["CALCULATORS", "Calculator", "check_calculators"]
 
 Calculator = Callable[[FixContext], list[Proposal]]
 
@@ -49,3 +51,23 @@ CALCULATORS: dict[str, Calculator] = {
     "float16": config.float16,
     "unknown_flags": config.unknown_flags,
 }
+
+
+def check_calculators(pack: FixPack) -> None:
+    """Raise PackError at the first recipe whose calculator is not in CALCULATORS.
+
+    The packs are data and do not know the Python above them, so this check runs where the rules
+    are loaded for use (`service.core.load_rules`).
+    """
+    for recipe in pack.recipes:
+        if recipe.calculator in CALCULATORS:
+            continue
+        known = ", ".join(sorted(CALCULATORS))
+        origin = pack.calculator_origins.get(recipe.id)
+        raise PackError(
+            origin.file if origin is not None else "rules/fixes",
+            f"unknown calculator {recipe.calculator!r} (known: {known})",
+            path=origin.path if origin is not None else None,
+            line=origin.line if origin is not None else None,
+            rule_id=recipe.id,
+        )

@@ -6,11 +6,10 @@ value came from, so a fix can cite it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
+from service import budget
 from service.fixes.context import FixContext
-from service.fixes.limits import default_utilization
-from service.fixes.versions import Version
+from service.versions import NEWEST
 
 __all__ = [
     "STARTUP_PHASES",
@@ -23,7 +22,7 @@ __all__ = [
     "others",
     "per_gpu_reserve",
     "pipeline_parallel",
-    "span_default",
+    "scheduler_default",
     "tensor_parallel",
     "tokens",
     "total_gib",
@@ -52,16 +51,17 @@ def utilization(ctx: FixContext) -> tuple[float, str]:
         return ctx.facts.gpu_memory_utilization, ctx.source("gpu_memory_utilization")
     if ctx.budget is not None:
         return ctx.budget.gpu_memory_utilization, "budget"
-    return min(default_utilization(v) for v in ctx.span), "default"
+    return min(budget.default_utilization(ctx.pack.engine, v or NEWEST) for v in ctx.span), "default"
 
 
-def span_default(
-    ctx: FixContext,
-    default: Callable[[Version | None, str | None, float | None], int | None],
-    total: float | None,
-) -> int | None:
-    """A vLLM default that every version in the span agrees on, or None when they differ."""
-    values = {default(v, ctx.facts.gpu_name, total) for v in ctx.span}
+def scheduler_default(ctx: FixContext, name: str, total: float | None) -> int | None:
+    """`max_num_seqs` or `max_num_batched_tokens` as `vllm serve` defaults it (engines.yaml), when
+    every version in the span agrees; None when they differ or the GPU is not known well enough."""
+    index = ("max_num_seqs", "max_num_batched_tokens").index(name)
+    values = set()
+    for v in ctx.span:
+        pair = budget.scheduler_defaults(ctx.pack.engine, v or NEWEST, ctx.facts.gpu_name, total)
+        values.add(pair[index] if pair is not None else None)
     return values.pop() if len(values) == 1 else None
 
 

@@ -124,21 +124,33 @@ def startup_utilization(ctx: FixContext) -> list[Proposal]:
         return []
     if f.free_gib is None or f.total_gib is None or ctx.flag is None:
         return []
+    floor = ctx.budget.min_gpu_memory_utilization if ctx.budget is not None else None
     best = max_passing_utilization(f.free_gib, f.total_gib)
+    if floor is not None and (best is None or best < floor):
+        # the margin would take it below what the model needs: vLLM's own check (no margin) may
+        # still pass at the floor, as the budget says; anything less cannot load the model
+        best = max_passing_utilization(f.free_gib, f.total_gib, margin_gib=0.0)
+        if best is None or best < floor:
+            return []  # only freeing memory helps
+        best = floor
     if best is None:
         return []
     current, _ = readings.utilization(ctx)
     if best >= current:
         return []
     requested = best * f.total_gib
+    spare = f.free_gib - requested
     why = (
         f"{gib(f.free_gib)} of {gib(f.total_gib)} is free; vLLM requests utilization × total, so "
-        f"{best:.2f} requests {gib(requested)}, which leaves {gib(f.free_gib - requested)} spare."
+        f"{best:.2f} requests {gib(requested)}, which leaves {gib(spare)} spare."
     )
     likelihood = 0.9
-    floor = ctx.budget.min_gpu_memory_utilization if ctx.budget is not None else None
-    if floor is not None and best < floor:
-        return []  # the budget says the model cannot load at so little: only freeing memory helps
+    if spare < STARTUP_MARGIN_GIB:
+        why += (
+            f" That is less than the {gib(STARTUP_MARGIN_GIB)} a new CUDA context may take, so it can"
+            " still fail if other processes grow; freeing memory is the surer fix."
+        )
+        likelihood = 0.6
     if ctx.budget is not None:
         why += " The budget still leaves room for the weights and the KV cache."
     return [

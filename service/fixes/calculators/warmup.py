@@ -9,8 +9,6 @@ from service.fixes.calculators import readings
 from service.fixes.calculators.readings import gib, tokens
 from service.fixes.context import FixContext, Proposal
 from service.fixes.limits import (
-    default_max_num_batched_tokens,
-    default_max_num_seqs,
     round_down,
 )
 
@@ -68,7 +66,7 @@ def lower_max_num_seqs(ctx: FixContext) -> list[Proposal]:
     source = ctx.source("max_num_seqs") if origin == "fact" else origin
     total, _ = readings.total_gib(ctx)
     if current is None:
-        current = readings.span_default(ctx, default_max_num_seqs, total)
+        current = readings.scheduler_default(ctx, "max_num_seqs", total)
         source = "default"
     reason = {
         "warmup_oom": "the sampler warm-up runs one dummy request per sequence slot",
@@ -102,7 +100,7 @@ def lower_max_num_batched_tokens(ctx: FixContext) -> list[Proposal]:
     source = ctx.source("max_num_batched_tokens") if origin == "fact" else origin
     total, _ = readings.total_gib(ctx)
     if current is None:
-        current = readings.span_default(ctx, default_max_num_batched_tokens, total)
+        current = readings.scheduler_default(ctx, "max_num_batched_tokens", total)
         source = "default"
     if current is None:
         return [

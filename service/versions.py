@@ -8,7 +8,16 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["EARLIEST", "Version", "VersionSpan", "flag_exists", "has_floor", "parse_span", "parse_version"]
+__all__ = [
+    "EARLIEST",
+    "NEWEST",
+    "Version",
+    "VersionSpan",
+    "flag_exists",
+    "has_floor",
+    "parse_span",
+    "parse_version",
+]
 
 Version = tuple[int, int, int]
 # The versions a fix must hold for: one stated version, or the known ends of an inferred range.
@@ -17,6 +26,8 @@ VersionSpan = tuple[Version | None, ...]
 # The oldest release whose flags rules/fixes/flags.yaml records: the floor of a range given only
 # an upper bound (`<=0.10.2` includes every release up to it, not just 0.10.2).
 EARLIEST: Version = (0, 2, 7)
+# An unknown version is taken as the newest release; this orders after every real one.
+NEWEST: Version = (999, 0, 0)
 _RELEASE = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
 
 

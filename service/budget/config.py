@@ -1,0 +1,230 @@
+"""A pasted Hugging Face config.json turned into the catalog's ModelSpec, the way vLLM reads it.
+
+Kept apart from the catalog lookups (`service.budget.resolve`): this is the one place that knows
+config.json's field names and the architecture quirks they imply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import msgspec
+
+from service.errors import InvalidConfigError
+from service.packs.catalog import MlaSpec, ModelSpec, MoeSpec, QuantSpec, RopeSpec, SlidingSpec
+
+__all__ = ["model_from_config"]
+
+_QWEN2_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"}
+_QK_NORM = {"qwen3", "qwen3_moe", "gemma3", "gemma3_text", "olmo2"}
+_FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text"}
+
+
+def _int(config: Mapping[str, object], *keys: str, default: int | None = None) -> int:
+    for key in keys:
+        value = config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    if default is None:
+        raise InvalidConfigError(f"The config.json has no integer {keys[0]!r}, so the model cannot be sized.")
+    return default
+
+
+def _opt_int(config: Mapping[str, object], key: str) -> int | None:
+    value = config.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _rope(config: Mapping[str, object]) -> RopeSpec:
+    theta = config.get("rope_theta", 10000.0)
+    scaling = config.get("rope_scaling")
+    kind, factor, original = "default", 1.0, None
+    if isinstance(scaling, dict):
+        raw_kind = str(scaling.get("rope_type", scaling.get("type", "default")))
+        kind = {"su": "longrope", "mrope": "default"}.get(raw_kind, raw_kind)
+        factor_value = scaling.get("factor", 1.0)
+        factor = float(factor_value) if isinstance(factor_value, int | float) else 1.0
+        if not 0 < factor <= _MAX_ROPE_FACTOR:  # also NaN and infinity
+            raise InvalidConfigError(
+                f"The config.json rope_scaling factor {factor_value} is not a usable scaling "
+                f"(at most {_MAX_ROPE_FACTOR:g})."
+            )
+        original = _opt_int(scaling, "original_max_position_embeddings")
+    if kind not in ("default", "linear", "dynamic", "llama3", "yarn", "longrope", "deepseek_yarn"):
+        kind = "default"
+    partial = config.get("partial_rotary_factor", 1.0)
+    try:
+        return msgspec.convert(
+            {
+                "theta": float(theta) if isinstance(theta, int | float) else 10000.0,
+                "type": kind,
+                "factor": max(factor, 1.0),
+                "original_max_position_embeddings": original,
+                "partial_rotary_factor": float(partial) if isinstance(partial, int | float) else 1.0,
+            },
+            RopeSpec,
+        )
+    except msgspec.ValidationError as exc:
+        raise InvalidConfigError(f"The config.json rope settings are not usable ({exc}).") from exc
+
+
+def _sliding(config: Mapping[str, object], model_type: str) -> SlidingSpec | None:
+    window = _opt_int(config, "sliding_window")
+    if window is None or config.get("use_sliding_window") is False:
+        return None
+    layer_types = config.get("layer_types")
+    if isinstance(layer_types, list) and layer_types:
+        full = [i for i, t in enumerate(layer_types) if t == "full_attention"]
+        if not full:
+            return SlidingSpec(window=window)
+        return SlidingSpec(window=window, global_every=full[0] + 1)
+    pattern = _opt_int(config, "sliding_window_pattern")
+    if pattern:
+        return SlidingSpec(window=window, global_every=pattern)
+    return SlidingSpec(window=window, global_every=2 if model_type == "gemma2" else 0)
+
+
+def _moe(config: Mapping[str, object]) -> MoeSpec | None:
+    experts = _opt_int(config, "num_local_experts") or _opt_int(config, "num_experts")
+    experts = experts or _opt_int(config, "n_routed_experts")
+    if not experts or experts < 2:
+        return None
+    return MoeSpec(
+        num_experts=experts,
+        experts_per_token=_int(config, "num_experts_per_tok", "moe_topk", default=2),
+        intermediate_size=_int(config, "moe_intermediate_size", "intermediate_size"),
+        shared_experts=_int(config, "n_shared_experts", default=0),
+        shared_intermediate_size=_opt_int(config, "shared_expert_intermediate_size") or None,
+        shared_expert_gate=bool(_opt_int(config, "shared_expert_intermediate_size")),
+        first_dense_layers=_int(config, "first_k_dense_replace", default=0),
+        layer_step=_int(config, "decoder_sparse_step", "moe_layer_freq", default=1),
+        score_correction_bias=config.get("topk_method") == "noaux_tc",
+    )
+
+
+def _mla(config: Mapping[str, object]) -> MlaSpec | None:
+    rank = _opt_int(config, "kv_lora_rank")
+    if not rank:
+        return None
+    return MlaSpec(
+        kv_lora_rank=rank,
+        q_lora_rank=_opt_int(config, "q_lora_rank"),
+        qk_rope_head_dim=_int(config, "qk_rope_head_dim"),
+        qk_nope_head_dim=_int(config, "qk_nope_head_dim"),
+        v_head_dim=_int(config, "v_head_dim"),
+    )
+
+
+def _quant(config: Mapping[str, object]) -> QuantSpec | None:
+    q = config.get("quantization_config")
+    if not isinstance(q, dict):
+        return None
+    method = str(q.get("quant_method", "")).lower()
+    bits = q.get("bits", 4)
+    if method == "fp8":
+        return QuantSpec(method="fp8-block" if q.get("weight_block_size") else "fp8")
+    if method in ("awq", "gptq"):
+        return QuantSpec(method=method if bits == 4 else "gptq-int8")
+    if method == "mxfp4":
+        return QuantSpec(method="mxfp4", scope="experts")
+    if method == "modelopt":
+        algo = str(q.get("quant_algo", "FP8")).upper()
+        return QuantSpec(method="nvfp4" if "FP4" in algo else "fp8")
+    if method == "bitsandbytes":
+        return QuantSpec(method="bitsandbytes-int8" if q.get("load_in_8bit") else "bitsandbytes-nf4")
+    if method == "compressed-tensors":
+        text = msgspec.json.encode(q).decode()
+        if '"num_bits":4' in text:
+            return QuantSpec(method="w4a16")
+        return QuantSpec(method="fp8" if '"type":"float"' in text else "int8-w8a8")
+    raise InvalidConfigError(f"The config.json quantization method {method!r} is not in the catalog.")
+
+
+# Far beyond any served model (the largest have ~128 layers, hidden 16k, vocab 262k): a pasted
+# config above these bounds is a typo or an attack, and sizing it would loop per layer for hours.
+_CONFIG_LIMITS = {
+    "num_hidden_layers": 4096,
+    "hidden_size": 1 << 20,
+    "intermediate_size": 1 << 22,
+    "vocab_size": 1 << 24,
+    "max_position_embeddings": 1 << 30,
+}
+
+
+_MAX_ROPE_FACTOR = 1024.0
+
+
+def _check_limits(fields: Mapping[str, object]) -> None:
+    for key, limit in _CONFIG_LIMITS.items():
+        value = fields[key]
+        if isinstance(value, int) and value > limit:
+            raise InvalidConfigError(
+                f"The config.json {key} {value} is implausibly large (at most {limit:,}), "
+                "so it cannot be sized."
+            )
+
+
+def _sections(config: Mapping[str, object], model_type: str) -> dict[str, object]:
+    """The sliding-window, MoE and MLA parts; a value their checks refuse is the config's error."""
+    try:
+        return {"sliding": _sliding(config, model_type), "moe": _moe(config), "mla": _mla(config)}
+    except ValueError as exc:
+        raise InvalidConfigError(f"The config.json does not describe a usable model ({exc}).") from exc
+
+
+def model_from_config(
+    config: Mapping[str, object], name: str | None = None
+) -> tuple[ModelSpec, QuantSpec | None]:
+    """A ModelSpec from a Hugging Face config.json (the text part of a multimodal config)."""
+    outer = config
+    text = config.get("text_config")
+    if isinstance(text, dict):
+        config = {**text, **{k: v for k, v in config.items() if k == "quantization_config"}}
+    model_type = str(config.get("model_type", outer.get("model_type", "unknown")))
+    heads = _int(config, "num_attention_heads", "n_head")
+    hidden = _int(config, "hidden_size", "d_model", "n_embd")
+    archs = outer.get("architectures")
+    label = name or (str(archs[0]) if isinstance(archs, list) and archs else model_type)
+    dtype = str(config.get("torch_dtype", config.get("dtype", outer.get("torch_dtype", "bfloat16"))))
+    is_opt = model_type == "opt"
+    max_len = _int(
+        config, "max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", default=2048
+    )
+    attention_bias: str = "none"
+    if model_type in _QWEN2_BIAS:
+        attention_bias = "qkv"
+    if config.get("attention_bias") is True or is_opt or model_type == "gpt_oss":
+        attention_bias = "qkvo"
+    fields: dict[str, object] = {
+        "id": label,
+        "hf_id": name if name and "/" in name else f"config/{label}",
+        "family": model_type,
+        "num_hidden_layers": _int(config, "num_hidden_layers", "n_layer", "num_layers"),
+        "hidden_size": hidden,
+        "num_attention_heads": heads,
+        "num_key_value_heads": _int(config, "num_key_value_heads", "num_kv_heads", default=heads),
+        "head_dim": _opt_int(config, "head_dim"),
+        "intermediate_size": _int(config, "intermediate_size", "ffn_dim", "n_inner", default=4 * hidden),
+        "vocab_size": _int(config, "vocab_size"),
+        "max_position_embeddings": max_len,
+        "torch_dtype": dtype if dtype in ("bfloat16", "float16", "float32") else "bfloat16",
+        "tie_word_embeddings": bool(
+            config.get("tie_word_embeddings", outer.get("tie_word_embeddings", False))
+        ),
+        "attention_bias": attention_bias,
+        "mlp": "plain" if is_opt else "gated",
+        "mlp_bias": is_opt or bool(config.get("mlp_bias", False)),
+        "norm": "layer" if is_opt else "rms",
+        "norms_per_layer": 4 if model_type in _FOUR_NORMS else 2,
+        "qk_norm": model_type in _QK_NORM,
+        "learned_positions": max_len + 2 if is_opt else 0,
+        "attention_sinks": model_type == "gpt_oss",
+        "rope": None if is_opt else _rope(config),
+        **_sections(config, model_type),
+    }
+    _check_limits(fields)
+    try:
+        spec = msgspec.convert(fields, ModelSpec)
+    except msgspec.ValidationError as exc:
+        raise InvalidConfigError(f"The config.json does not describe a usable model ({exc}).") from exc
+    return spec, _quant(config)

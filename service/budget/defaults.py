@@ -1,0 +1,51 @@
+"""vLLM's engine defaults read from `rules/catalog/engines.yaml`: the one place both the budget and
+the fixes learn what `vllm serve` picks when a flag is not given.
+
+The scheduler tiers follow `EngineArgs` (`_set_default_args_v1`, later `get_batch_defaults`): a
+device of at least the tier's memory gets its values unless its name contains an excluded word
+(vLLM tests `"a100" not in device_name`).
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from service.packs.catalog import DefaultsEra, EngineFacts, Stepped, fold_name, version_tuple
+
+__all__ = ["default_utilization", "era_at", "scheduler_defaults"]
+
+Release = tuple[int, int, int]
+_E = TypeVar("_E", DefaultsEra, Stepped)
+
+
+def era_at(entries: list[_E], version: Release) -> _E:
+    """The entry in force at `version`; releases older than the catalog's first use its first entry."""
+    current = [e for e in entries if version_tuple(e.since) <= version]
+    return current[-1] if current else entries[0]
+
+
+def default_utilization(engine: EngineFacts, version: Release) -> float:
+    """`--gpu-memory-utilization` when none is given."""
+    return era_at(engine.gpu_memory_utilization, version).value
+
+
+def scheduler_defaults(
+    engine: EngineFacts, version: Release, gpu_name: str | None, total_gib: float | None
+) -> tuple[int, int] | None:
+    """(max_num_seqs, max_num_batched_tokens) `vllm serve` picks on this device and release.
+
+    None when the tier depends on what is not known: the GPU's memory, or its name.
+    """
+    tiers = era_at(engine.defaults, version).tiers
+    if total_gib is None:
+        return (tiers[0].max_num_seqs, tiers[0].max_num_batched_tokens) if len(tiers) == 1 else None
+    folded = fold_name(gpu_name) if gpu_name is not None else None
+    for tier in tiers:
+        if total_gib < tier.min_total_gib:
+            continue
+        if tier.exclude and folded is None:
+            return None
+        if folded is not None and any(fold_name(word) in folded for word in tier.exclude):
+            continue
+        return tier.max_num_seqs, tier.max_num_batched_tokens
+    raise AssertionError("the last tier has min_total_gib 0")

@@ -1,0 +1,218 @@
+"""Per-GPU arithmetic of one pipeline stage: weights, KV layout, overheads, what vLLM requests.
+
+Each function reads a resolved Run and the catalog's engine facts; nothing here writes prose.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from service.budget import startup
+from service.budget.inputs import GIB, Run
+from service.budget.kv import KvLayout, group_layout
+from service.budget.startup import max_passing_utilization
+from service.budget.weights import Sharding, WeightBytes, pp_layer_counts, stage_weight_bytes
+from service.packs.catalog import Catalog
+from service.schemas import StartupCheck
+
+__all__ = [
+    "Stage",
+    "holds_one_request",
+    "kv_budget_bytes",
+    "logged_pool",
+    "null_block_bytes",
+    "requested_bytes",
+    "stage_budgets",
+    "startup_check",
+    "to_gib",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """One pipeline stage's GPU: its weights, KV layout and overheads."""
+
+    weights: WeightBytes
+    layout: KvLayout
+    non_torch: int
+    activation: int
+    cuda_graph: int
+    graph_in_budget: bool
+
+    @property
+    def fixed(self) -> int:
+        """Everything vLLM subtracts from `requested` before the KV cache."""
+        graphs = self.cuda_graph if self.graph_in_budget else 0
+        return self.weights.total + self.non_torch + self.activation + graphs
+
+
+def _layer_kinds(run: Run, start: int, stop: int, hybrid: bool) -> tuple[int, int]:
+    """(full, sliding) attention layers in [start, stop) as vLLM's KV manager treats them.
+
+    Before the hybrid KV-cache manager, a model mixing sliding and global layers was planned as if
+    every layer were global.
+    """
+    sliding = run.model.sliding
+    if sliding is None:
+        return stop - start, 0
+    if sliding.global_every == 0:
+        return 0, stop - start
+    if not hybrid:
+        return stop - start, 0
+    n_global = sum(1 for i in range(start, stop) if (i + 1) % sliding.global_every == 0)
+    return n_global, stop - start - n_global
+
+
+def _kv_bytes_per_token_layer(run: Run, tp: int) -> int:
+    model, kv = run.model, run.kv
+    element = kv.bytes if kv.bytes is not None else run.dtype_bytes
+    if model.mla is not None:
+        if kv.mla_bytes_per_token is not None:
+            return kv.mla_bytes_per_token
+        return int((model.mla.kv_lora_rank + model.mla.qk_rope_head_dim) * element)
+    heads = max(1, model.num_key_value_heads // tp)
+    return int(2 * heads * model.kv_head_dim * element + 2 * heads * kv.scale_bytes_per_head)
+
+
+def _layout(run: Run, tp: int, start: int, stop: int, hybrid: bool) -> KvLayout:
+    full, sliding = _layer_kinds(run, start, stop, hybrid)
+    size, full_groups, sliding_groups = group_layout(full, sliding)
+    return KvLayout(
+        bytes_per_token_layer=_kv_bytes_per_token_layer(run, tp),
+        block_size=run.block_size,
+        full_layers=full,
+        sliding_layers=sliding,
+        window=run.model.sliding.window if run.model.sliding is not None else None,
+        group_size=size,
+        full_groups=full_groups,
+        sliding_groups=sliding_groups,
+        in_flight_tokens=run.max_num_batched_tokens,
+    )
+
+
+def _activation(run: Run, tp: int, catalog: Catalog) -> int:
+    model, o = run.model, catalog.engine.overheads
+    inter = model.intermediate_size
+    if model.moe is not None:
+        routed = model.moe.experts_per_token * model.moe.intermediate_size
+        inter = max(routed, inter if model.moe.first_dense_layers else 0)
+    per_token = (
+        o.activation_bytes_per_token_intermediate * inter / tp
+        + o.activation_bytes_per_token_hidden * model.hidden_size
+    )
+    logits = run.max_num_seqs * model.vocab_size / tp * o.activation_logits_bytes
+    return int(run.max_num_batched_tokens * per_token + logits)
+
+
+def _marlin_moe(run: Run) -> bool:
+    """Whether vLLM runs this method's MoE experts through Marlin (GPUs below its capability)."""
+    quant, spec = run.quant, run.gpu.spec
+    if quant is None or quant.marlin_below_compute_capability is None or spec is None:
+        return False
+    major, minor = quant.marlin_below_compute_capability.split(".")
+    return spec.capability < (int(major), int(minor))
+
+
+def _quant_bytes(run: Run, tp: int) -> float | None:
+    """Bytes per quantized weight, with the padding some MoE kernels give the experts' matrices.
+
+    The expert tensors are allocated at padded sizes (hidden size, and on the Marlin path also the
+    per-GPU intermediate size), so the bytes per logical weight grow by the padding ratio.
+    """
+    if run.quant is None:
+        return None
+    quant, moe = run.quant, run.model.moe
+    if run.quant_scope != "experts" or moe is None:
+        return quant.bytes_per_weight
+    ratio = 1.0
+    if quant.expert_hidden_multiple is not None:
+        hidden, multiple = run.model.hidden_size, quant.expert_hidden_multiple
+        ratio *= math.ceil(hidden / multiple) * multiple / hidden
+    if _marlin_moe(run) and quant.marlin_expert_intermediate_multiple is not None:
+        inter, multiple = moe.intermediate_size // tp, quant.marlin_expert_intermediate_multiple
+        ratio *= math.ceil(inter / multiple) * multiple / inter
+    return quant.bytes_per_weight * ratio
+
+
+def stage_budgets(run: Run, tp: int, catalog: Catalog) -> list[Stage]:
+    o = catalog.engine.overheads
+    quant_bytes = _quant_bytes(run, tp)
+    sharding = Sharding(
+        tp=tp,
+        vocab_padding=catalog.engine.vocab_padding,
+        quant_scope=run.quant_scope,
+        unquantized_layers=run.unquantized_layers,
+    )
+    weights = stage_weight_bytes(run.model, sharding, run.pp, run.dtype_bytes, quant_bytes)
+    non_torch = int((o.non_torch_gib + (o.non_torch_tp_gib if tp * run.pp > 1 else 0)) * GIB)
+    activation = _activation(run, tp, catalog)
+    in_budget = run.at_least(catalog.engine.cudagraph_profiled_since) and not run.enforce_eager
+    hybrid = run.at_least(catalog.engine.hybrid_kv_cache_since)
+    stages: list[Stage] = []
+    start = 0
+    for n, w in zip(pp_layer_counts(run.model.num_hidden_layers, run.pp), weights, strict=True):
+        graphs = (
+            0 if run.enforce_eager else int((o.cuda_graph_base_gib + o.cuda_graph_per_layer_gib * n) * GIB)
+        )
+        stages.append(
+            Stage(w, _layout(run, tp, start, start + n, hybrid), non_torch, activation, graphs, in_budget)
+        )
+        start += n
+    return stages
+
+
+def requested_bytes(run: Run, util: float, catalog: Catalog) -> int:
+    ceil = run.at_least(catalog.engine.ceil_requested_since)
+    return startup.requested_bytes(run.total_bytes, util, ceil=ceil)
+
+
+def null_block_bytes(run: Run, layout: KvLayout, catalog: Catalog) -> int:
+    return layout.bytes_per_block if run.at_least(catalog.engine.null_block_check_since) else 0
+
+
+def kv_budget_bytes(run: Run, stage: Stage, requested: int) -> int:
+    if run.kv_cache_memory_bytes is not None:
+        return run.kv_cache_memory_bytes
+    return requested - stage.fixed
+
+
+def holds_one_request(run: Run, stage: Stage, requested: int, catalog: Catalog) -> bool:
+    available = kv_budget_bytes(run, stage, requested)
+    need = stage.layout.need_bytes(run.max_model_len) + null_block_bytes(run, stage.layout, catalog)
+    return available > 0 and need <= available
+
+
+def to_gib(value: float) -> float:
+    return round(value / GIB, 4)
+
+
+def logged_pool(run: Run, layout: KvLayout, num_blocks: int, catalog: Catalog) -> tuple[int, float]:
+    """(logged KV-cache tokens, max concurrency) in the form the version logs them."""
+    engine = catalog.engine
+    if not run.at_least(engine.pool_tokens_per_group_since):
+        return num_blocks * run.block_size, num_blocks * run.block_size / run.max_model_len
+    concurrency = num_blocks / layout.blocks_per_request(run.max_model_len)
+    if run.at_least(engine.pool_tokens_from_concurrency_since):
+        return int(concurrency * run.max_model_len), concurrency
+    return num_blocks // layout.groups * run.block_size, concurrency
+
+
+def startup_check(run: Run, requested: int, catalog: Catalog) -> StartupCheck:
+    """The check as vLLM runs it (no margin), and the largest utilization that would pass."""
+    if run.free_gib is None:
+        return StartupCheck(free_gib=None, requested_gib=to_gib(requested), passes=None)
+    free = round(run.free_gib * GIB)
+    exists = run.at_least(catalog.engine.startup_check_since)
+    if not exists:
+        run.notes.append(
+            f"vLLM before {catalog.engine.startup_check_since} has no startup free-memory check."
+        )
+    return StartupCheck(
+        free_gib=run.free_gib,
+        requested_gib=to_gib(requested),
+        passes=free >= requested if exists else None,
+        max_passing_utilization=max_passing_utilization(
+            free, run.total_bytes, ceil=run.at_least(catalog.engine.ceil_requested_since)
+        ),
+    )
