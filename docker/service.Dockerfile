@@ -31,7 +31,11 @@ COPY rules /opt/vramdoc/rules
 ENV PATH=/opt/vramdoc/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
-    VRAMDOC_RULES_DIR=/opt/vramdoc/rules
+    VRAMDOC_RULES_DIR=/opt/vramdoc/rules \
+    VRAMDOC_PACK_CACHE=/opt/vramdoc/pack-cache
+# Decode the baked-in rules once at build time: every worker then starts from the msgpack cache
+# (read-only for the runtime user, which only needs to read it).
+RUN vramdoc rules list >/dev/null
 USER 10001:10001
 WORKDIR /tmp
 EXPOSE 8080

@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Literal
 
 import msgspec
-import yaml
 
 from service.errors import PackError
 from service.packs.catalog import ENGINE_FILE, EngineFacts
-from service.packs.loader import decode_yaml, load_yaml_file, yaml_line
+from service.packs.loader import decode_yaml, load_yaml_file, locate
 from service.schemas import Facts, Finding, Phase, Snapshot
 from service.versions import Version, VersionSpan, flag_exists, parse_version
 
@@ -146,11 +145,19 @@ class _RecipeFile(_Pack, frozen=True):
 
 
 class RecipeOrigin(_Pack, frozen=True):
-    """Where a recipe's `calculator` is written, so a check above the packs can point at it."""
+    """Where a recipe's `calculator` is written, so a check above the packs can point at it.
+
+    The line is found from the file's text only when asked: composing YAML nodes costs start-up time
+    that only an error message needs.
+    """
 
     file: str
     path: str
-    line: int | None
+    text: str
+
+    @property
+    def line(self) -> int | None:
+        return locate(self.text, self.path)[0]
 
 
 class FixPack(_Pack, frozen=True):
@@ -181,8 +188,7 @@ class FixPack(_Pack, frozen=True):
 
 def _field_error(file: str, text: str, index: int, field: str, message: str) -> PackError:
     path = f"$.recipes[{index}].{field}"
-    node = yaml.compose(text, Loader=yaml.SafeLoader)
-    line, rule_id = yaml_line(node, path)
+    line, rule_id = locate(text, path)
     return PackError(file, message, path=path, line=line, rule_id=rule_id)
 
 
@@ -225,13 +231,12 @@ def load_fix_recipes(rules_dir: Path, engine: EngineFacts | None = None) -> FixP
         text = _read(path, file)
         pack = decode_yaml(text, _RecipeFile, file=file)
         _check_recipes(file, text, pack, flags)
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
         for index, recipe in enumerate(pack.recipes):
             if recipe.id in seen:
                 raise _field_error(file, text, index, "id", f"recipe id is already used in {seen[recipe.id]}")
             seen[recipe.id] = file
             where = f"$.recipes[{index}].calculator"
-            origins[recipe.id] = RecipeOrigin(file=file, path=where, line=yaml_line(node, where)[0])
+            origins[recipe.id] = RecipeOrigin(file=file, path=where, text=text)
             if recipe.status != "retired":
                 recipes.append(recipe)
     if not recipes:

@@ -2,22 +2,36 @@
 
 msgspec names the `$.path` of a bad value; walking the `yaml.compose()` node tree along that path
 gives the line, so an author sees `rules/signatures/kv.yaml:42 rule vllm-kv-... $.rules[3].phase`.
+
+Parsing YAML is most of what a start-up costs, so a file once decoded is kept as msgpack of its
+validated Struct, keyed by the file's bytes and the Struct's schema: the next process decodes that
+in microseconds, and a changed file or a changed Struct simply misses. YAML is parsed with libyaml
+where PyYAML has it, and the node tree (slow, pure Python) is composed only to locate an error.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import tempfile
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
-import yaml
 
 from service.errors import PackError
 
-__all__ = ["PackError", "decode_yaml", "load_yaml_file", "yaml_line"]
+if TYPE_CHECKING:
+    import yaml
+
+__all__ = ["PackError", "decode_yaml", "load_yaml_file", "locate", "pack_cache_dir", "yaml_line"]
 
 T = TypeVar("T")
+
+CACHE_ENV = "VRAMDOC_PACK_CACHE"
+_CACHE_FORMAT = b"vramdoc-pack-cache-1\0"
+_SCHEMA_DIGESTS: dict[Any, bytes] = {}
 
 _PATH_PART = re.compile(r"\.([A-Za-z_][A-Za-z0-9_\-]*)|\[(\d+)\]|\[['\"](.+?)['\"]\]")
 
@@ -32,8 +46,22 @@ def _path_parts(path: str) -> list[str | int]:
     return parts
 
 
+def _yaml() -> Any:
+    """PyYAML, imported on first use: a start-up served from the cache never needs it."""
+    import yaml
+
+    return yaml
+
+
+def _loader() -> Any:
+    """libyaml's loader when PyYAML was built with it (wheels are); the pure-Python one otherwise."""
+    yaml = _yaml()
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def yaml_line(node: yaml.Node | None, path: str) -> tuple[int | None, str | None]:
     """The 1-based line of the node at `path` and the id of the enclosing rule, if any."""
+    yaml = _yaml()
     rule_id: str | None = None
     line = node.start_mark.line + 1 if node is not None else None
     for part in _path_parts(path):
@@ -59,17 +87,83 @@ def yaml_line(node: yaml.Node | None, path: str) -> tuple[int | None, str | None
     return line, rule_id
 
 
+def locate(text: str, path: str) -> tuple[int | None, str | None]:
+    """The line and enclosing rule id of `path` in a pack's text (composes the tree: errors only)."""
+    yaml = _yaml()
+    try:
+        node = yaml.compose(text, Loader=_loader())
+    except yaml.YAMLError:
+        return None, None
+    return yaml_line(node, path)
+
+
+def pack_cache_dir() -> Path | None:
+    """`VRAMDOC_PACK_CACHE` (a folder, or `off`), else the user cache folder."""
+    given = os.environ.get(CACHE_ENV, "")
+    if given.strip().lower() in ("off", "0", "none"):
+        return None
+    if given:
+        return Path(given)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "vramdoc" / "packs"
+
+
+def _schema_digest(type_: Any) -> bytes:
+    """Changes whenever the Struct's fields, types, defaults or constraints change."""
+    digest = _SCHEMA_DIGESTS.get(type_)
+    if digest is None:
+        digest = hashlib.sha256(msgspec.json.encode(msgspec.json.schema(type_))).digest()
+        _SCHEMA_DIGESTS[type_] = digest
+    return digest
+
+
+def _cache_path(text: str, type_: Any) -> Path | None:
+    folder = pack_cache_dir()
+    if folder is None:
+        return None
+    key = hashlib.sha256(_CACHE_FORMAT + _schema_digest(type_) + text.encode("utf-8")).hexdigest()
+    return folder / f"{key}.msgpack"
+
+
+def _cached(path: Path | None, type_: type[T]) -> T | None:
+    if path is None:
+        return None
+    try:
+        return msgspec.msgpack.decode(path.read_bytes(), type=type_)
+    except (OSError, msgspec.DecodeError):
+        return None  # absent, unreadable or stale: decode the YAML instead
+
+
+def _store(path: Path | None, value: Any) -> None:
+    """Best effort: a read-only or missing cache folder only costs the next start its YAML parse."""
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".part")
+        os.fchmod(fd, 0o644)  # a cache baked into an image as root is read by its non-root user
+        with os.fdopen(fd, "wb") as out:
+            out.write(msgspec.msgpack.encode(value))
+        os.replace(tmp, path)
+    except OSError:
+        return
+
+
 def decode_yaml(text: str, type_: type[T], *, file: str) -> T:
     """Decode one YAML document into `type_`, raising PackError that locates any bad field."""
+    cache = _cache_path(text, type_)
+    hit = _cached(cache, type_)
+    if hit is not None:
+        return hit
+    yaml = _yaml()
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        raw: Any = yaml.load(text, Loader=yaml.SafeLoader)
+        raw: Any = yaml.load(text, Loader=_loader())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         raise PackError(file, f"is not valid YAML ({getattr(exc, 'problem', exc)})", line=line) from exc
     try:
-        return msgspec.convert(raw, type_, strict=True)
+        value = msgspec.convert(raw, type_, strict=True)
     except msgspec.ValidationError as exc:
         message = str(exc)
         path = None
@@ -77,8 +171,10 @@ def decode_yaml(text: str, type_: type[T], *, file: str) -> T:
         if match:
             path = match.group(1)
             message = message[: match.start()].rstrip(" -")
-        line, rule_id = yaml_line(node, path or "$")
+        line, rule_id = locate(text, path or "$")
         raise PackError(file, message, path=path, line=line, rule_id=rule_id) from exc
+    _store(cache, value)
+    return value
 
 
 def load_yaml_file(path: Path, type_: type[T], *, root: Path | None = None) -> T:

@@ -15,10 +15,9 @@ from typing import Any, Literal, get_args, get_type_hints
 
 import msgspec
 import re2
-import yaml
 
 from service.errors import PackError
-from service.packs.loader import decode_yaml, yaml_line
+from service.packs.loader import decode_yaml, locate
 from service.schemas import Facts, OtherProcess, Phase, Severity
 
 __all__ = [
@@ -226,12 +225,12 @@ def _is_plain(pattern: str) -> bool:
     return "(?P<" not in pattern and not pattern.startswith("^") and not pattern.endswith("$")
 
 
-def _compile(pattern: str, file: str, path: str, node: yaml.Node | None, rule_id: str) -> Any:
+def _compile(pattern: str, file: str, path: str, text: str, rule_id: str) -> Any:
     try:
         return re2.compile(pattern, OPTIONS)
     except re2.error as exc:
         reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        line = yaml_line(node, path)[0]
+        line = locate(text, path)[0]
         raise PackError(
             file, f"RE2 cannot compile the pattern ({reason})", path=path, line=line, rule_id=rule_id
         ) from exc
@@ -240,26 +239,25 @@ def _compile(pattern: str, file: str, path: str, node: yaml.Node | None, rule_id
 def compile_pack(text: str, file: str) -> list[CompiledRule]:
     """Decode one pack file and compile its patterns; any problem is a PackError that locates it."""
     pack = decode_yaml(text, SignaturePackFile, file=file)
-    node = yaml.compose(text, Loader=yaml.SafeLoader)
     compiled: list[CompiledRule] = []
     seen: set[str] = set()
     for r_index, rule in enumerate(pack.rules):
         if rule.id in seen:
             path = f"$.rules[{r_index}].id"
-            raise PackError(file, f"duplicate rule id {rule.id!r}", path=path, line=yaml_line(node, path)[0])
+            raise PackError(file, f"duplicate rule id {rule.id!r}", path=path, line=locate(text, path)[0])
         seen.add(rule.id)
         regexes = []
         excludes = tuple(
-            _compile(pattern, file, f"$.rules[{r_index}].exclude[{x_index}]", node, rule.id)
+            _compile(pattern, file, f"$.rules[{r_index}].exclude[{x_index}]", text, rule.id)
             for x_index, pattern in enumerate(rule.exclude)
         )
         for p_index, pattern in enumerate(rule.patterns):
             path = f"$.rules[{r_index}].patterns[{p_index}]"
-            regex = _compile(pattern, file, path, node, rule.id)
+            regex = _compile(pattern, file, path, text, rule.id)
             groups = set(regex.groupindex)
             unknown = sorted(groups - set(rule.facts) - RESERVED_GROUPS)
             if unknown:
-                line = yaml_line(node, path)[0]
+                line = locate(text, path)[0]
                 raise PackError(
                     file,
                     f"named group(s) {', '.join(unknown)} have no entry under facts",

@@ -254,6 +254,13 @@ def test_each_images_own_health_check_passes(part: str, request: pytest.FixtureR
     )
 
 
+def test_the_service_image_starts_from_rules_decoded_at_build_time(service: tuple[Container, str]) -> None:
+    container, _ = service
+    cache = "/opt/vramdoc/pack-cache"
+    probe = f"import pathlib, sys; sys.exit(0 if list(pathlib.Path('{cache}').glob('*.msgpack')) else 1)"
+    assert container.exec(["python", "-c", probe]).returncode == 0
+
+
 @pytest.mark.parametrize("part", ["bot", "agent", "service"])
 def test_sigterm_stops_each_part_within_its_grace_period(part: str, request: pytest.FixtureRequest) -> None:
     container: Container = request.getfixturevalue(part)[0]

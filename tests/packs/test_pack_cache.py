@@ -1,0 +1,105 @@
+"""The compiled-pack cache: a decoded file is reused only while its bytes and its Struct are unchanged."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from service.errors import PackError
+from service.packs import load_packs
+from service.packs.loader import decode_yaml, pack_cache_dir
+
+RULES = Path(__file__).resolve().parents[2] / "rules"
+
+
+class Pack(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    name: str
+    sizes: list[int]
+
+
+class PackWithLimit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    name: str
+    sizes: list[int]
+    limit: int = 3
+
+
+TEXT = "name: demo\nsizes: [1, 2, 3]\n"
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("VRAMDOC_PACK_CACHE", str(folder))
+    return folder
+
+
+def test_a_decoded_file_is_stored_and_the_next_decode_reads_it(cache: Path) -> None:
+    first = decode_yaml(TEXT, Pack, file="demo.yaml")
+    stored = list(cache.glob("*.msgpack"))
+    assert len(stored) == 1
+    assert msgspec.msgpack.decode(stored[0].read_bytes(), type=Pack) == first
+    stored[0].write_bytes(msgspec.msgpack.encode(Pack(name="from-cache", sizes=[9])))
+    assert decode_yaml(TEXT, Pack, file="demo.yaml") == Pack(name="from-cache", sizes=[9])
+
+
+def test_a_changed_file_or_a_changed_struct_misses(cache: Path) -> None:
+    decode_yaml(TEXT, Pack, file="demo.yaml")
+    assert decode_yaml(TEXT.replace("3]", "4]"), Pack, file="demo.yaml").sizes == [1, 2, 4]
+    assert decode_yaml(TEXT, PackWithLimit, file="demo.yaml") == PackWithLimit(name="demo", sizes=[1, 2, 3])
+    assert len(list(cache.glob("*.msgpack"))) == 3
+
+
+def test_a_corrupt_cache_entry_falls_back_to_the_yaml(cache: Path) -> None:
+    decode_yaml(TEXT, Pack, file="demo.yaml")
+    (entry,) = cache.glob("*.msgpack")
+    entry.write_bytes(b"\xc1 not msgpack")
+    assert decode_yaml(TEXT, Pack, file="demo.yaml") == Pack(name="demo", sizes=[1, 2, 3])
+
+
+def test_an_invalid_file_is_never_cached_and_its_error_still_has_the_line(cache: Path) -> None:
+    with pytest.raises(PackError) as raised:
+        decode_yaml("name: demo\nsizes: [1, two]\n", Pack, file="demo.yaml")
+    assert raised.value.line == 2
+    assert raised.value.path == "$.sizes[1]"
+    assert not list(cache.glob("*.msgpack")) if cache.exists() else True
+
+
+def test_off_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VRAMDOC_PACK_CACHE", "off")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert pack_cache_dir() is None
+    decode_yaml(TEXT, Pack, file="demo.yaml")
+    assert not any(tmp_path.rglob("*.msgpack"))
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write into a read-only folder")
+def test_an_unwritable_cache_folder_costs_nothing_but_speed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o500)
+    monkeypatch.setenv("VRAMDOC_PACK_CACHE", str(folder))
+    assert decode_yaml(TEXT, Pack, file="demo.yaml").name == "demo"
+
+
+def test_an_unusable_cache_path_costs_nothing_but_speed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("VRAMDOC_PACK_CACHE", str(blocker / "cache"))
+    assert decode_yaml(TEXT, Pack, file="demo.yaml").name == "demo"
+
+
+def test_the_rules_load_the_same_from_the_cache_as_from_the_yaml(cache: Path) -> None:
+    cold = load_packs(RULES)
+    assert list(cache.glob("*.msgpack"))
+    warm = load_packs(RULES)
+    assert warm.digest == cold.digest
+    assert warm.catalog == cold.catalog
+    assert warm.fixes == cold.fixes
+    assert [r.rule for r in warm.signatures.rules] == [r.rule for r in cold.signatures.rules]
