@@ -6,6 +6,7 @@ public surface: other packages (fixes, diagnosis, core) import these, never the 
 """
 
 from service.budget.defaults import default_utilization, scheduler_defaults
+from service.budget.parallel import tensor_parallel_problem, valid_tensor_parallel_sizes
 from service.budget.plan import GIB, budget_from_facts, estimate
 from service.budget.resolve import find_gpu, find_model, find_quantization, in_catalog
 from service.budget.startup import max_passing_utilization, passes_startup, requested_bytes
@@ -25,4 +26,6 @@ __all__ = [
     "passes_startup",
     "requested_bytes",
     "scheduler_defaults",
+    "tensor_parallel_problem",
+    "valid_tensor_parallel_sizes",
 ]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from service.budget.config import model_from_config
 from service.budget.defaults import default_utilization, scheduler_defaults
+from service.budget.parallel import pipeline_parallel_problem, tensor_parallel_problem
 from service.budget.resolve import (
     ResolvedGpu,
     find_gpu,
@@ -206,20 +207,15 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
         )
     pp = request.pipeline_parallel_size or 1
     tp = request.tensor_parallel_size or max(1, request.gpus // pp)
-    if pp > model.num_hidden_layers:
-        raise InvalidConfigError(
-            f"pipeline_parallel_size {pp} exceeds the model's {model.num_hidden_layers} layers."
-        )
-    if model.num_attention_heads % tp:
-        raise InvalidConfigError(
-            f"Total number of attention heads ({model.num_attention_heads}) must be divisible by "
-            f"tensor parallel size ({tp})."
-        )
+    if (problem := pipeline_parallel_problem(model, pp)) is not None:
+        raise InvalidConfigError(problem)
     if tp * pp > request.gpus:
         given = f"only {request.gpus} were given" if request.gpus > 1 else "the estimate assumes that many"
         notes.append(f"TP {tp} × PP {pp} needs {tp * pp} GPUs; {given}.")
     dtype = _dtype(request, model, gpu, catalog, notes)
     quant = _quantization(request, checkpoint_quant, gpu, catalog, notes)
+    if (problem := tensor_parallel_problem(model, tp, engine, quant, scope)) is not None:
+        raise InvalidConfigError(problem)
     wanted_kv = request.kv_cache_dtype or "auto"
     if wanted_kv == "auto" and declared_kv is not None:
         wanted_kv = declared_kv

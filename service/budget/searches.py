@@ -9,12 +9,11 @@ from __future__ import annotations
 import math
 
 from service.budget.inputs import Run
+from service.budget.parallel import valid_tensor_parallel_sizes
 from service.budget.stages import Stage, null_block_bytes, requested_bytes, stage_budgets
 from service.packs.catalog import Catalog
 
 __all__ = ["min_tensor_parallel", "min_utilization"]
-
-_MAX_TP = 64
 
 
 def min_utilization(run: Run, stage: Stage, catalog: Catalog) -> float | None:
@@ -32,12 +31,9 @@ def min_utilization(run: Run, stage: Stage, catalog: Catalog) -> float | None:
 
 
 def min_tensor_parallel(run: Run, requested: int, catalog: Catalog) -> int | None:
-    """The smallest TP (dividing the attention heads) whose GPUs hold weights and one request."""
-    heads = run.model.num_attention_heads
-    for tp in range(1, min(heads, _MAX_TP) + 1):
-        if heads % tp == 0 and all(
-            _fits_without_override(run, s, requested, catalog) for s in stage_budgets(run, tp, catalog)
-        ):
+    """The smallest TP vLLM accepts for this model whose GPUs hold weights and one request."""
+    for tp in valid_tensor_parallel_sizes(run.model, catalog.engine, run.quant, run.quant_scope):
+        if all(_fits_without_override(run, s, requested, catalog) for s in stage_budgets(run, tp, catalog)):
             return tp
     return None
 

@@ -4,6 +4,8 @@ A fix's `change` is either a command edit or an action for a person. Command edi
 fixed grammar so the corrected command can be produced from the fix alone:
 
     --flag [value ...]                 set the flag (replacing any earlier value)
+    --flag [value ...] --other [value ...]
+                                       set each flag: a combination that holds where one change does not
     remove --flag                      drop the flag and its values
     --new [value ...] instead of --old drop --old, then set --new
     NAME=value                         run with this environment variable (e.g. CUDA_VISIBLE_DEVICES=1)
@@ -134,6 +136,13 @@ class CommandEdit:
     values: tuple[str, ...] = ()
     remove_flag: str | None = None
     env: tuple[str, str] | None = None
+    also_set: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @property
+    def settings(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """Every (flag, values) the edit sets, the first flag first."""
+        first = ((self.set_flag, self.values),) if self.set_flag is not None else ()
+        return first + self.also_set
 
 
 def edit_of(change: str, aliases: Mapping[str, str] | None = None) -> CommandEdit | None:
@@ -144,13 +153,21 @@ def edit_of(change: str, aliases: Mapping[str, str] | None = None) -> CommandEdi
         return CommandEdit(remove_flag=canonical_flag(rest[0], aliases)) if len(rest) == 1 else None
     if text.startswith("--"):
         main, sep, old = text.partition(" instead of ")
-        words = main.split()
         if sep and not (old.startswith("-") and len(old.split()) == 1):
             return None
+        settings: list[tuple[str, tuple[str, ...]]] = []
+        for word in main.split():
+            if word.startswith("--"):
+                settings.append((canonical_flag(word, aliases), ()))
+            else:
+                flag, values = settings[-1]
+                settings[-1] = (flag, (*values, word))
+        (flag, values), *more = settings
         return CommandEdit(
-            set_flag=canonical_flag(words[0], aliases),
-            values=tuple(words[1:]),
+            set_flag=flag,
+            values=values,
             remove_flag=canonical_flag(old, aliases) if sep else None,
+            also_set=tuple(more),
         )
     match = _ENV.match(text)
     if match and " " not in text:
@@ -170,10 +187,9 @@ def corrected_command(command: str, change: str, aliases: Mapping[str, str] | No
     if edit is not None:
         if edit.env is not None:
             env = [(key, value) for key, value in env if key != edit.env[0]] + [edit.env]
-        drop = {edit.remove_flag, edit.set_flag} - {None}
+        drop = {edit.remove_flag} - {None} | {flag for flag, _ in edit.settings}
         args = [arg for arg in args if arg.flag not in drop]
-        if edit.set_flag is not None:
-            args.append(_Arg(edit.set_flag, (edit.set_flag, *edit.values)))
+        args += [_Arg(flag, (flag, *values)) for flag, values in edit.settings]
     words = [f"{key}={value}" for key, value in env]
     words += [token for arg in args for token in arg.tokens]
     return shlex.join(words)

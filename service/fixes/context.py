@@ -41,6 +41,9 @@ class Catalog(Protocol):
     def checkpoints(self, model: str) -> list[tuple[str, str]]:
         """Published quantized checkpoints of the model, as (Hugging Face id, method)."""
 
+    def tensor_parallel_sizes(self, model: str, quantization: str | None = None) -> list[int] | None:
+        """Every tensor-parallel size vLLM accepts for the model, ascending; None when it is unknown."""
+
     def reestimate(
         self,
         budget: Budget,
@@ -50,8 +53,9 @@ class Catalog(Protocol):
         tensor_parallel_size: int | None = None,
         kv_cache_dtype: str | None = None,
         max_model_len: int | None = None,
+        quantization: str | None = None,
     ) -> Budget | None:
-        """The budget again with one input changed (None when it cannot be computed)."""
+        """The budget again with the given inputs changed (None when it cannot be computed)."""
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import msgspec
 
-from service.budget import estimate, find_gpu, find_model
+from service.budget import estimate, find_gpu, find_model, find_quantization, valid_tensor_parallel_sizes
 from service.errors import InputError
 from service.packs.catalog import Catalog as BudgetCatalog
 from service.packs.catalog import ModelSpec
@@ -71,6 +71,16 @@ class CatalogLookup:
             return []
         return [(c.id, c.quantization.method) for c in self._catalog.models.checkpoints if c.base == spec.id]
 
+    def tensor_parallel_sizes(self, model: str, quantization: str | None = None) -> list[int] | None:
+        try:
+            spec, checkpoint = find_model(self._catalog, model)
+            method = quantization or (checkpoint.method if checkpoint is not None else None)
+            quant = find_quantization(self._catalog, method) if method else None
+        except InputError:
+            return None
+        scope = checkpoint.scope if checkpoint is not None else "linear"
+        return valid_tensor_parallel_sizes(spec, self._catalog.engine, quant, scope)
+
     def reestimate(
         self,
         budget: Budget,
@@ -80,6 +90,7 @@ class CatalogLookup:
         tensor_parallel_size: int | None = None,
         kv_cache_dtype: str | None = None,
         max_model_len: int | None = None,
+        quantization: str | None = None,
     ) -> Budget | None:
         tp = tensor_parallel_size or budget.tensor_parallel_size
         request = EstimateRequest(
@@ -88,7 +99,7 @@ class CatalogLookup:
             gpu_total_gib=budget.total_gib,
             gpus=max(budget.gpus, tp * budget.pipeline_parallel_size),
             dtype=budget.dtype,
-            quantization=None if model else budget.quantization,
+            quantization=quantization or (None if model else budget.quantization),
             kv_cache_dtype=kv_cache_dtype or budget.kv_cache_dtype,
             max_model_len=max_model_len or budget.max_model_len,
             gpu_memory_utilization=gpu_memory_utilization or budget.gpu_memory_utilization,

@@ -164,10 +164,13 @@ def _gpus_present(snapshot: Snapshot | None, evidence: Sequence[str]) -> int | N
 def _flags_exist(proposal: Proposal, pack: FixPack, span: VersionSpan) -> bool:
     """The last guard: a change that sets a flag the version lacks is never offered."""
     edit = edit_of(proposal.change, pack.aliases)
-    if edit is None or edit.set_flag is None:
+    if edit is None:
         return True
-    spec = pack.flag(edit.set_flag)
-    return spec is None or all(spec.exists(v) for v in span)
+    for flag, _ in edit.settings:
+        spec = pack.flag(flag)
+        if spec is not None and not all(spec.exists(v) for v in span):
+            return False
+    return True
 
 
 def _target(proposal: Proposal, recipe: FixRecipe, pack: FixPack) -> str:

@@ -343,6 +343,9 @@ class QuantMethodSpec(Entry, frozen=True):
     expert_hidden_multiple: int | None = None
     marlin_below_compute_capability: str | None = None
     marlin_expert_intermediate_multiple: int | None = None
+    # vLLM runs this method's linear layers through the Marlin kernel (awq_marlin, gptq_marlin,
+    # compressed-tensors wNa16), whose tile sizes bound the tensor-parallel split
+    marlin_linear: bool = False
     aliases: list[str] = msgspec.field(default_factory=list)
     min_compute_capability: str | None = None
     note: str | None = None
@@ -475,6 +478,8 @@ class EngineFacts(Entry, frozen=True):
     pool_tokens_from_concurrency_since: str
     vocab_padding: int
     default_block_size: int
+    marlin_min_thread_n: int
+    marlin_min_thread_k: int
     defaults: list[DefaultsEra]
     overheads: Overheads
 

@@ -9,16 +9,20 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
-from service.budget import budget_from_facts
+from service.budget import budget_from_facts, estimate
 from service.core import classify
+from service.fixes import FixRequest, rank_fixes
 from service.fixes.command import edit_of
 from service.fixes.diagnosis import with_fixes
 from service.fixes.limits import passes_startup
+from service.fixes.lookup import CatalogLookup
 from service.packs import RulePacks, load_packs
 from service.packs.catalog import Catalog, load_catalog
-from service.packs.fixes import FixPack
-from service.schemas import DiagnoseRequest, Diagnosis
+from service.packs.fixes import FixPack, load_fix_recipes
+from service.schemas import Budget, DiagnoseRequest, Diagnosis, EstimateRequest, Facts, Fix, Phase
 from service.versions import parse_span
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -101,6 +105,8 @@ def _diagnose(name: str, packs: RulePacks, catalog: Catalog, pack: FixPack) -> D
     return with_fixes(msgspec.structs.replace(diagnosis, budget=budget), request, pack, catalog)
 
 
+_CATALOG = load_catalog(TESTS.parent / "rules")
+_PACK = load_fix_recipes(TESTS.parent / "rules")
 CASES = sorted(p.stem for p in CORPUS.glob("*.log"))
 
 
@@ -133,4 +139,146 @@ def test_corpus_fixes_address_the_cause_and_agree_with_the_facts(
                 assert int(value) <= facts.estimated_max_model_len, name
             assert facts.max_model_len is None or int(value) < facts.max_model_len, name
     if diagnosis.phase == "weights_oom":
-        assert all("--max-model-len" not in f.change for f in fixes), name
+        # a shorter context never shrinks weights: it appears only beside the TP that holds them
+        assert all(
+            "--max-model-len" not in f.change or f.change.startswith("--tensor-parallel-size") for f in fixes
+        ), name
+
+
+def _rerun(fix: Fix, budget: Budget, lookup: CatalogLookup) -> tuple[Budget | None, int | None] | None:
+    """The budget re-run with the fix's change applied, and the TP it sets; None when it sizes nothing."""
+    edit = edit_of(fix.change)
+    settings = dict(edit.settings) if edit is not None else {}
+    if "--tensor-parallel-size" in settings:
+        tp = int(settings["--tensor-parallel-size"][0])
+        length = settings.get("--max-model-len")
+        rerun = lookup.reestimate(
+            budget, tensor_parallel_size=tp, max_model_len=int(length[0]) if length else None
+        )
+        return rerun, tp
+    if "--quantization" in settings:
+        return lookup.reestimate(budget, quantization=settings["--quantization"][0]), None
+    named = fix.change.removeprefix("serve ").removesuffix(" instead")
+    if fix.change.startswith("serve ") and " " not in named:
+        return lookup.reestimate(budget, model=named), None
+    return None
+
+
+def _budget_contradictions(
+    phase: Phase, budget: Budget | None, fixes: list[Fix], lookup: CatalogLookup
+) -> list[str]:
+    """Fixes whose TP vLLM rejects, or that claim to fit while their re-estimated budget does not."""
+    if budget is None:
+        return []
+    sizes = lookup.tensor_parallel_sizes(budget.model, budget.quantization) or []
+    found: list[str] = []
+    if budget.min_tensor_parallel_size is not None and budget.min_tensor_parallel_size not in sizes:
+        found.append(f"budget: smallest TP {budget.min_tensor_parallel_size} not in {sizes}")
+    for fix in fixes:
+        reran = _rerun(fix, budget, lookup)
+        if reran is None:
+            continue
+        rerun, tp = reran
+        if tp is not None and tp not in sizes:
+            found.append(f"{fix.change}: vLLM rejects TP {tp}")
+        claims_fit = fix.exact and "not enough on its own" not in fix.why
+        sized = phase in ("weights_oom", "kv_cache_capacity")
+        if sized and claims_fit and (rerun is None or not rerun.fits):
+            found.append(f"{fix.change}: the budget re-run at it does not fit")
+    return found
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_no_fix_contradicts_its_budget(
+    name: str, rule_packs: RulePacks, catalog: Catalog, pack: FixPack
+) -> None:
+    diagnosis = _diagnose(name, rule_packs, catalog, pack)
+    contradictions = _budget_contradictions(
+        diagnosis.phase, diagnosis.budget, diagnosis.fixes, CatalogLookup(catalog)
+    )
+    assert contradictions == [], name
+
+
+_SIZING_MODELS = [
+    "Llama-3.1-70B-Instruct",
+    "Llama-3.1-8B-Instruct",
+    "DeepSeek-R1-Distill-Qwen-32B",
+    "Qwen2.5-32B-Instruct",
+    "Qwen2.5-72B-Instruct",
+    "Qwen/Qwen2.5-72B-Instruct-AWQ",
+    "Mixtral-8x22B-Instruct-v0.1",
+    "Phi-3-medium-4k-instruct",
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    model=st.sampled_from(_SIZING_MODELS),
+    gpu=st.sampled_from(["RTX 4090", "A100-80GB", "L4", "H100", "RTX 3060"]),
+    max_model_len=st.sampled_from([4096, 8192, 32768]),
+    gpus_present=st.sampled_from([None, 1, 2, 4, 8]),
+    phase=st.sampled_from(["weights_oom", "kv_cache_capacity"]),
+)
+def test_sizing_fixes_hold_when_their_budget_is_rerun(
+    model: str, gpu: str, max_model_len: int, gpus_present: int | None, phase: Phase
+) -> None:
+    """Beyond the corpus: every model, GPU, length and GPU count a sizing question may name."""
+    lookup = CatalogLookup(_CATALOG)
+    request = EstimateRequest(model=model, gpu=gpu, max_model_len=max_model_len, tensor_parallel_size=1)
+    budget = estimate(request, _CATALOG)
+    assume(not budget.fits)
+    evidence = (
+        [f"ValueError: World size (8) is larger than the number of available GPUs ({gpus_present})."]
+        if gpus_present is not None
+        else []
+    )
+    facts = Facts(model=budget.model, max_model_len=max_model_len, tensor_parallel_size=1)
+    fix_request = FixRequest(
+        phase=phase,
+        facts=facts,
+        budget=budget,
+        engine_version=budget.vllm_version,
+        evidence=evidence,
+        top=10,
+    )
+    fixes = rank_fixes(fix_request, _PACK, catalog=lookup)
+    assert _budget_contradictions(phase, budget, fixes, lookup) == []
+
+
+def test_the_contradiction_check_catches_a_tp_that_does_not_hold_the_length() -> None:
+    """The check is not vacuous: TP 2 for a 70B at 32k, offered as enough, is what it must reject."""
+    lookup = CatalogLookup(_CATALOG)
+    request = EstimateRequest(
+        model="Llama-3.1-70B-Instruct", gpu="A100-80GB", max_model_len=32768, tensor_parallel_size=1
+    )
+    budget = estimate(request, _CATALOG)
+    wrong = Fix(
+        id="raise-tensor-parallel-size",
+        rank=1,
+        title="",
+        change="--tensor-parallel-size 2",
+        why="",
+        tradeoff="",
+    )
+    rejected = Fix(
+        id="fix-tensor-parallel-size",
+        rank=1,
+        title="",
+        change="--tensor-parallel-size 5",
+        why="",
+        tradeoff="",
+    )
+    found = _budget_contradictions("weights_oom", budget, [wrong, rejected], lookup)
+    assert found == [
+        "--tensor-parallel-size 2: the budget re-run at it does not fit",
+        "--tensor-parallel-size 5: vLLM rejects TP 5",
+        "--tensor-parallel-size 5: the budget re-run at it does not fit",
+    ]
+    facts = Facts(model=budget.model, max_model_len=32768, tensor_parallel_size=1)
+    request = FixRequest(phase="weights_oom", facts=facts, budget=budget, engine_version=budget.vllm_version)
+    fixes = rank_fixes(request, _PACK, catalog=lookup)
+    assert (
+        fixes[0].change
+        == f"--tensor-parallel-size {budget.min_tensor_parallel_size}"
+        == ("--tensor-parallel-size 4")
+    )

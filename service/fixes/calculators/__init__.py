@@ -44,6 +44,7 @@ CALCULATORS: dict[str, Calculator] = {
     "raise_max_model_len": requests.raise_max_model_len,
     "shorten_prompt": requests.shorten_prompt,
     "fix_tensor_parallel": config.fix_tensor_parallel,
+    "expose_gpus": config.expose_gpus,
     "match_quantization": config.match_quantization,
     "supported_quantization": config.supported_quantization,
     "non_marlin_kernel": config.non_marlin_kernel,

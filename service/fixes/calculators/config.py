@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from service.fixes.calculators import readings
+from service.fixes.calculators.parallel import accepted_sizes
 from service.fixes.context import FixContext, Proposal
 from service.fixes.limits import (
     divisors,
@@ -45,12 +46,16 @@ def fix_tensor_parallel(ctx: FixContext) -> list[Proposal]:
     if ctx.flag is None:
         return []
     tp = readings.tensor_parallel(ctx)
+    pp, _ = readings.int_flag(ctx, ctx.facts.pipeline_parallel_size, "--pipeline-parallel-size")
     gpus = ctx.gpus_present
-    too_many = gpus is not None and tp > gpus
+    too_many = gpus is not None and tp * (pp or 1) > gpus
     if ctx.phase != "parallelism_config" and not too_many:
         return []
     heads = readings.heads(ctx)
-    limit = min(tp, gpus) if gpus is not None else tp
+    # each pipeline stage needs its own TP group of GPUs
+    limit = min(tp, gpus // (pp or 1)) if gpus is not None else tp
+    if limit < 1:
+        return []
     if heads is None:
         if ctx.phase == "parallelism_config" and (split := _divides_dimension(ctx, tp, gpus)):
             return split
@@ -67,13 +72,19 @@ def fix_tensor_parallel(ctx: FixContext) -> list[Proposal]:
                 likelihood=0.6,
             )
         ]
-    valid = [d for d in divisors(heads) if d <= (gpus if gpus is not None else heads)]
+    found = accepted_sizes(ctx)
+    sizes, rule = found if found is not None else (divisors(heads), "heads")
+    valid = [d for d in sizes if d <= (gpus // (pp or 1) if gpus is not None else heads)]
     below = [d for d in valid if d <= limit]
     if not below or below[-1] == tp:
         return []
     choice = below[-1]
     shown = ", ".join(map(str, valid))
-    why = f"{heads} attention heads divide evenly by {shown}"
+    why = (
+        f"vLLM accepts TP {shown} for this model (heads, KV heads, MLP and vocabulary split evenly)"
+        if rule == "catalog"
+        else f"{heads} attention heads divide evenly by {shown}"
+    )
     why += f" (with {gpus} GPUs present)" if gpus is not None else ""
     why += f"; {tp} does not work."
     likelihood = 0.95 if ctx.phase == "parallelism_config" else 0.3
@@ -246,3 +257,56 @@ def unknown_flags(ctx: FixContext) -> list[Proposal]:
             Proposal(change=change, why=why, source=("command",), likelihood=likelihood, title=title)
         )
     return proposals
+
+
+# vLLM's GPU-shortage errors (rules/signatures/startup.yaml); the same rule also matches the
+# quantized-shape errors, which a count of visible GPUs does not fix
+_SHORTAGE_RULES = frozenset({"vllm-world-size-exceeds-gpus", "vllm-tp-exceeds-gpus-warning"})
+_SHAPE_WORDS = ("min_thread_", "quantized weight shape")
+_WORLD_SIZE = re.compile(r"(?:World size \(|placement group requiring )(\d+)")
+
+
+def _gpu_shortage(ctx: FixContext) -> bool:
+    named = any(f.rule in _SHORTAGE_RULES for f in ctx.findings)
+    shape = any(word in line for line in ctx.lines for word in _SHAPE_WORDS)
+    return named and not shape
+
+
+def _gpus_needed(ctx: FixContext) -> int | None:
+    for line in ctx.lines:
+        if match := _WORLD_SIZE.search(line):
+            return int(match.group(1))
+    if ctx.facts.tensor_parallel_size is None and ctx.command is None:
+        return None
+    pp, _ = readings.int_flag(ctx, ctx.facts.pipeline_parallel_size, "--pipeline-parallel-size")
+    return readings.tensor_parallel(ctx) * (pp or readings.pipeline_parallel(ctx))
+
+
+def expose_gpus(ctx: FixContext) -> list[Proposal]:
+    """More GPUs asked for than vLLM (or Ray) can see: make the missing ones visible to it."""
+    if ctx.phase != "parallelism_config" or not _gpu_shortage(ctx):
+        return []
+    needed = _gpus_needed(ctx)
+    count = f"all {needed} GPUs" if needed is not None else "every GPU TP × PP needs"
+    visible = ctx.command.env_value("CUDA_VISIBLE_DEVICES") if ctx.command is not None else None
+    why = "vLLM places one worker per GPU of TP × PP and found fewer GPUs than that."
+    if visible is not None:
+        listed = len([d for d in visible.split(",") if d.strip()])
+        why += f" CUDA_VISIBLE_DEVICES={visible} shows it {listed}."
+    if ctx.gpus_present is not None:
+        why += f" {ctx.gpus_present} are visible now."
+    change = (
+        f"make {count} visible to vLLM: list them in CUDA_VISIBLE_DEVICES, give Ray that many "
+        f"(`ray status`; `ray start --num-gpus N` on each node), and pass them into the container "
+        f"(`docker run --gpus all`, or the pod's `nvidia.com/gpu` limit)"
+    )
+    return [
+        Proposal(
+            change=change,
+            why=why,
+            source=("log",),
+            exact=needed is not None,
+            needs=() if needed is not None else ("tensor_parallel_size",),
+            likelihood=0.8,
+        )
+    ]

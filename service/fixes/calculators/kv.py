@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from service.fixes.calculators import readings
+from service.fixes.calculators.parallel import accepted_sizes, plan_tensor_parallel
 from service.fixes.calculators.readings import gib, tokens
+from service.fixes.calculators.weights import tensor_parallel_proposal
 from service.fixes.context import FixContext, Proposal
 from service.fixes.limits import (
     STARTUP_MARGIN_GIB,
-    divisors,
     max_passing_utilization,
     round_up,
 )
@@ -258,37 +259,48 @@ def _rerun_fit(
 
 
 def kv_tensor_parallel(ctx: FixContext) -> list[Proposal]:
-    """The next tensor-parallel size that divides the heads: each GPU then holds a share of the KV cache."""
-    heads = readings.heads(ctx)
-    if heads is None or ctx.flag is None:
+    """The next accepted tensor-parallel size: each GPU then holds a share of the KV cache.
+
+    For a cache too small for one request the size is re-estimated: the smallest that holds the
+    configured length, or the GPUs present with the length their re-run holds.
+    """
+    if ctx.flag is None:
         return []
     current = readings.tensor_parallel(ctx)
+    plan = plan_tensor_parallel(ctx, current) if ctx.phase == "kv_cache_capacity" else None
+    if plan is not None and plan.rerun is not None:
+        lead = "Each GPU then holds a share of the weights and of the KV heads."
+        return [tensor_parallel_proposal(ctx, plan, lead)]
+    found = accepted_sizes(ctx)
+    if found is None:
+        return []
+    sizes, rule = found
     limit = ctx.gpus_present
-    larger = [d for d in divisors(heads) if d > current and (limit is None or d <= limit)]
+    larger = [d for d in sizes if d > current and (limit is None or d <= limit)]
     if not larger:
         return []
     tp = larger[0]
+    heads = readings.heads(ctx)
+    accepted = (
+        f"{tp} divides the {heads} attention heads"
+        if rule != "catalog" and heads
+        else (f"vLLM accepts TP {tp} for this model")
+    )
     why = (
         f"With {tp} GPUs each holds 1/{tp} of the weights and of the KV heads, so more memory per GPU "
-        f"is left for the KV cache; {tp} divides the {heads} attention heads."
+        f"is left for the KV cache; {accepted}."
     )
     likelihood = 0.8 if limit is not None else 0.5
     if limit is None:
         why += f" This needs {tp} GPUs."
-    sources = ctx.sources_of("num_attention_heads")
+    sources = (rule,) if rule == "catalog" else ctx.sources_of("num_attention_heads")
     if ctx.phase == "kv_cache_capacity" and (rerun := _rerun_fit(ctx, tensor_parallel_size=tp)) is not None:
         fit, configured = rerun
-        why += f" The budget re-run holds one request of up to {tokens(fit)} tokens."
+        why += f" The budget re-run holds one request of up to {tokens(fit)} tokens"
+        why += "." if fit >= configured else f", fewer than {tokens(configured)}: not enough on its own."
         likelihood *= 1.0 if fit >= configured else 0.5
         sources += ("budget",)
-    return [
-        Proposal(
-            change=f"{ctx.flag} {tp}",
-            why=why,
-            source=sources,
-            likelihood=likelihood,
-        )
-    ]
+    return [Proposal(change=f"{ctx.flag} {tp}", why=why, source=sources, likelihood=likelihood)]
 
 
 def kv_bytes_given(ctx: FixContext) -> bool:

@@ -8,11 +8,10 @@ from __future__ import annotations
 import math
 
 from service.fixes.calculators import readings
-from service.fixes.calculators.readings import gib
+from service.fixes.calculators.parallel import TensorParallelPlan, accepted_sizes, plan_tensor_parallel
+from service.fixes.calculators.readings import gib, tokens
 from service.fixes.context import Catalog, FixContext, Proposal
-from service.fixes.limits import (
-    divisors,
-)
+from service.schemas import Budget
 
 
 def quantize_weights(ctx: FixContext) -> list[Proposal]:
@@ -45,7 +44,12 @@ def quantize_weights(ctx: FixContext) -> list[Proposal]:
     split = readings.tensor_parallel(ctx) * readings.pipeline_parallel(ctx)
     why = "fp8 stores each weight in one byte instead of two, so the weights take about half the memory."
     likelihood = 0.9
-    if weights is not None:
+    rerun = ctx.catalog.reestimate(ctx.budget, quantization="fp8") if ctx.catalog and ctx.budget else None
+    if rerun is not None:
+        why += " " + _rerun_verdict(rerun, "with fp8 weights")
+        likelihood = 0.9 if rerun.fits else 0.3
+        source = "budget"
+    elif weights is not None:
         after = weights / 2 / split
         total, _ = readings.total_gib(ctx)
         why += f" About {gib(weights / split)} per GPU becomes about {gib(after)}."
@@ -62,6 +66,19 @@ def quantize_weights(ctx: FixContext) -> list[Proposal]:
     ]
 
 
+def _rerun_verdict(rerun: Budget, change: str) -> str:
+    """What the budget re-run with a smaller-weights change says: fits, or why it is not enough."""
+    said = f"The budget re-run {change} puts {gib(rerun.weights_gib)} of weights on each GPU"
+    if rerun.fits:
+        return f"{said} and holds one request of {tokens(rerun.max_model_len)} tokens."
+    if rerun.max_model_len_fit > 0:
+        return (
+            f"{said} but holds one request of at most {tokens(rerun.max_model_len_fit)} tokens, fewer "
+            f"than {tokens(rerun.max_model_len)}: not enough on its own."
+        )
+    return f"{said}, still too much for this GPU at this parallelism: not enough on its own."
+
+
 _FOUR_BIT = ("awq", "gptq", "awq_marlin", "gptq_marlin", "compressed-tensors")
 
 
@@ -74,12 +91,8 @@ def _named_checkpoint(ctx: FixContext, catalog: Catalog, model: str) -> list[Pro
     why = f"{checkpoint} is {model} quantized with {method}; context length would not help here."
     likelihood, source = 0.85, "catalog"
     if ctx.budget is not None and (rerun := catalog.reestimate(ctx.budget, model=checkpoint)) is not None:
-        why += f" The budget re-run puts its weights at {gib(rerun.weights_gib)} per GPU"
-        if rerun.available_kv_gib > 0:
-            why += f", leaving {gib(rerun.available_kv_gib)} for the KV cache."
-        else:
-            why += ", still too much for this GPU at this parallelism."
-            likelihood = 0.2
+        why += " " + _rerun_verdict(rerun, "with it")
+        likelihood = 0.85 if rerun.fits else 0.2
         source = "budget"
     return [Proposal(change=f"serve {checkpoint} instead", why=why, source=(source,), likelihood=likelihood)]
 
@@ -116,56 +129,80 @@ def _fits_weights(ctx: FixContext, weights: float, tp: int, usable_gib: float) -
     return weights / (tp * readings.pipeline_parallel(ctx)) + readings.per_gpu_reserve(ctx) <= usable_gib
 
 
-def _holds_weights_per_budget(ctx: FixContext, sizes: list[int]) -> tuple[int, float, float] | None:
-    """The first size at which the budget, re-run, leaves room for a KV cache: (tp, weights, kv GiB)."""
-    if ctx.catalog is None or ctx.budget is None:
-        return None
-    for tp in sizes:
-        rerun = ctx.catalog.reestimate(ctx.budget, tensor_parallel_size=tp)
-        if rerun is not None and rerun.available_kv_gib > 0:
-            return tp, rerun.weights_gib, rerun.available_kv_gib
-    return None
+def _max_len_flag(ctx: FixContext) -> str:
+    spelled = ctx.pack.spelling(["--max-model-len"], ctx.span) if ctx.pack is not None else None
+    return spelled or "--max-model-len"
+
+
+def tensor_parallel_proposal(ctx: FixContext, plan: TensorParallelPlan, lead: str) -> Proposal:
+    """The proposal for a re-estimated TP plan: alone when it holds the request, else the combination."""
+    assert ctx.flag is not None and plan.rerun is not None
+    rerun, tp = plan.rerun, plan.tp
+    configured = ctx.budget.max_model_len if ctx.budget is not None else rerun.max_model_len
+    sizes = accepted_sizes(ctx)
+    accepted = f" vLLM accepts TP {', '.join(map(str, sizes[0]))} for this model." if sizes else ""
+    likelihood = 0.9
+    if plan.max_model_len is None:
+        change = f"{ctx.flag} {tp}"
+        why = (
+            f"{lead} The budget re-run at TP {tp} puts {gib(rerun.weights_gib)} of weights on each GPU and "
+            f"holds one request of {tokens(configured)} tokens ({gib(rerun.available_kv_gib)} per GPU "
+            f"for the KV cache).{accepted}"
+        )
+    else:
+        flag = _max_len_flag(ctx)
+        change = f"{ctx.flag} {tp} {flag} {plan.max_model_len}"
+        why = (
+            f"{lead} TP {tp} alone is not enough: the budget re-run at TP {tp} holds one request of at "
+            f"most {tokens(rerun.max_model_len_fit)} tokens, fewer than {tokens(configured)}; with "
+            f"{flag} {plan.max_model_len} it fits ({gib(rerun.available_kv_gib)} per GPU for the KV "
+            f"cache).{accepted}"
+        )
+        if plan.holding_tp is not None:
+            why += f" TP {plan.holding_tp} holds all {tokens(configured)} tokens on {plan.holding_tp} GPUs."
+        likelihood = 0.8
+    if ctx.gpus_present is not None and tp > ctx.gpus_present:
+        why += f" This needs {tp} GPUs and {ctx.gpus_present} are present."
+        likelihood = 0.3
+    return Proposal(change=change, why=why, source=("budget",), likelihood=likelihood)
 
 
 def weights_tensor_parallel(ctx: FixContext) -> list[Proposal]:
-    """The smallest tensor-parallel size that holds the weights and divides the attention heads."""
-    heads = readings.heads(ctx)
+    """The smallest accepted tensor-parallel size that holds the weights, re-estimated when possible."""
     weights, source = readings.weights_total(ctx)
     total, _ = readings.total_gib(ctx)
-    if heads is None or weights is None or total is None or ctx.flag is None:
+    if weights is None or total is None or ctx.flag is None:
         return []
-    utilization, _ = readings.utilization(ctx)
     current = readings.tensor_parallel(ctx)
+    plan = plan_tensor_parallel(ctx, current)
+    if plan is not None and plan.rerun is not None:
+        lead = f"The weights take {gib(weights)} in all."
+        return [tensor_parallel_proposal(ctx, plan, lead)]
+    found = accepted_sizes(ctx)
+    if found is None or (ctx.budget is not None and ctx.catalog is not None):
+        return []  # the budget found no accepted size that fits: more GPUs of this kind do not help
+    sizes, rule = found
+    utilization, _ = readings.utilization(ctx)
     usable = utilization * total
-    candidates = [d for d in divisors(heads) if d > current and _fits_weights(ctx, weights, d, usable)]
-    if ctx.budget is not None and ctx.budget.min_tensor_parallel_size is not None:
-        candidates = [d for d in candidates if d >= ctx.budget.min_tensor_parallel_size]
-    checked = _holds_weights_per_budget(ctx, [d for d in divisors(heads) if d > current])
-    if checked is not None:
-        candidates = [checked[0]]
+    candidates = [d for d in sizes if d > current and _fits_weights(ctx, weights, d, usable)]
     if not candidates:
         return []
     tp = candidates[0]
-    per_gpu = checked[1] if checked is not None else weights / (tp * readings.pipeline_parallel(ctx))
+    per_gpu = weights / (tp * readings.pipeline_parallel(ctx))
     why = (
         f"The weights ({gib(weights)} in all) split over {tp} GPUs are {gib(per_gpu)} each, within the "
-        f"{gib(usable)} each GPU may use; {tp} divides the {heads} attention heads."
+        f"{gib(usable)} each GPU may use; "
     )
-    if checked is not None:
-        why += f" The budget re-run at {tp} GPUs leaves {gib(checked[2])} per GPU for the KV cache."
-        source = "budget"
+    heads = readings.heads(ctx)
+    if rule == "catalog" or heads is None:
+        why += f"vLLM accepts TP {tp} for this model."
+    else:
+        why += f"{tp} divides the {heads} attention heads."
     likelihood = 0.9
     if ctx.gpus_present is not None and tp > ctx.gpus_present:
         why += f" This needs {tp} GPUs and {ctx.gpus_present} are present."
         likelihood = 0.3
-    return [
-        Proposal(
-            change=f"{ctx.flag} {tp}",
-            why=why,
-            source=(source, *ctx.sources_of("num_attention_heads")),
-            likelihood=likelihood,
-        )
-    ]
+    return [Proposal(change=f"{ctx.flag} {tp}", why=why, source=(source, rule), likelihood=likelihood)]
 
 
 def larger_gpu(ctx: FixContext) -> list[Proposal]:
