@@ -65,12 +65,12 @@ def test_kv_capacity_on_two_4090s_never_names_a_size_vllm_rejects(
             assert tp is None or int(tp[0]) in (1, 2, 4, 8), fix.change
 
 
-def test_a_combined_change_sets_each_flag() -> None:
-    edit = edit_of("--tensor-parallel-size 2 --max-model-len 18624")
+def test_a_combined_change_sets_each_flag(pack: FixPack) -> None:
+    edit = edit_of("--tensor-parallel-size 2 --max-model-len 18624", pack.aliases)
     assert edit is not None
     assert edit.settings == (("--tensor-parallel-size", ("2",)), ("--max-model-len", ("18624",)))
     command = "vllm serve m -tp 1 --max-model-len 32768"
-    assert corrected_command(command, "--tensor-parallel-size 2 --max-model-len 18624") == (
+    assert corrected_command(command, "--tensor-parallel-size 2 --max-model-len 18624", pack.aliases) == (
         "vllm serve m --tensor-parallel-size 2 --max-model-len 18624"
     )
 
