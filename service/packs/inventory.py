@@ -21,7 +21,7 @@ import msgspec
 import msgspec.yaml
 import yaml
 
-from service.packs.loader import PackError
+from service.errors import PackError
 from service.packs.signatures import CompiledRule, Spec
 
 __all__ = [
