@@ -25,7 +25,6 @@ from service.schemas import Phase
 
 __all__ = [
     "FRAME_STAGES",
-    "FrameEntry",
     "FrameRow",
     "FrameTable",
     "FrameTableFile",
@@ -44,6 +43,13 @@ class FrameRow(msgspec.Struct, frozen=True, array_like=True, forbid_unknown_fiel
     phase: Phase | None
     versions: list[list[str]]
 
+    def covers(self, version: tuple[int, int, int] | None) -> bool:
+        """Whether the row holds for `version` (any release when it is unknown); parsed here, not at
+        load, so loading the table is one decode and one pass that only groups rows."""
+        if version is None:
+            return True
+        return any(parse_version(low) <= version <= parse_version(high) for low, high in self.versions)
+
     def __post_init__(self) -> None:
         if self.file.startswith("/") or not self.file.endswith(".py"):
             raise ValueError(f"file {self.file!r} must be a path inside vllm/ ending in .py")
@@ -59,32 +65,15 @@ class FrameTableFile(Spec, frozen=True, kw_only=True):
 
 
 @dataclass(frozen=True, slots=True)
-class FrameEntry:
-    """One row, its release runs as comparable tuples."""
-
-    stage: FrameStage
-    phase: Phase | None
-    runs: tuple[tuple[tuple[int, int, int], tuple[int, int, int]], ...]
-
-    def covers(self, version: tuple[int, int, int] | None) -> bool:
-        return version is None or any(low <= version <= high for low, high in self.runs)
-
-
-@dataclass(frozen=True, slots=True)
 class FrameTable:
     """(file after `vllm/`, function name) -> the rows for it."""
 
-    by_file: dict[tuple[str, str], tuple[FrameEntry, ...]]
+    by_file: dict[tuple[str, str], tuple[FrameRow, ...]]
     rows: int
 
 
 def empty_frames() -> FrameTable:
     return FrameTable(by_file={}, rows=0)
-
-
-def _entry(row: FrameRow) -> FrameEntry:
-    runs = tuple((parse_version(a), parse_version(b)) for a, b in row.versions)
-    return FrameEntry(stage=row.stage, phase=row.phase, runs=runs)
 
 
 def _decode(path: Path, root: Path) -> FrameTableFile:
@@ -99,13 +88,13 @@ def load_frames(root: Path) -> FrameTable:
     """Every table under `root/frames`; an absent folder is an empty table (a rules folder without
     generated data still diagnoses)."""
     folder = root / "frames"
-    by_file: dict[tuple[str, str], list[FrameEntry]] = {}
+    by_file: dict[tuple[str, str], list[FrameRow]] = {}
     rows = 0
     if folder.is_dir():
         for path in sorted(folder.glob("*.json")):
             table = _decode(path, root)
             for row in table.frames:
-                by_file.setdefault((row.file, row.function), []).append(_entry(row))
+                by_file.setdefault((row.file, row.function), []).append(row)
                 rows += 1
     elif folder.exists():
         raise PackError(str(folder), "is not a folder of frame tables")
