@@ -35,7 +35,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
@@ -391,7 +390,8 @@ def build(cache: Path) -> dict[str, object]:
             key = (file.removeprefix("vllm/"), qualname.rsplit(".", 1)[-1], next(iter(stages)), phase)
             rows.setdefault(key, []).append(version)
     frames = []
-    for (file, function, stage, phase), versions in sorted(rows.items(), key=lambda kv: (*kv[0][:3], kv[0][3] or "")):
+    ordered = sorted(rows.items(), key=lambda kv: (*kv[0][:3], kv[0][3] or ""))
+    for (file, function, stage, phase), versions in ordered:
         frames.append([file, function, stage, phase, _ranges(versions, order)])
     return {
         "source": "vLLM wheels (tools/vllm_sources.py), call graph by tools/vllm_callgraph.py",

@@ -82,20 +82,25 @@ SUBJECTS: dict[str, str] = {
 # A subject is not enough: a relevant template also states a memory failure or figure, or a limit a
 # person set that the engine cannot meet. These signals (data) say which wordings do.
 SIGNALS: dict[str, str] = {
-    "memory failure": r"(?i)out of memory|\bOOM\b|not enough (?:GPU |device |KV cache |cache )?(?:memory|space|blocks)"
+    "memory failure": r"(?i)out of memory|\bOOM\b"
+    r"|not enough (?:GPU |device |KV cache |cache )?(?:memory|space|blocks)"
     r"|insufficient (?:GPU |device )?memory|No available memory|memory profiling|free memory|"
     r"larger than the available|exceeds? (?:the )?(?:available|capacity)",
-    "memory figure": r"(?i)\b(?:GiB|GB|MiB)\b|# ?(?:GPU|CPU) blocks|num_gpu_blocks|KV cache size|Maximum concurrency"
+    "memory figure": r"(?i)\b(?:GiB|GB|MiB)\b|# ?(?:GPU|CPU) blocks|num_gpu_blocks|KV cache size"
+    r"|Maximum concurrency"
     r"|gpu_memory_utilization",
     "length limit": r"(?i)(?:max_model_len|max seq len|model length|max_num_batched_tokens|context length)"
     r".{0,80}(?:greater|larger|smaller|exceed|longer|less than|must be|cannot|too)"
-    r"|(?:greater|larger|longer|exceeds?|too long).{0,80}(?:max_model_len|model length|context length|maximum)",
+    r"|(?:greater|larger|longer|exceeds?|too long).{0,80}"
+    r"(?:max_model_len|model length|context length|maximum)",
     "preemption": r"(?i)preempt|swap space",
     "parallel split": r"(?i)(?:divisible|divide|evenly).{0,80}(?:parallel|world|GPUs|tp_size|tp size|TP size)"
     r"|(?:parallel|GPUs).{0,80}(?:divisible|evenly)|(?:more|enough) GPUs|number of (?:available )?GPUs",
-    "hardware support": r"(?i)compute capability|(?:not|isn't|un)\s?supported (?:on|by|for) (?:the current |this |your )?"
+    "hardware support": r"(?i)compute capability"
+    r"|(?:not|isn't|un)\s?supported (?:on|by|for) (?:the current |this |your )?"
     r"(?:GPU|device|hardware|platform)|Minimum capability|Bfloat16 is only supported|requires? (?:a )?GPU",
-    "quantization method": r"(?i)quantization (?:method|scheme|config).{0,80}(?:not|unsupported|must|cannot|does)"
+    "quantization method": r"(?i)quantization (?:method|scheme|config)"
+    r".{0,80}(?:not|unsupported|must|cannot|does)"
     r"|(?:not|un)supported.{0,60}quantization",
     "graph capture": r"(?i)(?:CUDA ?graph|cudagraph).{0,80}(?:memory|GiB|capture)",
 }
@@ -514,7 +519,8 @@ def classify(entry: Entry) -> tuple[list[str], str | None]:
     if not subjects:
         return (
             [],
-            "names no subject (memory, KV cache, length, parallelism, quantization, dtype, preemption, profiling)",
+            "names no subject (memory, KV cache, length, parallelism, quantization, dtype, preemption,"
+            " profiling)",
         )
     folder = NOT_ENGINE_PATH.match(entry.file)
     if folder:
