@@ -20,8 +20,9 @@ from typing import Literal
 import msgspec
 
 from service.errors import PackError
-from service.packs.signatures import Spec, parse_version
+from service.packs.signatures import Spec
 from service.schemas import Phase
+from service.versions import release
 
 __all__ = [
     "FRAME_STAGES",
@@ -48,7 +49,7 @@ class FrameRow(msgspec.Struct, frozen=True, array_like=True, forbid_unknown_fiel
         load, so loading the table is one decode and one pass that only groups rows."""
         if version is None:
             return True
-        return any(parse_version(low) <= version <= parse_version(high) for low, high in self.versions)
+        return any(release(low) <= version <= release(high) for low, high in self.versions)
 
     def __post_init__(self) -> None:
         if self.file.startswith("/") or not self.file.endswith(".py"):
