@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from service.core import classify  # noqa: E402
-from service.packs import RulePacks, load_packs  # noqa: E402
+from service.packs import RulePacks, default_rules_dir, load_packs  # noqa: E402
 from service.schemas import DiagnoseRequest  # noqa: E402
 
 HEALTHY_LINES = (
@@ -230,7 +230,43 @@ def main() -> int:
         samples.append(time.perf_counter() - start)
     lines = request.log.count("\n") + 1
     print(f"{lines}-line excerpt: median {statistics.median(samples) * 1000:.2f} ms (target < 2 ms)")
+    generated_data_cost(request)
     return 0
+
+
+def _rounds(action: object, repeat: int) -> list[float]:
+    """Per-call seconds of `action`, min/median/max material: 3 rounds of `repeat` calls."""
+    out = []
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(repeat):
+            action()  # type: ignore[operator]
+        out.append((time.perf_counter() - start) / repeat)
+    return sorted(out)
+
+
+def generated_data_cost(request: DiagnoseRequest) -> None:
+    """What the generated frame table (rules/frames/) and inventory (rules/inventory/) cost: the
+    same excerpt and the same pack load with and without them, measured in this run."""
+    root = default_rules_dir()
+    with tempfile.TemporaryDirectory() as folder:
+        bare = Path(folder) / "rules"
+        shutil.copytree(root, bare, ignore=shutil.ignore_patterns("frames", "inventory"))
+        variants = {"without generated data": bare, "with generated data": root}
+        loads = {name: _rounds(lambda r=path: load_packs(r), 3) for name, path in variants.items()}
+        packs = {name: load_packs(path) for name, path in variants.items()}
+        runs = {name: _rounds(lambda p=p: classify(request, p), 200) for name, p in packs.items()}
+    for name in variants:
+        load, run = loads[name], runs[name]
+        print(
+            f"{name:24}: classify min/median/max "
+            f"{run[0] * 1000:.3f}/{run[1] * 1000:.3f}/{run[2] * 1000:.3f} ms; "
+            f"load_packs {load[0] * 1000:.0f}/{load[1] * 1000:.0f}/{load[2] * 1000:.0f} ms"
+        )
+    before, after = runs["without generated data"][1], runs["with generated data"][1]
+    load_before, load_after = loads["without generated data"][1], loads["with generated data"][1]
+    ratio_load = load_after / load_before
+    print(f"ratio with/without (medians): classify {after / before:.2f}, load_packs {ratio_load:.2f}")
 
 
 if __name__ == "__main__":

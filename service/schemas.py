@@ -100,6 +100,11 @@ class Facts(Wire, frozen=True, omit_defaults=True):
     torch_reserved_unallocated_gib: float | None = None
     other_processes: list[OtherProcess] | None = None
     model_weights_gib: float | None = None
+    # V1's memory profile line (0.10+): what start-up used besides weights and KV cache
+    peak_activation_gib: float | None = None
+    non_torch_gib: float | None = None
+    cuda_graph_gib: float | None = None
+    weights_non_torch_gib: float | None = None  # 0.33 prints weights and non-torch memory as one sum
     available_kv_cache_gib: float | None = None
     kv_cache_tokens: int | None = None
     num_gpu_blocks: int | None = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from service.diagnosis.frames import OOM_PHASE, cut_traceback, deepest_frame
 from service.diagnosis.normalize import Document, Line
 from service.diagnosis.scan import Hit, present, scan_lines
 from service.packs import SignatureIndex
@@ -166,6 +167,9 @@ def place_oom(ctx: Context, oom: Hit, hint: HintFn) -> Placement:
     stage = _frame_stage(frames, line.source)
     if stage is not None:
         return Placement(_STAGE_PHASE[stage], 0.9, "traceback frames", line.number)
+    known = deepest_frame(ctx.doc, ctx.signatures.frames, start, line.number, source=line.source)
+    if known is not None and known.stage in OOM_PHASE:
+        return Placement(OOM_PHASE[known.stage], 0.85, f"traceback frame {known.function}", known.line)
     marker = ctx.last_marker(line.number)
     if marker is not None:
         stage_name = marker.compiled.rule.stage or "loading"
@@ -238,6 +242,15 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
         decisive = [c[6] for c in candidates if c[3] == phase and c[0] == best[0]]
         return Verdict(phase, confidence, root, basis, decisive, first_exception, phases)
     errors = [h for h in hits if h.compiled.rule.kind == "exception" and h.line.number not in wrapped]
+    cut = cut_traceback(ctx.doc)
+    known = (
+        deepest_frame(ctx.doc, ctx.signatures.frames, cut[0], cut[1], source=cut[2], with_phase=True)
+        if cut
+        else None
+    )
+    if known is not None and known.phase is not None:  # the paste stops inside a function of one phase
+        basis = f"a traceback cut inside {known.function}, which only raises {known.phase} errors"
+        return Verdict(known.phase, 0.7, None, basis, [], first_exception)
     if errors:
         root = errors[0]
         return Verdict("not_memory", 0.6, root, "an error that is not about GPU memory", [root], root)

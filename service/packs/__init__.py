@@ -18,6 +18,7 @@ import re2
 from service.errors import PackError
 from service.packs.catalog import Catalog, load_catalog
 from service.packs.fixes import FixPack, load_fix_recipes
+from service.packs.frames import FrameTable, empty_frames, load_frames
 from service.packs.signatures import OPTIONS, CompiledRule, compile_pack, pack_files
 
 __all__ = [
@@ -57,6 +58,7 @@ class SignatureIndex:
     packs: tuple[str, ...]
     eager: PatternIndex
     lazy: PatternIndex
+    frames: FrameTable = field(default_factory=empty_frames)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +102,7 @@ def _pattern_index(rules: tuple[CompiledRule, ...]) -> PatternIndex:
     return PatternIndex(rules=rules, prefilter=prefilter, pattern_set=pattern_set, pattern_owner=tuple(owner))
 
 
-def _index(rules: list[CompiledRule], packs: list[str]) -> SignatureIndex:
+def _index(rules: list[CompiledRule], packs: list[str], frames: FrameTable) -> SignatureIndex:
     active = tuple(r for r in rules if r.rule.status != "retired")
     return SignatureIndex(
         rules=active,
@@ -108,11 +110,13 @@ def _index(rules: list[CompiledRule], packs: list[str]) -> SignatureIndex:
         packs=tuple(packs),
         eager=_pattern_index(tuple(r for r in active if r.rule.kind not in LAZY_KINDS)),
         lazy=_pattern_index(tuple(r for r in active if r.rule.kind in LAZY_KINDS)),
+        frames=frames,
     )
 
 
 def load_signatures(root: Path) -> SignatureIndex:
-    """Compile every pack under `root/signatures`; rule ids are unique across packs."""
+    """Compile every pack under `root/signatures` (rule ids are unique across packs), with the
+    frame -> stage table under `root/frames` that places traceback frames."""
     folder = root / "signatures"
     if not folder.is_dir():
         raise PackError(str(folder), "is not a folder of signature packs (set VRAMDOC_RULES_DIR)")
@@ -135,7 +139,7 @@ def load_signatures(root: Path) -> SignatureIndex:
             packs.append(compiled[0].pack)
     if not rules:
         raise PackError(folder.as_posix(), "holds no signature rules")
-    return _index(rules, packs)
+    return _index(rules, packs, load_frames(root))
 
 
 def load_packs(rules_dir: Path | None = None) -> RulePacks:
@@ -148,7 +152,7 @@ def load_packs(rules_dir: Path | None = None) -> RulePacks:
     fixes = load_fix_recipes(root, catalog.engine)
     return RulePacks(
         signatures=signatures,
-        digest=_digest(root, pack_files(root)),
+        digest=_digest(root, pack_files(root, (".yaml", ".yml", ".json"))),
         root=root,
         catalog=catalog,
         fixes=fixes,

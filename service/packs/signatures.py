@@ -331,7 +331,7 @@ def other_process(pid: str, used: str, unit: str | None) -> OtherProcess | None:
     return OtherProcess(pid=int(pid), used_gib=used_gib)
 
 
-def pack_files(root: Path) -> list[Path]:
-    """All YAML files under `root`, sorted by relative path (the digest and load order)."""
-    found = (p for p in root.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+def pack_files(root: Path, suffixes: tuple[str, ...] = (".yaml", ".yml")) -> list[Path]:
+    """Files under `root` with these suffixes, sorted by relative path (the digest and load order)."""
+    found = (p for p in root.rglob("*") if p.suffix in suffixes and p.is_file())
     return sorted(found, key=lambda p: p.relative_to(root).as_posix())

@@ -1,0 +1,112 @@
+"""Placing traceback frames by vLLM's call graph (`rules/frames/`, see tools/vllm_callgraph.py).
+
+A frame line `File ".../vllm/v1/worker/gpu_model_runner.py", line 2301, in profile_run` is looked up
+by its path after `vllm/` and its function. The deepest frame the table knows decides: tracebacks
+list the outermost call first, and the innermost known function is the closest to where it failed.
+Pure lookups over the loaded table; the interpreter (and an evidence model) call them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from service.diagnosis.normalize import Document
+from service.packs.frames import FrameTable
+from service.schemas import Phase
+
+__all__ = ["OOM_PHASE", "FramePlace", "cut_traceback", "deepest_frame", "frame_place"]
+
+# The phase of an out-of-memory error raised in each stage (DESIGN §3.1): allocating the KV cache
+# comes after profiling, before serving, like warm-up. An OOM in argument checks has no phase.
+OOM_PHASE: dict[str, Phase] = {
+    "loading": "weights_oom",
+    "profiling": "warmup_oom",
+    "warmup": "warmup_oom",
+    "kv_cache": "warmup_oom",
+    "serving": "runtime_oom",
+}
+_FRAME = re.compile(r'File "(?P<path>[^"\n]{1,600})", line \d+, in (?P<function>[\w<>]{1,200})')
+_EXCEPTION = re.compile(r"^(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\b")
+TRACEBACK = "Traceback (most recent call last)"
+
+
+@dataclass(frozen=True, slots=True)
+class FramePlace:
+    """A frame the table knows: its line, where it is in vLLM, and the stage (and phase) it implies."""
+
+    line: int
+    file: str
+    function: str
+    stage: str
+    phase: Phase | None
+
+
+def frame_place(
+    table: FrameTable, text: str, number: int = 0, version: tuple[int, int, int] | None = None
+) -> FramePlace | None:
+    """The place of one frame line, or None when it is not a vLLM frame only one stage reaches."""
+    match = _FRAME.search(text)
+    if match is None:
+        return None
+    path = match.group("path").replace("\\", "/")
+    cut = path.rfind("/vllm/")
+    if cut < 0:
+        return None
+    file, function = path[cut + len("/vllm/") :], match.group("function")
+    entries = [e for e in table.by_file.get((file, function), ()) if e.covers(version)]
+    stages = {e.stage for e in entries}
+    if len(stages) != 1:
+        return None
+    phases = {e.phase for e in entries}
+    phase = next(iter(phases)) if len(phases) == 1 else None
+    return FramePlace(line=number, file=file, function=function, stage=stages.pop(), phase=phase)
+
+
+def deepest_frame(
+    doc: Document,
+    table: FrameTable,
+    first: int,
+    last: int,
+    *,
+    source: str | None = None,
+    version: tuple[int, int, int] | None = None,
+    with_phase: bool = False,
+) -> FramePlace | None:
+    """The innermost known frame on lines first..last (of process `source` when given)."""
+    if not table.by_file:
+        return None
+    for number in range(min(last, len(doc.lines)), max(1, first) - 1, -1):
+        line = doc.line(number)
+        if source is not None and line.source != source:
+            continue
+        if "File " not in line.text:
+            continue
+        place = frame_place(table, line.text, number, version)
+        if place is not None and (place.phase is not None or not with_phase):
+            return place
+    return None
+
+
+def cut_traceback(doc: Document) -> tuple[int, int, str] | None:
+    """(header line, last line, process) of a traceback the paste cut before its exception line."""
+    total = len(doc.lines)
+    header = next((n for n in range(total, 0, -1) if TRACEBACK in doc.line(n).text), None)
+    if header is None:
+        return None
+    source = doc.line(header).source
+    printed = [
+        n
+        for n in range(header + 1, total + 1)
+        if doc.line(n).source == source and doc.line(n).text.strip(" \t^~")
+    ]
+    if not printed:
+        return None
+    last = printed[-1]
+    tail = doc.line(last).text.strip()
+    if _EXCEPTION.match(tail):
+        return None
+    before = doc.line(printed[-2]).text if len(printed) > 1 else ""
+    if _FRAME.search(tail) or (_FRAME.search(before) and not tail.endswith(":")):
+        return header, last, source
+    return None

@@ -1,0 +1,105 @@
+"""Traceback frames placed by vLLM's call graph (rules/frames/, tools/vllm_callgraph.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.diagnosis import classify_text
+from service.diagnosis.frames import cut_traceback, deepest_frame, frame_place
+from service.diagnosis.normalize import Document
+from service.packs import RulePacks, load_packs
+
+SITE = "/usr/local/lib/python3.12/dist-packages/vllm"
+PREFIX = "(EngineCore_DP0 pid=812) "
+
+
+@pytest.fixture(scope="module")
+def packs() -> RulePacks:
+    return load_packs()
+
+
+def _traceback(*frames: tuple[str, str, str], tail: str | None = None) -> str:
+    lines = [f"{PREFIX}Traceback (most recent call last):"]
+    for number, (file, function, code) in enumerate(frames, start=1):
+        lines.append(f'{PREFIX}  File "{SITE}/{file}", line {100 + number}, in {function}')
+        lines.append(f"{PREFIX}    {code}")
+    if tail is not None:
+        lines.append(f"{PREFIX}{tail}")
+    return "\n".join(lines) + "\n"
+
+
+def test_the_table_is_loaded_with_the_packs(packs: RulePacks) -> None:
+    assert packs.signatures.frames.rows > 1000
+
+
+@pytest.mark.parametrize(
+    ("file", "function", "stage"),
+    [
+        ("v1/core/kv_cache_utils.py", "check_enough_kv_cache_memory", "kv_cache"),
+        ("v1/worker/gpu_model_runner.py", "profile_run", "profiling"),
+        ("v1/worker/gpu_model_runner.py", "capture_model", "warmup"),
+        ("v1/worker/gpu_model_runner.py", "load_model", "loading"),
+    ],
+)
+def test_entry_points_have_their_stage(packs: RulePacks, file: str, function: str, stage: str) -> None:
+    place = frame_place(packs.signatures.frames, f'File "{SITE}/{file}", line 10, in {function}')
+    assert place is not None and place.stage == stage
+
+
+def test_a_frame_outside_vllm_or_unknown_is_not_placed(packs: RulePacks) -> None:
+    table = packs.signatures.frames
+    assert frame_place(table, 'File "/usr/lib/python3.12/threading.py", line 1, in run') is None
+    assert frame_place(table, f'File "{SITE}/v1/worker/gpu_model_runner.py", line 1, in no_such_fn') is None
+    assert frame_place(table, "not a frame at all") is None
+
+
+def test_a_paste_cut_inside_the_kv_cache_check_is_kv_cache_capacity(packs: RulePacks) -> None:
+    log = _traceback(
+        ("v1/engine/core.py", "__init__", "num_gpu_blocks, num_cpu_blocks = self._initialize_kv_caches("),
+        ("v1/core/kv_cache_utils.py", "check_enough_kv_cache_memory", "raise ValueError("),
+    )
+    diagnosis = classify_text(log, packs)
+    assert diagnosis.phase == "kv_cache_capacity"
+
+
+def test_a_paste_cut_inside_the_quantization_scheme_check_is_quantization_config(packs: RulePacks) -> None:
+    quant = "model_executor/layers/quantization/compressed_tensors/compressed_tensors.py"
+    log = _traceback(
+        ("model_executor/model_loader/utils.py", "initialize_model", "return model_class(config)"),
+        (quant, "get_scheme", "if self._check_scheme_supported("),
+        (quant, "_check_scheme_supported", "raise RuntimeError("),
+    )
+    assert classify_text(log, packs).phase == "quantization_config"
+
+
+def test_a_traceback_that_reaches_its_exception_is_not_cut() -> None:
+    log = _traceback(("v1/core/kv_cache_utils.py", "check_enough_kv_cache_memory", "raise ValueError("))
+    assert cut_traceback(Document(log)) is not None
+    ended = _traceback(
+        ("v1/core/kv_cache_utils.py", "check_enough_kv_cache_memory", "raise ValueError("),
+        tail="ValueError: something else entirely",
+    )
+    assert cut_traceback(Document(ended)) is None
+
+
+def test_the_deepest_known_frame_decides(packs: RulePacks) -> None:
+    log = _traceback(
+        ("v1/worker/gpu_worker.py", "determine_available_memory", "self.model_runner.profile_run()"),
+        ("v1/worker/gpu_model_runner.py", "profile_run", "self._dummy_run(self.max_num_tokens)"),
+        ("v1/worker/gpu_model_runner.py", "no_such_fn", "x()"),
+    )
+    doc = Document(log)
+    place = deepest_frame(doc, packs.signatures.frames, 1, len(doc.lines))
+    assert place is not None and place.function == "profile_run" and place.stage == "profiling"
+
+
+def test_a_bare_oom_under_a_frame_only_the_table_knows_is_placed_by_it(packs: RulePacks) -> None:
+    # `_load_w13` is a weight loader of the fused-MoE layer: no frame regex names it, the call graph does
+    log = _traceback(
+        ("model_executor/layers/fused_moe/layer.py", "_load_w13", "expert_data.copy_(loaded_weight)"),
+        tail="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+    )
+    frame = f'File "{SITE}/model_executor/layers/fused_moe/layer.py", line 1, in _load_w13'
+    place = frame_place(packs.signatures.frames, frame)
+    assert place is not None and place.stage == "loading"
+    assert classify_text(log, packs).phase == "weights_oom"

@@ -1,0 +1,448 @@
+"""Which start-up stage each vLLM function runs in, per release, from vLLM's released sources.
+
+For every release `tools/vllm_sources.py fetch` extracted, every function is read (by indentation,
+see `functions_in`) and the names it calls are collected. Calls are resolved by name only, which
+is approximate on purpose:
+
+- `self.x(...)` / `cls.x(...)` -> methods named `x` of the same class, else of any class;
+- `x(...)` -> a function `x` of the same module, else any module-level function `x`; a call of a
+  class `X(...)` -> `X.__init__`;
+- `obj.x(...)` / `module.x(...)` -> any function or method named `x`, unless `x` is a name so common
+  (`forward`, `get`, `update`, ...) that following it would reach everything.
+
+From each stage's entry points (`ENTRY_POINTS`, data) a breadth-first walk of `MAX_DEPTH` calls marks
+every function it reaches with that stage. A function reached from one stage only is written to
+`rules/frames/vllm.json`, keyed by its file (the path after `vllm/`) and name, with the releases it
+appears in; one reached from several stages says nothing and is left out. Where the templates a
+function raises (from `rules/inventory/vllm.yaml`) all belong to one phase, the frame also names that
+phase, so a traceback cut before its exception line can still be placed.
+
+    python tools/vllm_callgraph.py            # rewrite rules/frames/vllm.json
+    python tools/vllm_callgraph.py --check    # exit 1 when the committed table is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import inspect
+import json
+import multiprocessing
+import pickle
+import re
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from vllm_sources import cache_dir  # noqa: E402
+
+from service.packs import load_packs  # noqa: E402
+from service.packs.inventory import read_inventory, version_key  # noqa: E402
+
+OUTPUT = ROOT / "rules" / "frames" / "vllm.json"
+INVENTORY = ROOT / "rules" / "inventory" / "vllm.yaml"
+MAX_DEPTH = 4
+
+# Stage -> (function names that start it, folders of vLLM whose functions of that name count).
+# Stages are the signature packs' (`warmup` covers CUDA-graph capture; `kv_cache` is the cache
+# allocation after profiling; `config` the checks of engine arguments).
+ENTRY_POINTS: dict[str, tuple[str, ...]] = {
+    "loading": (
+        "load_model",
+        "load_weights",
+        "process_weights_after_loading",
+        "_initialize_model",
+        "initialize_model",
+        "get_model",
+        "create_weights",
+        "weight_loader",
+    ),
+    "profiling": (
+        "profile_run",
+        "determine_available_memory",
+        "determine_num_available_blocks",
+        "_dummy_run",
+        "_dummy_sampler_run",
+        "_dummy_pooler_run",
+        "profile_num_available_blocks",
+    ),
+    "warmup": ("capture_model", "_capture_cudagraphs", "compile_or_warm_up_model", "warming_up_model"),
+    "kv_cache": (
+        "initialize_cache",
+        "_initialize_kv_caches",
+        "initialize_kv_cache",
+        "check_enough_kv_cache_memory",
+        "_allocate_kv_cache_tensors",
+        "_allocate_kv_cache",
+        "allocate_kv_cache",
+        "_init_cache",
+        "init_cache_engine",
+    ),
+    "serving": ("execute_model", "step", "step_async", "_process_model_outputs", "run_busy_loop"),
+    "config": (
+        "_check_scheme_supported",
+        "get_scheme",
+        "verify_with_parallel_config",
+        "divide",
+        "_verify_args",
+        "_verify_quantization",
+        "_verify_cuda_graph",
+        "verify_async_output_proc",
+        "_verify_bnb_config",
+        "_verify_dtype",
+        "_get_and_verify_dtype",
+        "_get_and_verify_max_len",
+        "_check_if_gpu_supports_dtype",
+        "check_if_gpu_supports_dtype",
+        "get_quant_config",
+    ),
+}
+# Folders whose functions no stage's entry point calls: skipped to keep a rerun short.
+SKIPPED = re.compile(
+    r"^vllm/(?:entrypoints|benchmarks|lora|multimodal|transformers_utils|tool_parsers|reasoning|third_party"
+    r"|vllm_flash_attn|v1/structured_output|model_executor/guided_decoding|profiler|plugins|usage|assets"
+    r"|scripts|logging_utils|v1/metrics|engine/output_processor|tokenizers)/"
+)
+# Model classes' constructors build the layers and allocate the weights: loading.
+MODEL_FOLDERS = ("vllm/model_executor/models/",)
+# Names too common to follow through `obj.x(...)`: following them would reach every module.
+COMMON = frozenset(  # noqa: SIM905 (a word list reads better as one string)
+    [
+        "forward",
+        "__call__",
+        "get",
+        "set",
+        "update",
+        "append",
+        "extend",
+        "items",
+        "keys",
+        "values",
+        "pop",
+        "copy",
+        "clone",
+        "to",
+        "view",
+        "item",
+        "run",
+        "start",
+        "stop",
+        "close",
+        "join",
+        "wait",
+        "put",
+        "send",
+        "recv",
+        "apply",
+        "reset",
+        "clear",
+        "add",
+        "remove",
+        "format",
+        "split",
+        "strip",
+        "sum",
+        "max",
+        "min",
+        "mean",
+        "any",
+        "all",
+        "zero_",
+        "fill_",
+        "cuda",
+        "cpu",
+        "numpy",
+        "tolist",
+        "size",
+        "dim",
+        "shape",
+        "reshape",
+        "contiguous",
+        "info",
+        "warning",
+        "error",
+        "debug",
+        "exception",
+        "warning_once",
+        "info_once",
+        "__init__",
+        "__post_init__",
+        "cat",
+        "stack",
+        "empty",
+        "zeros",
+        "ones",
+        "full",
+        "arange",
+        "tensor",
+        "record",
+        "synchronize",
+        "submit",
+        "result",
+        "cancel",
+        "get_nowait",
+    ]
+)
+# Phase of a frame whose raised templates are all of one subject, where no rule phase decides.
+SUBJECT_PHASE = {
+    "quantization": "quantization_config",
+    "parallelism": "parallelism_config",
+    "dtype": "dtype_unsupported",
+    "kv_cache": "kv_cache_capacity",
+}
+
+
+@dataclass
+class Function:
+    """A function as the call graph sees it: where it is, and the names it calls."""
+
+    file: str
+    qualname: str
+    name: str
+    owner: str | None
+    self_calls: set[str] = field(default_factory=set)
+    plain_calls: set[str] = field(default_factory=set)
+    attr_calls: set[str] = field(default_factory=set)
+
+
+_DEF = re.compile(r"^(\s*)(?:async\s+)?(def|class)\s+(\w+)")
+_SELF_CALL = re.compile(r"\b(?:self|cls|super\(\))\.(\w+)\(")
+_ATTR_CALL = re.compile(r"(?<!self)(?<!cls)(?<!super\(\))\.(\w+)\(")
+_PLAIN_CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\(")
+_KEYWORDS = frozenset(
+    ["if", "elif", "while", "for", "return", "not", "and", "or", "in", "is", "lambda", "yield", "await"]
+    + ["assert", "del", "print", "with", "except"]
+)
+
+
+def functions_in(path: Path, rel: str) -> list[Function]:
+    """The functions of one module and the names they call, read line by line: a function's body is
+    the lines indented deeper than its `def`, and a call is a name followed by `(`. Regexes rather
+    than `ast`, since parsing every release's sources whole is too slow on a shared machine, and
+    call resolution by name is approximate anyway (strings and comments can add a spurious name)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    scope: list[tuple[int, str, Function | None]] = []
+    functions: list[Function] = []
+    bodies: dict[int, list[str]] = {}
+    current: Function | None = None
+    for line in text.splitlines():
+        stripped = line.lstrip()
+        if not stripped or stripped[0] == "#":
+            continue
+        indent = len(line) - len(stripped)
+        starts_block = stripped.startswith(("def ", "async def ", "class "))
+        if starts_block or indent == 0:
+            while scope and scope[-1][0] >= indent:
+                scope.pop()
+            current = next((f for _, _, f in reversed(scope) if f is not None), None)
+        definition = _DEF.match(line) if starts_block else None
+        if definition:
+            kind, name = definition.group(2), definition.group(3)
+            if kind == "class":
+                scope.append((indent, name, None))
+                continue
+            in_class = bool(scope) and scope[-1][2] is None
+            qual = ".".join([*(n for _, n, _ in scope), name])
+            current = Function(rel, qual, name, scope[-1][1] if in_class else None)
+            functions.append(current)
+            bodies[id(current)] = []
+            scope.append((indent, name, current))
+            continue
+        if current is not None:
+            bodies[id(current)].append(stripped)
+    for function in functions:
+        body = "\n".join(bodies[id(function)])
+        function.self_calls.update(_SELF_CALL.findall(body))
+        function.attr_calls.update(n for n in _ATTR_CALL.findall(body) if n not in COMMON)
+        function.plain_calls.update(n for n in _PLAIN_CALL.findall(body) if n not in _KEYWORDS)
+    return functions
+
+
+def _parse(item: tuple[Path, str]) -> list[Function]:
+    return functions_in(*item)
+
+
+def _extractor_digest() -> str:
+    source = "".join(inspect.getsource(x) for x in (Function, functions_in))
+    source += " ".join(sorted(COMMON))
+    return hashlib.blake2b(source.encode(), digest_size=8).hexdigest()
+
+
+def release_functions(cache: Path, versions: list[str]) -> dict[str, list[Function]]:
+    """Every release's functions; a file is parsed once per content, in parallel, cached on disk."""
+    store = cache / f".callgraph-{_extractor_digest()}.pickle"
+    known: dict[bytes, list[Function]] = pickle.loads(store.read_bytes()) if store.is_file() else {}
+    files: dict[str, list[tuple[str, bytes]]] = {}
+    todo: dict[bytes, tuple[Path, str]] = {}
+    for version in versions:
+        base = cache / version
+        listed = files.setdefault(version, [])
+        for path in sorted((base / "vllm").rglob("*.py")):
+            rel = path.relative_to(base).as_posix()
+            if SKIPPED.match(rel):
+                continue
+            digest = hashlib.blake2b(path.read_bytes() + rel.encode(), digest_size=16).digest()
+            listed.append((rel, digest))
+            if digest not in known:
+                todo.setdefault(digest, (path, rel))
+    if todo:
+        with multiprocessing.Pool() as pool:
+            for digest, found in zip(todo, pool.imap(_parse, todo.values(), chunksize=32), strict=True):
+                known[digest] = found
+        store.write_bytes(pickle.dumps(known))
+    return {v: [f for _, d in listed for f in known[d]] for v, listed in files.items()}
+
+
+def stages_of(functions: list[Function]) -> dict[tuple[str, str], set[str]]:
+    """(file, qualname) -> the stages whose entry points reach it within MAX_DEPTH calls."""
+    by_name: dict[str, list[Function]] = defaultdict(list)
+    by_class: dict[tuple[str, str], list[Function]] = defaultdict(list)
+    module_level: dict[tuple[str, str], Function] = {}
+    classes: set[str] = set()
+    for function in functions:
+        by_name[function.name].append(function)
+        if function.owner:
+            by_class[(function.owner, function.name)].append(function)
+            classes.add(function.owner)
+        else:
+            module_level[(function.file, function.name)] = function
+    inits = {f.owner: f for f in functions if f.name == "__init__" and f.owner}
+
+    def callees(function: Function) -> list[Function]:
+        out: list[Function] = []
+        for name in function.self_calls:
+            own = by_class.get((function.owner or "", name))
+            out.extend(own or [f for f in by_name.get(name, ()) if f.owner])
+        for name in function.plain_calls:
+            if name in inits:
+                out.append(inits[name])
+            elif (function.file, name) in module_level:
+                out.append(module_level[(function.file, name)])
+            else:
+                out.extend(f for f in by_name.get(name, ()) if f.owner is None)
+        for name in function.attr_calls:
+            out.extend(by_name.get(name, ()))
+        return out
+
+    reached: dict[tuple[str, str], set[str]] = defaultdict(set)
+    entry_stage = {name: stage for stage, names in ENTRY_POINTS.items() for name in names}
+    for stage, names in ENTRY_POINTS.items():
+        starts = [f for name in names for f in by_name.get(name, ())]
+        if stage == "loading":
+            starts += [f for f in functions if f.name == "__init__" and f.file.startswith(MODEL_FOLDERS)]
+        frontier = starts
+        seen = {id(f) for f in starts}
+        for depth in range(MAX_DEPTH + 1):
+            following: list[Function] = []
+            for function in frontier:
+                reached[(function.file, function.qualname)].add(stage)
+                if depth == MAX_DEPTH:
+                    continue
+                for callee in callees(function):
+                    other = entry_stage.get(callee.name, stage) != stage  # another stage's entry
+                    if id(callee) not in seen and callee.name not in COMMON and not other:
+                        seen.add(id(callee))
+                        following.append(callee)
+            frontier = following
+    return reached
+
+
+def raised_phases(root: Path) -> dict[tuple[str, str], set[str]]:
+    """(file, function) -> phases of the failure templates it raises (rule phase, else subject)."""
+    if not INVENTORY.is_file():
+        return {}
+    inventory = read_inventory(INVENTORY)
+    rules = load_packs(root).signatures.by_id
+    out: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for template in inventory.templates:
+        if template.level not in ("raise", "assert"):
+            continue
+        phases = {
+            rules[r].rule.phase
+            for r in template.decision.rules
+            if r in rules and rules[r].rule.kind == "failure" and rules[r].rule.phase
+        }
+        if not phases:
+            phases = {SUBJECT_PHASE[s] for s in template.subjects if s in SUBJECT_PHASE}
+        if len(phases) == 1:
+            out[(template.file, template.function)] |= {p for p in phases if p}
+        elif phases:
+            out[(template.file, template.function)].add("<several>")
+    return out
+
+
+def build(cache: Path) -> dict[str, object]:
+    order = sorted((p.name for p in cache.iterdir() if (p / "vllm").is_dir()), key=version_key)
+    per_release = release_functions(cache, order)
+    phases = raised_phases(ROOT / "rules")
+    rows: dict[tuple[str, str, str, str | None], list[str]] = {}
+    for version in order:
+        for (file, qualname), stages in stages_of(per_release[version]).items():
+            if len(stages) != 1:
+                continue
+            raised = phases.get((file, qualname), set())
+            phase = next(iter(raised)) if len(raised) == 1 and "<several>" not in raised else None
+            key = (file.removeprefix("vllm/"), qualname.rsplit(".", 1)[-1], next(iter(stages)), phase)
+            rows.setdefault(key, []).append(version)
+    frames = []
+    ordered = sorted(rows.items(), key=lambda kv: (*kv[0][:3], kv[0][3] or ""))
+    for (file, function, stage, phase), versions in ordered:
+        frames.append([file, function, stage, phase, _ranges(versions, order)])
+    return {
+        "source": "vLLM wheels (tools/vllm_sources.py), call graph by tools/vllm_callgraph.py",
+        "releases": order,
+        "frames": frames,
+    }
+
+
+def _ranges(present: list[str], order: list[str]) -> list[list[str]]:
+    positions = sorted({order.index(v) for v in present})
+    out: list[list[str]] = []
+    start = prev = positions[0]
+    for pos in positions[1:]:
+        if pos != prev + 1:
+            out.append([order[start], order[prev]])
+            start = pos
+        prev = pos
+    out.append([order[start], order[prev]])
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--check", action="store_true")
+    parser.add_argument("--output", type=Path, default=OUTPUT)
+    args = parser.parse_args(argv)
+    cache = cache_dir()
+    if not cache.is_dir():
+        print(
+            f"no extracted vLLM releases under {cache}; run: python tools/vllm_sources.py fetch",
+            file=sys.stderr,
+        )
+        return 2
+    table = build(cache)
+    # one row a line: reviewable diffs when a release changes a few functions
+    rows = ",\n".join(json.dumps(row) for row in table["frames"])  # type: ignore[attr-defined]
+    head = json.dumps({k: v for k, v in table.items() if k != "frames"})[:-1]
+    text = f'{head}, "frames": [\n{rows}\n]}}\n'
+    if args.check:
+        stale = not args.output.is_file() or args.output.read_text(encoding="utf-8") != text
+        print("stale" if stale else "up to date")
+        return 1 if stale else 0
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text, encoding="utf-8")
+    frames = table["frames"]
+    assert isinstance(frames, list)
+    print(f"{len(frames)} frames ({sum(1 for f in frames if f[3])} with a phase) -> {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,654 @@
+"""Inventory every message vLLM can print, from its released sources, into `rules/inventory/`.
+
+Reads the releases `tools/vllm_sources.py fetch` extracted (one folder per release) and, with `ast`,
+collects each message template of
+
+- `raise SomethingError(...)` (the first argument; several arguments print as a tuple),
+- `logger.debug/info/warning/error/exception/critical(...)` and their `*_once` forms,
+- `assert cond, "..."`,
+
+turning f-strings, `%` formats, `str.format`, string concatenation and a message variable assigned
+earlier in the same function into one template whose holes are written `{}`. Each template keeps its
+file, function, level and the releases it appears in. `RELEVANCE` below (data, not a list of
+messages) decides which templates concern GPU memory and start-up; every relevant one is rendered with
+placeholder values and run through the signature packs, and the rule that matches it is recorded.
+
+    python tools/vllm_templates.py            # rewrite rules/inventory/vllm.yaml from the cache
+    python tools/vllm_templates.py --check    # exit 1 when the committed inventory is stale
+
+A new release is one `vllm_sources.py fetch` and one rerun. Decisions a person made by hand (a
+`gap` reason, an `irrelevant` reason overriding the filter) are kept across reruns, keyed by the
+template's text, file and function.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import inspect
+import multiprocessing
+import pickle
+import re
+import string
+import sys
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from vllm_sources import cache_dir  # noqa: E402
+
+from service.packs import load_packs  # noqa: E402
+from service.packs.inventory import (  # noqa: E402
+    HOLE,
+    Decision,
+    InventoryFile,
+    Template,
+    dump_inventory,
+    read_inventory,
+    rules_matching,
+    version_key,
+)
+
+OUTPUT = ROOT / "rules" / "inventory" / "vllm.yaml"
+LOG_LEVELS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal"}
+LOGGER_NAMES = re.compile(r"^_?(?:logger|log|LOGGER|_LOGGER)$")
+
+# --- relevance: data, read by `classify` -----------------------------------------------------------
+# A template is relevant when its literal text (holes removed) names one of these subjects and it is
+# printed at a level a person would paste (an error, a warning, an assertion, or an info line stating a
+# memory quantity). Each subject names the signature area whose rules must match it.
+SUBJECTS: dict[str, str] = {
+    "memory": r"(?i)out of memory|\bOOM\b|memory profil|free memory|GPU memory|device memory"
+    r"|gpu_memory_utilization|memory utilization|not enough (?:GPU |device )?memory|insufficient memory"
+    r"|\bGi?B\b.*memory|memory.*\bGi?B\b|available memory|peak (?:torch |activation )?memory",
+    "kv_cache": r"(?i)kv[ _-]?cache|cache blocks|num_gpu_blocks|gpu blocks|KV blocks",
+    "request_length": r"(?i)max_model_len|max model len|max seq len|model length|context length"
+    r"|maximum context|max_num_batched_tokens|prompt \(length|input tokens|too long",
+    "parallelism": r"(?i)tensor[ _]parallel|pipeline[ _]parallel|divisible by|number of (?:GPUs|devices)"
+    r"|world[ _]size|not enough GPUs|more GPUs",
+    "quantization": r"(?i)quantiz|\b(?:awq|gptq|marlin|fp8|bitsandbytes|gguf|compressed.tensors)\b",
+    "dtype": r"(?i)bfloat16|\bdtype\b|compute capability|float16 is",
+    "preemption": r"(?i)preempt|swap space|swapped|recomputation",
+    "profiling": r"(?i)profil|CUDA ?graph|cudagraph|torch\.compile",
+}
+# A subject is not enough: a relevant template also states a memory failure or figure, or a limit a
+# person set that the engine cannot meet. These signals (data) say which wordings do.
+SIGNALS: dict[str, str] = {
+    "memory failure": r"(?i)out of memory|\bOOM\b"
+    r"|not enough (?:GPU |device |KV cache |cache )?(?:memory|space|blocks)"
+    r"|insufficient (?:GPU |device )?memory|No available memory|memory profiling|free memory|"
+    r"larger than the available|exceeds? (?:the )?(?:available|capacity)",
+    "memory figure": r"(?i)\b(?:GiB|GB|MiB)\b|# ?(?:GPU|CPU) blocks|num_gpu_blocks|KV cache size"
+    r"|Maximum concurrency"
+    r"|gpu_memory_utilization",
+    "length limit": r"(?i)(?:max_model_len|max seq len|model length|max_num_batched_tokens|context length)"
+    r".{0,80}(?:greater|larger|smaller|exceed|longer|less than|must be|cannot|too)"
+    r"|(?:greater|larger|longer|exceeds?|too long).{0,80}"
+    r"(?:max_model_len|model length|context length|maximum)",
+    "preemption": r"(?i)preempt|swap space",
+    "parallel split": r"(?i)(?:divisible|divide|evenly).{0,80}(?:parallel|world|GPUs|tp_size|tp size|TP size)"
+    r"|(?:parallel|GPUs).{0,80}(?:divisible|evenly)|(?:more|enough) GPUs|number of (?:available )?GPUs",
+    "hardware support": r"(?i)compute capability"
+    r"|(?:not|isn't|un)\s?supported (?:on|by|for) (?:the current |this |your )?"
+    r"(?:GPU|device|hardware|platform)|Minimum capability|Bfloat16 is only supported|requires? (?:a )?GPU",
+    "quantization method": r"(?i)quantization (?:method|scheme|config)"
+    r".{0,80}(?:not|unsupported|must|cannot|does)"
+    r"|(?:not|un)supported.{0,60}quantization",
+    "graph capture": r"(?i)(?:CUDA ?graph|cudagraph).{0,80}(?:memory|GiB|capture)",
+}
+# Folders whose messages concern other subsystems (KV transfer between instances, offload
+# connectors, compile passes, kernels' own shape checks), whatever words they use.
+NOT_ENGINE_PATH = re.compile(
+    r"^vllm/(?:benchmarks|entrypoints/(?:cli/benchmark|openai/tool_parsers|openai/reasoning)|"
+    r"reasoning|tool_parsers|transformers_utils/tokenizer|lora|multimodal|third_party|vllm_flash_attn"
+    r"|model_executor/guided_decoding|v1/structured_output|profiler|plugins|distributed/kv_transfer"
+    r"|distributed/ec_transfer|v1/kv_offload|distributed/kv_events|compilation/passes|attention/ops"
+    r"|v1/attention/ops|model_executor/layers/fused_moe/(?!layer)|model_executor/kernels|kernels"
+    r"|_custom_ops|_aiter_ops|v1/spec_decode|spec_decode|distributed/aux_output_connector)"
+)
+# Where a template's text says it is not about the running engine's memory, whatever it mentions.
+NOT_ENGINE = re.compile(
+    r"(?i)benchmark|\bbench\b|--dataset|tokenizer|chat template|lora|speculative|spec decode|draft"
+    r"|multi-?modal|image|video|audio|tool call|reasoning|guided|structured output|grammar|sampling param"
+    r"|logprob|detokeniz|prometheus|metric|deprecat|connector|offload|nixl|mooncake|lmcache"
+)
+PASTED_LEVELS = {"raise", "assert", "error", "exception", "critical", "fatal", "warning", "warn"}
+
+
+@dataclass
+class Found:
+    """One template as found in one release."""
+
+    level: str
+    exception: str | None
+    text: str
+    kinds: tuple[str, ...]
+
+
+@dataclass
+class Entry:
+    """One template across releases."""
+
+    level: str
+    exception: str | None
+    text: str
+    kinds: tuple[str, ...]
+    file: str
+    function: str
+    versions: list[str] = field(default_factory=list)
+
+
+# --- turning expressions into templates ----------------------------------------------------------
+
+
+def _hole(expr: ast.expr | None, spec: str = "") -> tuple[str, str]:
+    """A placeholder and its shape: `int`, `float` or `text` (guessed from the format or the name)."""
+    if spec and spec[-1:] in "dix":
+        return HOLE, "int"
+    if spec and spec[-1:] in "feEgG%":
+        return HOLE, "float"
+    name = ast.unparse(expr).lower() if expr is not None else ""
+    if re.search(r"gib|gb\b|_gb|memory|mem\b|bytes|ratio|utilization|fraction|size_in|_mb\b", name):
+        return HOLE, "float"
+    if re.search(r"len|num|size|count|blocks|tokens|\bn_|_id\b|rank|world|tp\b|pp\b|capacity|max_", name):
+        return HOLE, "int"
+    return HOLE, "text"
+
+
+Parts = list[tuple[str, str]]  # (literal, "") or (HOLE, shape)
+
+
+class Renderer:
+    """Message expressions -> template parts; `names` holds message variables assigned in the function."""
+
+    def __init__(self, names: dict[str, Parts]) -> None:
+        self.names = names
+
+    def parts(self, node: ast.expr) -> Parts:
+        if isinstance(node, ast.Constant):
+            return [(node.value, "")] if isinstance(node.value, str) else [_hole(node)]
+        if isinstance(node, ast.JoinedStr):
+            out: Parts = []
+            for value in node.values:
+                if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    out.append((value.value, ""))
+                elif isinstance(value, ast.FormattedValue):
+                    spec = ast.unparse(value.format_spec)[2:-1] if value.format_spec else ""
+                    out.append(_hole(value.value, spec))
+            return out
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            return self.parts(node.left) + self.parts(node.right)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+            fmt = self._literal(node.left)
+            if fmt is not None:
+                args = list(node.right.elts) if isinstance(node.right, ast.Tuple) else [node.right]
+                return percent_parts(fmt, args)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+            fmt = self._literal(node.func.value)
+            if fmt is not None:
+                return format_parts(fmt, list(node.args), {k.arg: k.value for k in node.keywords if k.arg})
+        if isinstance(node, ast.Name) and node.id in self.names:
+            return self.names[node.id]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join":
+            return [_hole(node)]
+        return [_hole(node)]
+
+    def _literal(self, node: ast.expr) -> str | None:
+        parts = self.parts(node)
+        if all(shape == "" for _, shape in parts):
+            return "".join(text for text, _ in parts)
+        return None
+
+
+_PERCENT = re.compile(r"%(?:\((\w+)\))?[-+ #0]*(?:\d+|\*)?(?:\.\d+)?([diouxXeEfFgGcrsa%])")
+
+
+def percent_parts(fmt: str, args: list[ast.expr]) -> Parts:
+    """`"a %d b %s" % (x, y)` and logger's lazy `%` arguments."""
+    out: Parts = []
+    pos = 0
+    index = 0
+    for match in _PERCENT.finditer(fmt):
+        out.append((fmt[pos : match.start()], ""))
+        pos = match.end()
+        if match.group(2) == "%":
+            out.append(("%", ""))
+            continue
+        expr = args[index] if index < len(args) else None
+        index += 1
+        spec = match.group(2)
+        out.append(_hole(expr, spec if spec in "dixfeEgG" else ""))
+    out.append((fmt[pos:], ""))
+    return out
+
+
+def format_parts(fmt: str, args: list[ast.expr], kwargs: dict[str, ast.expr]) -> Parts:
+    """`"a {} b {x:.2f}".format(...)`."""
+    out: Parts = []
+    auto = 0
+    try:
+        pieces = list(string.Formatter().parse(fmt))
+    except ValueError:
+        return [(fmt, "")]
+    for literal, name, spec, _ in pieces:
+        out.append((literal, ""))
+        if name is None:
+            continue
+        expr: ast.expr | None
+        if name == "":
+            expr = args[auto] if auto < len(args) else None
+            auto += 1
+        elif name.isdigit():
+            expr = args[int(name)] if int(name) < len(args) else None
+        else:
+            expr = kwargs.get(name.split(".")[0].split("[")[0])
+        out.append(_hole(expr, spec or ""))
+    return out
+
+
+def join(parts: Parts) -> tuple[str, tuple[str, ...]]:
+    """Template text with `{}` holes (literal braces doubled) and the shape of each hole."""
+    text: list[str] = []
+    kinds: list[str] = []
+    for value, shape in parts:
+        if shape:
+            if text and text[-1] == HOLE:  # two adjacent holes read as one
+                continue
+            text.append(HOLE)
+            kinds.append(shape)
+        else:
+            text.append(value.replace("{", "{{").replace("}", "}}"))
+    return "".join(text), tuple(kinds)
+
+
+# --- walking a source file -------------------------------------------------------------------------
+
+
+def _exception_name(node: ast.expr) -> str | None:
+    func = node.func if isinstance(node, ast.Call) else node
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return None
+
+
+def _logger_level(call: ast.Call) -> str | None:
+    func = call.func
+    if not isinstance(func, ast.Attribute):
+        return None
+    level = func.attr.removesuffix("_once")
+    if level not in LOG_LEVELS:
+        return None
+    owner = func.value
+    if isinstance(owner, ast.Attribute):
+        owner_name = owner.attr
+    elif isinstance(owner, ast.Name):
+        owner_name = owner.id
+    else:
+        return None
+    return level if LOGGER_NAMES.match(owner_name) else None
+
+
+def _stringish(node: ast.expr) -> bool:
+    """An expression that builds a message: a string literal, f-string, `%`, `+` or `.format` on one."""
+    if isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        return True
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Mod):
+        return _stringish(node.left) or _stringish(node.right)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+        return _stringish(node.func.value)
+    return False
+
+
+class Collector(ast.NodeVisitor):
+    """Visits one module, yielding (function, Found) for each message template."""
+
+    def __init__(self) -> None:
+        self.scope: list[str] = []
+        self.names: list[dict[str, Parts]] = [{}]
+        self.found: list[tuple[str, Found]] = []
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.scope.append(node.name)
+        self.names.append({})
+        self.generic_visit(node)
+        self.names.pop()
+        self.scope.pop()
+
+    visit_FunctionDef = _function
+    visit_AsyncFunctionDef = _function
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.scope.append(node.name)
+        self.generic_visit(node)
+        self.scope.pop()
+
+    def _renderer(self) -> Renderer:
+        return Renderer(self.names[-1])
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and _stringish(node.value):
+            parts = self._renderer().parts(node.value)
+            if any(not shape and text.strip() for text, shape in parts):
+                self.names[-1][node.targets[0].id] = parts
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        target = node.target
+        if (
+            isinstance(target, ast.Name)
+            and isinstance(node.op, ast.Add)
+            and target.id in self.names[-1]
+            and _stringish(node.value)
+        ):
+            self.names[-1][target.id] = self.names[-1][target.id] + self._renderer().parts(node.value)
+        self.generic_visit(node)
+
+    def _add(self, level: str, exception: str | None, parts: Parts) -> None:
+        text, kinds = join(parts)
+        if len(text.replace(HOLE, "").strip(" .:,;'\"()[]")) < 4:
+            return
+        self.found.append((".".join(self.scope) or "<module>", Found(level, exception, text, kinds)))
+
+    def visit_Raise(self, node: ast.Raise) -> None:
+        exc = node.exc
+        if isinstance(exc, ast.Call) and exc.args:
+            renderer = self._renderer()
+            if len(exc.args) == 1:
+                parts = renderer.parts(exc.args[0])
+            else:  # ValueError("a", b) prints as the tuple ('a', b)
+                parts = [("(", "")]
+                for index, arg in enumerate(exc.args):
+                    if index:
+                        parts.append((", ", ""))
+                    inner = renderer.parts(arg)
+                    literal = all(not shape for _, shape in inner)
+                    parts.extend([("'", "")] + inner + [("'", "")] if literal else inner)
+                parts.append((")", ""))
+            self._add("raise", _exception_name(exc), parts)
+        self.generic_visit(node)
+
+    def visit_Assert(self, node: ast.Assert) -> None:
+        if node.msg is not None:
+            self._add("assert", "AssertionError", self._renderer().parts(node.msg))
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        level = _logger_level(node)
+        if level is not None and node.args:
+            first = node.args[0]
+            renderer = self._renderer()
+            fmt = renderer._literal(first)
+            if fmt is not None and len(node.args) > 1:
+                parts = percent_parts(fmt, list(node.args[1:]))
+            else:
+                parts = renderer.parts(first)
+            self._add(level, None, parts)
+        self.generic_visit(node)
+
+
+_DEF = re.compile(r"^(\s*)(?:async\s+)?(def|class)\s+(\w+)")
+_STATEMENT = re.compile(r"\b(?:raise\s+[\w.]+\(|assert\s|_?(?:logger|log|LOGGER|_LOGGER)\.\w+\()")
+_MESSAGE_ASSIGN = re.compile(r"^\s*(\w+)\s*\+?=\s*(?:[rfbu]{0,2}[\"']|\(\s*$|\(\s*[rfbu]{0,2}[\"'])")
+_MAX_LINES = 40
+
+
+def _snippet(lines: list[str], index: int, column: int) -> tuple[str, int] | None:
+    """The statement starting at lines[index][column:], dedented, and the index after it."""
+    first = lines[index][column:]
+    for end in range(index + 1, min(len(lines), index + _MAX_LINES) + 1):
+        text = "\n".join([first, *lines[index + 1 : end]])
+        depth = text.count("(") + text.count("[") + text.count("{")
+        depth -= text.count(")") + text.count("]") + text.count("}")
+        # messages hold unbalanced parentheses ("(4.00 GiB KV cache is needed"), so a line that closes
+        # a call is worth a parse even when the count says it is open
+        if depth > 0 and end < len(lines) and not text.rstrip().endswith(")"):
+            continue
+        try:
+            ast.parse(text)
+        except SyntaxError:
+            continue
+        return text, end
+    return None
+
+
+def templates_in(source: str) -> list[tuple[str, Found]]:
+    """Templates of one module. Only the statements that can print a message (and the message
+    variables assigned before them) are parsed, not the whole module: parsing every release's
+    435 MB of sources whole takes too long on a shared machine. The enclosing function is found by
+    indentation."""
+    lines = source.splitlines()
+    scope: list[tuple[int, str]] = []
+    collectors: dict[str, Collector] = {}
+    order: list[Collector] = []
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        stripped = line.lstrip()
+        if not stripped or stripped.startswith("#"):
+            index += 1
+            continue
+        indent = len(line) - len(stripped)
+        definition = _DEF.match(line)
+        if definition or not line.startswith((" ", "\t")):
+            while scope and scope[-1][0] >= indent:
+                scope.pop()
+        if definition:
+            scope.append((indent, definition.group(3)))
+            index += 1
+            continue
+        statement = _STATEMENT.search(line)
+        assign = None if statement else _MESSAGE_ASSIGN.match(line)
+        if statement is None and assign is None:
+            index += 1
+            continue
+        found = _snippet(lines, index, statement.start() if statement else indent)
+        if found is None:
+            index += 1
+            continue
+        text, index = found
+        name = ".".join(n for _, n in scope) or "<module>"
+        collector = collectors.get(name)
+        if collector is None:
+            collector = collectors[name] = Collector()
+            collector.scope = [n for _, n in scope]
+            collector.names = [{}]
+            order.append(collector)
+        collector.visit(ast.parse(text))
+    return [item for collector in order for item in collector.found]
+
+
+def releases(cache: Path) -> list[str]:
+    found = [p.name for p in cache.iterdir() if (p / "vllm").is_dir()]
+    return sorted(found, key=version_key)
+
+
+def _extractor_digest() -> str:
+    """Changes whenever the extraction code changes, so cached results are never stale."""
+    parts = [Renderer, Collector, percent_parts, format_parts, join, _hole, _stringish, templates_in]
+    source = "".join(inspect.getsource(part) for part in parts)
+    return hashlib.blake2b(source.encode(), digest_size=8).hexdigest()
+
+
+def _parse_file(path: Path) -> list[tuple[str, Found]]:
+    return templates_in(path.read_text(encoding="utf-8", errors="replace"))
+
+
+def walk(cache: Path, versions: list[str]) -> Iterator[tuple[str, str, str, Found]]:
+    """Every template of every release. A file is parsed once per content (most files are unchanged
+    between releases), in parallel, and the result is kept in the source cache for the next rerun."""
+    store = cache / f".templates-{_extractor_digest()}.pickle"
+    known: dict[bytes, list[tuple[str, Found]]] = {}
+    if store.is_file():
+        known = pickle.loads(store.read_bytes())
+    files: list[tuple[str, str, bytes]] = []
+    todo: dict[bytes, Path] = {}
+    for version in versions:
+        base = cache / version
+        for path in sorted((base / "vllm").rglob("*.py")):
+            digest = hashlib.blake2b(path.read_bytes(), digest_size=16).digest()
+            files.append((version, path.relative_to(base).as_posix(), digest))
+            if digest not in known:
+                todo.setdefault(digest, path)
+    if todo:
+        with multiprocessing.Pool() as pool:
+            for digest, found in zip(todo, pool.imap(_parse_file, todo.values(), chunksize=32), strict=True):
+                known[digest] = found
+        store.write_bytes(pickle.dumps(known))
+    for version, rel, digest in files:
+        for function, found in known[digest]:
+            yield version, rel, function, found
+
+
+# --- relevance and mapping -------------------------------------------------------------------------
+
+
+def classify(entry: Entry) -> tuple[list[str], str | None]:
+    """(subjects, None) for a relevant template, or ([], reason) for an irrelevant one."""
+    literal = entry.text.replace(HOLE, " ")
+    subjects = [name for name, pattern in SUBJECTS.items() if re.search(pattern, literal)]
+    if not subjects:
+        return (
+            [],
+            "names no subject (memory, KV cache, length, parallelism, quantization, dtype, preemption,"
+            " profiling)",
+        )
+    folder = NOT_ENGINE_PATH.match(entry.file)
+    if folder:
+        return [], f"printed by {folder.group(0)}, a subsystem other than the engine's memory"
+    other = NOT_ENGINE.search(literal)
+    if other:
+        return [], f"about a feature other than the engine's memory ({other.group(0).lower()})"
+    if entry.level == "debug":
+        return [], "debug level: not printed by default"
+    if not any(re.search(pattern, literal) for pattern in SIGNALS.values()):
+        return [], "names a subject but states no memory failure, memory figure or unmet limit"
+    if entry.level not in PASTED_LEVELS and not re.search(SIGNALS["memory figure"], literal):
+        return [], "an info line that states no memory figure"
+    return subjects, None
+
+
+def ranges(present: list[str], order: list[str]) -> list[list[str]]:
+    """Contiguous runs of the releases a template appears in, as [first, last]."""
+    out: list[list[str]] = []
+    positions = sorted(order.index(v) for v in present)
+    start = prev = positions[0]
+    for pos in positions[1:]:
+        if pos != prev + 1:
+            out.append([order[start], order[prev]])
+            start = pos
+        prev = pos
+    out.append([order[start], order[prev]])
+    return out
+
+
+GAP = "no rule matches this wording yet"
+
+
+def build(cache: Path, previous: InventoryFile | None, record_gaps: bool = False) -> InventoryFile:
+    order = releases(cache)
+    entries: dict[tuple[str, str, str, str], Entry] = {}
+    for version, rel, function, found in walk(cache, order):
+        key = (found.text, rel, function, found.level)
+        entry = entries.get(key)
+        if entry is None:
+            entry = entries[key] = Entry(found.level, found.exception, found.text, found.kinds, rel, function)
+        if entry.versions[-1:] != [version]:
+            entry.versions.append(version)
+    kept = {(d.text, d.file, d.function): d for d in previous.templates} if previous else {}
+    compiled = load_packs(ROOT / "rules").signatures.rules
+    templates: list[Template] = []
+    for entry in sorted(entries.values(), key=lambda e: (e.file, e.function, e.text)):
+        subjects, reason = classify(entry)
+        old = kept.get((entry.text, entry.file, entry.function))
+        template = Template(
+            text=entry.text,
+            holes=list(entry.kinds),  # type: ignore[arg-type]
+            level=entry.level,  # type: ignore[arg-type]
+            exception=entry.exception,
+            file=entry.file,
+            function=entry.function,
+            versions=ranges(entry.versions, order),
+            subjects=subjects,
+        )
+        decision: Decision
+        if reason is not None:
+            decision = Decision(irrelevant=reason)
+        else:
+            rules = rules_matching(compiled, template)
+            if rules:
+                decision = Decision(rules=rules)
+            elif old is not None and old.decision.irrelevant:
+                decision = Decision(irrelevant=old.decision.irrelevant)
+            elif old is not None and old.decision.gap:
+                decision = Decision(gap=old.decision.gap)
+            else:
+                decision = Decision(gap=GAP) if record_gaps else Decision()
+        templates.append(msgspec.structs.replace(template, decision=decision))
+    return InventoryFile(
+        source="vLLM wheels (tools/vllm_sources.py), extracted with tools/vllm_templates.py",
+        releases=order,
+        templates=[t for t in templates if not t.decision.irrelevant],
+        irrelevant=summarize_irrelevant(templates),
+    )
+
+
+def summarize_irrelevant(templates: list[Template]) -> dict[str, int]:
+    """Irrelevant templates are counted by reason, not listed: the filter above is their record."""
+    counts: dict[str, int] = defaultdict(int)
+    for template in templates:
+        if template.decision.irrelevant:
+            counts[template.decision.irrelevant] += 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--check", action="store_true", help="exit 1 when the committed inventory is stale")
+    parser.add_argument("--output", type=Path, default=OUTPUT)
+    parser.add_argument(
+        "--record-gaps",
+        action="store_true",
+        help="record relevant templates no rule matches as known gaps (the inventory test fails on "
+        "undecided ones); say so in the commit",
+    )
+    args = parser.parse_args(argv)
+    cache = cache_dir()
+    if not cache.is_dir() or not releases(cache):
+        print(
+            f"no extracted vLLM releases under {cache}; run: python tools/vllm_sources.py fetch",
+            file=sys.stderr,
+        )
+        return 2
+    previous = read_inventory(args.output) if args.output.is_file() else None
+    inventory = build(cache, previous, args.record_gaps)
+    text = dump_inventory(inventory)
+    if args.check:
+        stale = not args.output.is_file() or args.output.read_text(encoding="utf-8") != text
+        print("stale" if stale else "up to date")
+        return 1 if stale else 0
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text, encoding="utf-8")
+    relevant = inventory.templates
+    mapped = sum(1 for t in relevant if t.decision.rules)
+    print(
+        f"{len(relevant) + sum(inventory.irrelevant.values())} templates, {len(relevant)} relevant, "
+        f"{mapped} matched by a rule, {sum(1 for t in relevant if t.decision.gap)} known gaps, "
+        f"{sum(1 for t in relevant if t.decision.is_open())} unmapped -> {args.output}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
