@@ -1,14 +1,26 @@
-"""Classifier throughput against GNU grep over the same patterns, and latency on a typical excerpt.
+"""Classifier throughput against hyperscan and GNU grep over the same eager patterns, on one machine.
 
-Prints, in one run: MB/s of a full `classify` on 1 MB and 20 MB synthetic vLLM logs; MB/s of
-`grep -E -c -f patterns` over the same files, with the patterns exported from the packs (RE2 syntax
-grep cannot take is translated, and any pattern that still cannot be is skipped and counted); the
-ratio of the two; and the median time to classify a typical 300-line excerpt.
-Targets (issue 2): at least 1/3 of grep's throughput on 20 MB; under 2 ms median per excerpt.
+The pattern set is the one the scan itself runs over the whole text: the prefilter form of every
+eager (non-stage, non-frame) pattern in the packs, case-insensitive ones included. grep gets the
+same set translated to POSIX ERE (a `(?i)` pattern has its letters spelled as `[xX]`, since one grep
+process takes one case mode); hyperscan compiles the RE2 forms directly. A pattern one side cannot
+take is counted and printed, never silently dropped.
+
+Rows, each min/median/max of 3 rounds and ratios of medians from the same run:
+- in-process throughput: `service.core.classify` (the whole diagnosis) and hyperscan's block scan;
+- whole processes: `vramdoc diagnose --json FILE`, `LC_ALL=C grep -E -c -f`, and a Python process
+  that compiles the hyperscan database and scans the file;
+- logs: a sparse synthetic log (serving noise, one failure) and a dense log (tests/corpus/*.log
+  concatenated and repeated), each at 2 MB and 20 MB;
+- a 2 MB paste of one repeated OOM line against a small (300-line) paste, and the dense 2 MB time.
+Targets (issue 15): dense 2 MB <= 100 ms in-process; repeated-OOM 2 MB <= 2x a small paste;
+classify >= 0.5x hyperscan on the dense log. hyperscan is optional (`--group bench`).
+BENCH_CLASSIFY_MB=2 runs the 2 MB logs only (default 2,20).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -18,7 +30,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 # bench/service.py would shadow the `service` package when this file runs as a script
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
@@ -26,6 +40,12 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 from service.core import classify  # noqa: E402
 from service.packs import RulePacks, default_rules_dir, load_packs  # noqa: E402
 from service.schemas import DiagnoseRequest  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = REPO / "tests" / "corpus"
+ROUNDS = 3
+MB = 1_000_000
+CASELESS = "(?i)"
 
 HEALTHY_LINES = (
     "(APIServer pid=1) INFO {d} [loggers.py:123] Engine 000: Avg prompt throughput: {a}.3 tokens/s, "
@@ -97,10 +117,33 @@ def excerpt(lines: int = 300) -> str:
     return "\n".join(text[:14] + text[-(lines - 14) :])
 
 
+def dense_log(size: int) -> str:
+    """Real log lines: every corpus log concatenated, repeated to `size` bytes (cut at a line end)."""
+    corpus = "".join(
+        path.read_text(encoding="utf-8", errors="replace") for path in sorted(CORPUS.glob("*.log"))
+    )
+    text = corpus * (size // len(corpus) + 1)
+    return text[: text.rfind("\n", 0, size) + 1]
+
+
+def repeated_oom(size: int) -> str:
+    """One OOM line pasted over and over (every rank, every retry) up to `size` bytes."""
+    line = FAILURE.splitlines()[5].format(d="05-12 10:11:12") + "\n"
+    return line * (size // len(line))
+
+
 _CLASS = {"d": "0-9", "w": "A-Za-z0-9_", "s": "[:space:]"}
 
 
-def _bracket(body: str) -> str:
+def _both_cases(inner: str) -> str:
+    """A bracket body that also holds the other case of each letter and letter range."""
+    ranges = re.findall(r"[A-Za-z]-[A-Za-z]", inner)
+    singles = re.sub(r"[A-Za-z]-[A-Za-z]", "", inner)
+    extra = [r.swapcase() for r in ranges] + [c.swapcase() for c in singles if c.isascii() and c.isalpha()]
+    return inner + "".join(e for e in extra if e not in inner)
+
+
+def _bracket(body: str, caseless: bool) -> str:
     """Translate the inside of one RE2 bracket expression to POSIX."""
     out, hyphen, i = [], False, 0
     negate = body.startswith("^")
@@ -121,14 +164,20 @@ def _bracket(body: str) -> str:
         out.append(char)
         i += 1
     inner = "".join(out)
+    if caseless and "[:" not in inner:
+        inner = _both_cases(inner)
     if "]" in inner:
         inner = "]" + inner.replace("]", "")
     return "[" + ("^" if negate else "") + inner + ("-" if hyphen else "") + "]"
 
 
+_ESCAPES = {"d": "[0-9]", "w": "[A-Za-z0-9_]", "s": "[[:space:]]", "S": "[^[:space:]]", "b": "\\b"}
+
+
 def to_ere(pattern: str) -> str | None:
     """A GNU grep -E form of one RE2 pattern, or None when it has no faithful translation."""
-    text = pattern.removeprefix("^")
+    caseless = pattern.startswith(CASELESS)
+    text = pattern.removeprefix(CASELESS).removeprefix("^")
     text = re.sub(r"\(\?P<\w+>", "(", text).replace("(?:", "(")
     out, i = [], 0
     while i < len(text):
@@ -137,53 +186,106 @@ def to_ere(pattern: str) -> str | None:
             end = text.find("]", i + 2 if text[i + 1 : i + 2] in ("]", "^") else i + 1)
             if end < 0:
                 return None
-            out.append(_bracket(text[i + 1 : end]))
+            out.append(_bracket(text[i + 1 : end], caseless))
             i = end + 1
             continue
         if char == "\\" and i + 1 < len(text):
             nxt = text[i + 1]
-            if nxt == "d":
-                out.append("[0-9]")
-            elif nxt == "w":
-                out.append("[A-Za-z0-9_]")
-            elif nxt == "s":
-                out.append("[[:space:]]")
-            elif nxt == "S":
-                out.append("[^[:space:]]")
-            elif nxt == "b":
-                out.append("\\b")
-            elif nxt in ".()[]{}*+?|^$\\/\"'-":
-                out.append("\\" + nxt if nxt not in "/\"'-" else nxt)
+            if nxt in _ESCAPES:
+                out.append(_ESCAPES[nxt])
+            elif nxt in ".()[]{}*+?|^$\\":
+                out.append("\\" + nxt)
+            elif nxt in "/\"'-":
+                out.append(nxt)
             else:
                 return None
             i += 2
             continue
-        out.append(char)
+        if caseless and char.isascii() and char.isalpha():
+            # a letter in a {m,n} count cannot occur, so every letter here is a literal
+            out.append(f"[{char.lower()}{char.upper()}]")
+        else:
+            out.append(char)
         i += 1
     result = "".join(out)
     return None if "(?" in result else result
 
 
-def export_patterns(packs: RulePacks) -> tuple[list[str], int]:
-    """(grep-compatible patterns, number skipped) for every active rule pattern."""
-    exported, skipped = [], 0
-    for compiled in packs.signatures.rules:
-        for pattern in compiled.rule.patterns:
-            ere = to_ere(pattern)
-            if ere is None:
-                skipped += 1
-            else:
-                exported.append(ere)
-    return exported, skipped
+def eager_patterns(packs: RulePacks) -> list[str]:
+    """The patterns the scan runs over the whole text: the prefilter form of every eager pattern."""
+    return [pattern for compiled in packs.signatures.eager.rules for pattern in compiled.prefilter]
 
 
-def _best_of(runs: int, action: object) -> float:
+def hyperscan_database(patterns: list[str]) -> tuple[Any, list[str]]:
+    """A block-mode database of every pattern hyperscan accepts, and the ones it rejected."""
+    import hyperscan
+
+    accepted, rejected = [], []
+    for pattern in patterns:
+        flags = hyperscan.HS_FLAG_MULTILINE | hyperscan.HS_FLAG_ALLOWEMPTY
+        body = pattern.removeprefix(CASELESS)
+        if body != pattern:
+            flags |= hyperscan.HS_FLAG_CASELESS
+        try:
+            probe = hyperscan.Database()
+            probe.compile(expressions=[body.encode()], flags=[flags])
+        except hyperscan.error:
+            rejected.append(pattern)
+            continue
+        accepted.append((body.encode(), flags))
+    database = hyperscan.Database()
+    database.compile(
+        expressions=[a[0] for a in accepted], ids=list(range(len(accepted))), flags=[a[1] for a in accepted]
+    )
+    return database, rejected
+
+
+def hyperscan_count(database: Any, data: bytes) -> int:
+    """Match events over the whole buffer (every pattern, every end offset hyperscan reports)."""
+    events = [0]
+
+    def on_match(pattern_id: int, start: int, end: int, flags: int, context: object) -> None:
+        events[0] += 1
+
+    database.scan(data, match_event_handler=on_match)
+    return events[0]
+
+
+def rounds(action: Callable[[], object]) -> list[float]:
+    """Seconds of each of ROUNDS runs of `action`, after one untimed warm-up run."""
+    action()
     times = []
-    for _ in range(runs):
+    for _ in range(ROUNDS):
         start = time.perf_counter()
-        action()  # type: ignore[operator]
+        action()
         times.append(time.perf_counter() - start)
-    return min(times)
+    return times
+
+
+def spread(times: list[float]) -> str:
+    return f"{min(times) * 1000:8.1f} {statistics.median(times) * 1000:8.1f} {max(times) * 1000:8.1f}"
+
+
+def row(label: str, times: list[float], size: int, peer: float | None = None) -> float:
+    """Print one row (ms min/median/max, MB/s of the median) and return the median."""
+    median = statistics.median(times)
+    ratio = f"{peer / median:7.2f}x" if peer else ""
+    print(f"  {label:34} {spread(times)} {size / MB / median:9.1f} {ratio}")
+    return median
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "NOT MET"
+
+
+def scan_process(pattern_file: str, log_file: str) -> int:
+    """The hyperscan side as a whole process: compile the database, scan the file, print events."""
+    database, _ = hyperscan_database(json.loads(Path(pattern_file).read_text()))
+    print(hyperscan_count(database, Path(log_file).read_bytes()))
+    return 0
+
+
+LOGS: dict[str, Callable[[int], str]] = {"sparse": synthetic_log, "dense": dense_log}
 
 
 def main() -> int:
@@ -192,45 +294,89 @@ def main() -> int:
         print("GNU grep is not installed; install it to compare throughput.", file=sys.stderr)
         return 2
     packs = load_packs()
-    patterns, skipped = export_patterns(packs)
-    total_patterns = len(patterns) + skipped
-    print(f"patterns: {total_patterns} in the packs, {len(patterns)} exported to grep -E, {skipped} skipped")
+    patterns = eager_patterns(packs)
+    caseless = sum(p.startswith(CASELESS) for p in patterns)
+    translated = [to_ere(p) for p in patterns]
+    ere = [t for t in translated if t is not None]
+    print(f"eager patterns: {len(patterns)} ({caseless} case-insensitive); grep -E takes {len(ere)}", end="")
+    print(f", {len(patterns) - len(ere)} without a faithful ERE form")
+    try:
+        database, rejected = hyperscan_database(patterns)
+        print(f"hyperscan takes {len(patterns) - len(rejected)}; rejected: {rejected or 'none'}")
+    except ImportError:
+        database = None
+        print("hyperscan is not installed (`pip install --group bench -e .`); its rows are skipped.")
+    sizes = [int(size) for size in os.environ.get("BENCH_CLASSIFY_MB", "2,20").split(",")]
+    logs = {f"{kind} {size} MB": build(size * MB) for kind, build in LOGS.items() for size in sizes}
+    env = {**os.environ, "LC_ALL": "C"}
+    medians: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as folder:
         pattern_file = Path(folder) / "patterns.txt"
-        pattern_file.write_text("\n".join(patterns) + "\n", encoding="utf-8")
+        pattern_file.write_text("\n".join(ere) + "\n", encoding="utf-8")
+        pattern_json = Path(folder) / "patterns.json"
+        pattern_json.write_text(json.dumps(patterns), encoding="utf-8")
         check = subprocess.run([grep, "-E", "-c", "-f", str(pattern_file), "/dev/null"], capture_output=True)
         if check.returncode == 2:
             print(f"grep rejected the exported patterns: {check.stderr.decode().strip()}", file=sys.stderr)
             return 2
-        for label, size in (("1 MB", 1_000_000), ("20 MB", 20_000_000)):
-            text = synthetic_log(size)
-            log_file = Path(folder) / f"log-{size}.log"
-            log_file.write_text(text, encoding="utf-8")
-            mb = len(text.encode()) / 1e6
+        print(f"{'':36} {'min ms':>8} {'median':>8} {'max ms':>8} {'MB/s':>9} {'x vramdoc':>9}")
+        for label, text in logs.items():
+            data = text.encode()
+            log_file = Path(folder) / (label.replace(" ", "-") + ".log")
+            log_file.write_bytes(data)
             request = DiagnoseRequest(log=text)
-            ours = _best_of(3, lambda request=request: classify(request, packs))
-            command = [grep, "-E", "-c", "-f", str(pattern_file), str(log_file)]
-            phase = classify(request, packs).phase
-            print(f"{label}: vramdoc {mb / ours:8.1f} MB/s ({ours * 1000:7.1f} ms, phase {phase})")
-            for locale in ("C.UTF-8", "C"):
-                env = {**os.environ, "LC_ALL": locale}
-                theirs = _best_of(
-                    3, lambda c=command, e=env: subprocess.run(c, capture_output=True, check=False, env=e)
+            print(f"{label} ({len(data) / MB:.1f} MB, phase {classify(request, packs).phase}):")
+            ours = row("in-process classify", rounds(lambda r=request: classify(r, packs)), len(data))
+            medians[label] = ours
+            if database is not None:
+                theirs = row(
+                    "in-process hyperscan",
+                    rounds(lambda d=data: hyperscan_count(database, d)),
+                    len(data),
+                    ours,
                 )
-                print(
-                    f"    grep -E (LC_ALL={locale:7}) {mb / theirs:8.1f} MB/s ({theirs * 1000:7.1f} ms); "
-                    f"ratio vramdoc/grep {theirs / ours:.2f} (target >= 0.33)"
+                medians[f"{label} hyperscan"] = theirs
+            cli = [sys.executable, "-m", "service.cli", "diagnose", "--json", str(log_file)]
+            process = row(
+                "process vramdoc diagnose",
+                rounds(lambda c=cli: subprocess.run(c, cwd=REPO, capture_output=True, check=False)),
+                len(data),
+            )
+            grep_cmd = [grep, "-E", "-c", "-f", str(pattern_file), str(log_file)]
+            row(
+                "process LC_ALL=C grep -E -c -f",
+                rounds(lambda c=grep_cmd: subprocess.run(c, capture_output=True, check=False, env=env)),
+                len(data),
+                process,
+            )
+            if database is not None:
+                hs_cmd = [sys.executable, __file__, "--scan-process", str(pattern_json), str(log_file)]
+                row(
+                    "process hyperscan (compile+scan)",
+                    rounds(lambda c=hs_cmd: subprocess.run(c, cwd=REPO, capture_output=True, check=True)),
+                    len(data),
+                    process,
                 )
-    request = DiagnoseRequest(log=excerpt())
-    classify(request, packs)
-    samples = []
-    for _ in range(300):
-        start = time.perf_counter()
-        classify(request, packs)
-        samples.append(time.perf_counter() - start)
-    lines = request.log.count("\n") + 1
-    print(f"{lines}-line excerpt: median {statistics.median(samples) * 1000:.2f} ms (target < 2 ms)")
-    generated_data_cost(request)
+    small = DiagnoseRequest(log=excerpt())
+    repeated = DiagnoseRequest(log=repeated_oom(2 * MB))
+    print("pastes:")
+    small_median = row("small paste (300 lines)", rounds(lambda: classify(small, packs)), len(small.log))
+    repeated_median = row(
+        "one OOM line repeated to 2 MB", rounds(lambda: classify(repeated, packs)), len(repeated.log)
+    )
+    ratio = repeated_median / small_median
+    dense = medians["dense 2 MB"] * 1000
+    print("targets (issue 15):")
+    print(f"  dense 2 MB in-process: {dense:.0f} ms (<= 100 ms: {verdict(dense <= 100)})")
+    print(f"  repeated-OOM 2 MB / small paste: {ratio:.1f}x (<= 2x: {verdict(ratio <= 2)})")
+    if database is not None:
+        for size in (f"{size} MB" for size in sizes):
+            share = medians[f"dense {size} hyperscan"] / medians[f"dense {size}"]
+            print(
+                f"  classify / hyperscan throughput, dense {size}: {share:.3f}x "
+                f"(>= 0.5x: {verdict(share >= 0.5)})"
+            )
+    generated_data_cost(small)
     return 0
 
 
@@ -270,4 +416,6 @@ def generated_data_cost(request: DiagnoseRequest) -> None:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--scan-process"]:
+        sys.exit(scan_process(sys.argv[2], sys.argv[3]))
     sys.exit(main())

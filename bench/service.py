@@ -1,14 +1,17 @@
-"""Throughput, latency and memory of `vramdoc serve`, driven over loopback from this second process.
+"""Throughput, latency, start-up and memory of `vramdoc serve`, driven over loopback from this process.
 
-Starts the server as a subprocess (rate limit off; cache on, as deployed), then for each endpoint
-and each concurrency level sends a fixed number of requests over keep-alive connections with a
-minimal HTTP/1.1 client (so the client costs little of the shared CPUs), and prints requests/s and
-p50/p99 latency next to the trivial `/healthz` of the same app in the same run. Diagnose and
-estimate requests are all distinct (cache misses) unless the row says `cached`. Finally it sends
-`--requests` more mixed requests and prints the server's RSS every quarter of them.
+Every row is measured against a peer in the same run: `/v1/diagnose` and `/v1/estimate` against a
+trivial POST endpoint of the same app (`/v1/bench/trivial`, mounted only because this script sets
+VRAMDOC_BENCH_TRIVIAL_POST=1) taking a body of the same size through the same guards, middleware and
+worker count. The load client is pinned to one CPU and the server to the others when there are two
+or more (`os.sched_setaffinity`), and the client's own CPU time is printed beside each row. Each row
+is 3 rounds (min/median/max req/s); ratios compare medians. Distinct rows never repeat a body, so
+they miss the response cache; `cached` rows repeat one body. Start-up: seconds to the first
+`/readyz` 200 against `python -c "import litestar, uvicorn"`. Memory: RSS and PSS (smaps_rollup) of a
+fresh server and its workers, then after every quarter of `--requests` mixed requests.
 
-    python bench/service.py                      # quick: 2000 per row, 20k for memory
-    python bench/service.py --requests 100000    # the full memory check
+    python bench/service.py                      # 1000 per round, 20k for memory
+    python bench/service.py --requests 100000    # a longer memory check
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import signal
 import socket
 import statistics
@@ -26,10 +30,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+# this file is bench/service.py: keep its folder off the path so `service` is the package
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+from service.api.bench_route import BENCH_TRIVIAL_POST_ENV  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
 TAIL = REPO / "tests" / "api" / "data" / "kv-capacity-v0.32-qwen.log"
 Request = Callable[[int], bytes]
 WARM_UP = 100
+TRIVIAL = "/v1/bench/trivial"
 
 
 def log_300_lines() -> str:
@@ -87,40 +97,51 @@ async def drive(port: int, make: Request, count: int, concurrency: int) -> tuple
     return time.perf_counter() - started, latencies
 
 
-def rss_mib(pid: int) -> float:
-    """Resident memory of the server and its worker processes."""
-    total = 0
-    pids = [pid]
+def server_pids(pid: int) -> list[int]:
+    """The server process and its uvicorn workers."""
     children = Path(f"/proc/{pid}/task/{pid}/children")
-    if children.exists():
-        pids += [int(p) for p in children.read_text().split()]
-    for p in pids:
-        for line in Path(f"/proc/{p}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                total += int(line.split()[1])
-    return total / 1024
+    return [pid] + ([int(p) for p in children.read_text().split()] if children.exists() else [])
 
 
-def memory_run(port: int, pid: int, rows: dict[str, Request], offset: int, total: int) -> None:
-    """A long mixed run (1 in 8 a distinct 300-line diagnosis, the rest distinct estimates and cached
-    diagnoses, so the response cache fills to its cap and keeps evicting); RSS printed every quarter."""
-    mix = [rows["POST /v1/diagnose (300 lines)"]] + [rows["POST /v1/estimate"]] * 4
-    mix += [rows["POST /v1/diagnose (cached)"]] * 3
+def memory_mib(pid: int) -> tuple[float, float]:
+    """(RSS, PSS) in MiB of the server and its workers; PSS shares each shared page out fairly."""
+    rss = pss = 0
+    for p in server_pids(pid):
+        for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Rss:"):
+                rss += int(line.split()[1])
+            elif line.startswith("Pss:"):
+                pss += int(line.split()[1])
+    return rss / 1024, pss / 1024
+
+
+def memory_run(port: int, pid: int, rows: dict[str, Request], total: int) -> None:
+    """On a fresh server: memory before any request, then after each quarter of a long mixed run (1 in
+    8 a distinct 300-line diagnosis, the rest distinct estimates and cached diagnoses, so the response
+    cache fills to its cap and keeps evicting)."""
+    mix = [rows["POST /v1/diagnose distinct"]] + [rows["POST /v1/estimate distinct"]] * 4
+    mix += [rows["POST /v1/diagnose cached"]] * 3
 
     def make(i: int) -> bytes:
-        return mix[i % len(mix)](offset + i)
+        return mix[i % len(mix)](10**7 + i)
 
-    samples = [rss_mib(pid)]
+    samples = [memory_mib(pid)]
     started = time.perf_counter()
     quarter = max(1, total // 4)
     for start in range(0, total, quarter):
         count = min(quarter, total - start)
         asyncio.run(drive(port, lambda i, start=start: make(start + i), count, 16))
-        samples.append(rss_mib(pid))
+        samples.append(memory_mib(pid))
     elapsed = time.perf_counter() - started
-    trail = " -> ".join(f"{s:.1f}" for s in samples)
-    print(f"memory: RSS MiB every {quarter} of {total} mixed requests ({total / elapsed:.0f} req/s): {trail}")
-    print(f"memory: change over the last three quarters {samples[-1] - samples[1]:+.1f} MiB")
+    print(
+        f"memory, fresh server then every {quarter} of {total} mixed requests ({total / elapsed:.0f} req/s):"
+    )
+    print("  RSS MiB: " + " -> ".join(f"{rss:.1f}" for rss, _ in samples))
+    print("  PSS MiB: " + " -> ".join(f"{pss:.1f}" for _, pss in samples))
+    print(
+        f"  change fresh -> end: RSS {samples[-1][0] - samples[0][0]:+.1f} MiB, "
+        f"PSS {samples[-1][1] - samples[0][1]:+.1f} MiB"
+    )
 
 
 def free_port() -> int:
@@ -129,85 +150,159 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(port: int, workers: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "VRAMDOC_RATE_LIMIT": "off", "VRAMDOC_CACHE_TTL_S": "300"}
+def start_server(port: int, workers: int, cpus: set[int]) -> tuple[subprocess.Popen[bytes], float]:
+    """`vramdoc serve` on `cpus`, and the seconds from spawn to its first /readyz 200."""
+    env = {
+        **os.environ,
+        "VRAMDOC_RATE_LIMIT": "off",
+        "VRAMDOC_CACHE_TTL_S": "300",
+        BENCH_TRIVIAL_POST_ENV: "1",
+    }
     env.pop("VRAMDOC_REDIS_URL", None)
     cmd = [sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--workers", str(workers)]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stderr=subprocess.DEVNULL)
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=env, stderr=subprocess.DEVNULL, preexec_fn=lambda: os.sched_setaffinity(0, cpus)
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2) as sock:
                 sock.sendall(http_request("GET", "/readyz"))
                 if b" 200 " in sock.recv(4096):
-                    return proc
+                    return proc, time.perf_counter() - started
         except OSError:
-            time.sleep(0.1)
+            time.sleep(0.02)
     proc.kill()
     raise SystemExit("the server did not become ready within 60 s")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def import_web_stack_s() -> float:
+    """Seconds for a fresh interpreter to import the web stack the service runs on."""
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import litestar, uvicorn"], check=True)
+    return time.perf_counter() - started
+
+
+def spread(values: list[float], fmt: str = "{:8.0f}") -> str:
+    return " ".join(fmt.format(v) for v in (min(values), statistics.median(values), max(values)))
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "NOT MET"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--per-row", type=int, default=2000, help="requests per endpoint and concurrency")
+    parser.add_argument("--per-row", type=int, default=1000, help="requests per round of each row")
     parser.add_argument("--requests", type=int, default=20000, help="requests in the memory run")
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=os.cpu_count() or 1,
-        help="server workers (default: one per CPU, as `vramdoc serve --workers $(nproc)` is deployed)",
-    )
+    parser.add_argument("--workers", type=int, help="server workers (default: one per server CPU)")
     args = parser.parse_args()
+
+    cpus = sorted(os.sched_getaffinity(0))
+    client_cpus = {cpus[-1]}
+    server_cpus = set(cpus[:-1]) or client_cpus
+    workers = args.workers or len(server_cpus)
+    os.sched_setaffinity(0, client_cpus)
 
     log = log_300_lines()
     diag_path = "/v1/diagnose?model=Qwen/Qwen2.5-0.5B-Instruct"
+
+    def estimate_body(i: int) -> bytes:
+        return json.dumps(
+            {"model": "Qwen/Qwen2.5-0.5B-Instruct", "gpu": "A100-80GB", "max_model_len": 1024 + i}
+        ).encode()
+
+    def log_body(i: int) -> bytes:
+        return f"{log}# bench request {i:08d}\n".encode()
+
+    log_size, estimate_size = len(log_body(0)), len(estimate_body(10**6))
     rows: dict[str, Request] = {
-        "GET /healthz (trivial)": lambda i: http_request("GET", "/healthz"),
-        "POST /v1/diagnose (300 lines)": lambda i: http_request(
-            "POST", diag_path, f"{log}# bench request {i}\n".encode()
+        f"POST trivial ({log_size} B body)": lambda i: http_request("POST", TRIVIAL, b"x" * log_size),
+        "POST /v1/diagnose distinct": lambda i: http_request("POST", diag_path, log_body(i)),
+        "POST /v1/diagnose cached": lambda i: http_request("POST", diag_path, log_body(0)),
+        f"POST trivial ({estimate_size} B body)": lambda i: http_request(
+            "POST", TRIVIAL, b"x" * estimate_size, "application/json"
         ),
-        "POST /v1/diagnose (cached)": lambda i: http_request("POST", diag_path, log.encode()),
-        "POST /v1/estimate": lambda i: http_request(
-            "POST",
-            "/v1/estimate",
-            json.dumps(
-                {"model": "Qwen/Qwen2.5-0.5B-Instruct", "gpu": "A100-80GB", "max_model_len": 1024 + i}
-            ).encode(),
-            "application/json",
+        "POST /v1/estimate distinct": lambda i: http_request(
+            "POST", "/v1/estimate", estimate_body(10**6 + i), "application/json"
+        ),
+        "POST /v1/estimate cached": lambda i: http_request(
+            "POST", "/v1/estimate", estimate_body(10**6), "application/json"
         ),
     }
+    print(
+        f"vramdoc serve, {workers} worker(s) on CPUs {sorted(server_cpus)}, client on CPU {cpus[-1]}; "
+        f"{args.per_row} requests per round, 3 rounds"
+    )
+    ready, imports = [], []
+    for _ in range(3):
+        imports.append(import_web_stack_s())
+        proc, seconds = start_server(free_port(), workers, server_cpus)
+        ready.append(seconds)
+        stop(proc)
+    start_ratio = statistics.median(ready) / statistics.median(imports)
+    print(f"start-up ms (min median max): ready {spread([r * 1000 for r in ready])}; ", end="")
+    print(f"import litestar+uvicorn {spread([i * 1000 for i in imports])}")
+    print(f"  ready / web-stack import: {start_ratio:.1f}x (<= 3x: {verdict(start_ratio <= 3)})")
+
     port = free_port()
-    proc = start_server(port, args.workers)
+    proc, _ = start_server(port, workers, server_cpus)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # still stop the server in `finally`
     offset = 0
+    ratios: dict[tuple[str, int], float] = {}
     try:
         print(
-            f"vramdoc serve, {args.workers} worker(s), {os.cpu_count()} CPUs; {args.per_row} requests per row"
+            f"{'row':34} {'conc':>4} {'req/s min':>9} {'median':>8} {'max':>8} {'p99 ms':>7} "
+            f"{'client CPU ms/req':>17} {'vs trivial':>10}"
         )
-        print(f"{'endpoint':32} {'conc':>4} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'vs trivial':>10}")
-        for concurrency in (1, 4, 16):
-            trivial_rps = 0.0
+        for concurrency in (1, 16):
+            peer = 0.0
             for name, make in rows.items():
                 # Warm-up and measured requests use disjoint indices, so distinct rows never hit the cache.
                 warm: Request = lambda i, make=make, base=offset: make(base + i)  # noqa: E731
                 offset += WARM_UP
-                measured: Request = lambda i, make=make, base=offset: make(base + i)  # noqa: E731
-                offset += args.per_row
                 asyncio.run(drive(port, warm, WARM_UP, concurrency))
-                elapsed, lat = asyncio.run(drive(port, measured, args.per_row, concurrency))
-                rps = args.per_row / elapsed
-                trivial_rps = trivial_rps or rps
-                q = statistics.quantiles(lat, n=100)
+                rates, latencies, client_cpu = [], [], 0.0
+                for _ in range(3):
+                    measured: Request = lambda i, make=make, base=offset: make(base + i)  # noqa: E731
+                    offset += args.per_row
+                    cpu_before = resource.getrusage(resource.RUSAGE_SELF)
+                    elapsed, lat = asyncio.run(drive(port, measured, args.per_row, concurrency))
+                    cpu_after = resource.getrusage(resource.RUSAGE_SELF)
+                    client_cpu += (cpu_after.ru_utime + cpu_after.ru_stime) - (
+                        cpu_before.ru_utime + cpu_before.ru_stime
+                    )
+                    rates.append(args.per_row / elapsed)
+                    latencies += lat
+                median = statistics.median(rates)
+                if name.startswith("POST trivial"):
+                    peer = median
+                ratios[(name, concurrency)] = median / peer
+                q = statistics.quantiles(latencies, n=100)
                 print(
-                    f"{name:32} {concurrency:>4} {rps:>8.0f} {q[49] * 1000:>8.2f} {q[98] * 1000:>8.2f} "
-                    f"{rps / trivial_rps:>10.2f}"
+                    f"{name:34} {concurrency:>4} {spread(rates, '{:9.0f}')} {q[98] * 1000:>7.2f} "
+                    f"{client_cpu * 1000 / (3 * args.per_row):>17.3f} {median / peer:>10.2f}"
                 )
-        memory_run(port, proc.pid, rows, offset, args.requests)
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        stop(proc)
+    print("targets (issue 15), at 16 clients:")
+    for name, target in (("POST /v1/diagnose distinct", 0.5), ("POST /v1/diagnose cached", 0.9)):
+        got = ratios[(name, 16)]
+        print(f"  {name} / trivial POST: {got:.2f}x (>= {target}x: {verdict(got >= target)})")
+    port = free_port()
+    proc, _ = start_server(port, workers, server_cpus)
+    try:
+        memory_run(port, proc.pid, rows, args.requests)
+    finally:
+        stop(proc)
 
 
 if __name__ == "__main__":

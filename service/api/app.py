@@ -16,6 +16,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin
 
 from service.api.access import rate_limit, require_token
+from service.api.bench_route import bench_handlers
 from service.api.monitoring import MetricsController, init_sentry, prometheus_config
 from service.api.openapi import add_request_components
 from service.api.problems import exception_handlers
@@ -55,7 +56,8 @@ def create_app(settings: Settings, *, packs: RulePacks | None = None) -> Litesta
     """Build the app; packs load when the ASGI server runs the lifespan, unless given already loaded."""
     if settings.sentry_dsn:
         init_sentry(settings.sentry_dsn, settings.sentry_environment)
-    v1 = Router("/v1", route_handlers=V1_HANDLERS, guards=[rate_limit, require_token])
+    # bench_handlers() is empty unless VRAMDOC_BENCH_TRIVIAL_POST=1 (bench/service.py's peer endpoint)
+    v1 = Router("/v1", route_handlers=[*V1_HANDLERS, *bench_handlers()], guards=[rate_limit, require_token])
     metrics = prometheus_config()
     app = Litestar(
         route_handlers=[v1, *health_handlers, MetricsController],
