@@ -19,7 +19,16 @@ from redis.exceptions import RedisError
 from bot.blocks import Message
 from service.schemas import Fingerprint, Fix
 
-__all__ = ["RepliedTo", "Sighting", "TeamMemory", "ThreadRef", "memory_note", "promote_fix", "with_note"]
+__all__ = [
+    "Recent",
+    "RepliedTo",
+    "Sighting",
+    "TeamMemory",
+    "ThreadRef",
+    "memory_note",
+    "promote_fix",
+    "with_note",
+]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +51,11 @@ class RepliedTo(msgspec.Struct, frozen=True, kw_only=True):
     key: str
     thread_ts: str
     top_fix: str | None = None
+
+
+class Recent(msgspec.Struct, frozen=True, kw_only=True):
+    fingerprint: Fingerprint
+    sighting: Sighting
 
 
 class Sighting(msgspec.Struct, frozen=True, kw_only=True):
@@ -187,6 +201,26 @@ class TeamMemory:
             return False
         return bool(first)
 
+    async def recent(self, days: int, *, limit: int = 10, now: float | None = None) -> list[Recent]:
+        """The most frequent fingerprints seen in the last `days`, most sightings first."""
+        now = time.time() if now is None else now
+        try:
+            keys = await self._redis.zrangebyscore(f"{self._prefix}recent", now - days * _DAY_S, "+inf")
+            rows: list[Recent] = []
+            for raw_key in keys:
+                key = raw_key.decode() if isinstance(raw_key, bytes) else str(raw_key)
+                sighting = await self.recall(key)
+                raw = await self._redis.hget(self._key(key), "fingerprint")
+                if sighting is None or raw is None:
+                    continue
+                print_ = msgspec.json.decode(raw, type=Fingerprint)
+                rows.append(Recent(fingerprint=print_, sighting=sighting))
+        except (RedisError, OSError, msgspec.DecodeError) as exc:
+            log.warning("team memory cannot list recent failures (%s)", exc)
+            return []
+        rows.sort(key=lambda row: (-row.sighting.count, -row.sighting.last_seen))
+        return rows[:limit]
+
     async def threads(self, key: str) -> list[ThreadRef]:
         """The threads (most recent last) where a fingerprint appeared."""
         try:
@@ -249,3 +283,26 @@ def promote_fix(fixes: list[Fix], fix_id: str) -> list[Fix]:
         return fixes
     ordered = chosen + [fix for fix in fixes if fix.id != fix_id]
     return [msgspec.structs.replace(fix, rank=rank) for rank, fix in enumerate(ordered, start=1)]
+
+
+def render_recent(rows: list[Recent], days: int) -> str:
+    """The `/vramdoc recent` answer: one line per failure with count, hosts and the fix that worked."""
+    if not rows:
+        return f"No failures were recorded in the last {_plural(days, 'day')}."
+    lines = [f"*Most frequent failures, last {_plural(days, 'day')}*"]
+    for row in rows:
+        print_, seen = row.fingerprint, row.sighting
+        what = " · ".join(
+            p
+            for p in (print_.model, print_.gpu, f"vLLM {print_.vllm_minor}" if print_.vllm_minor else None)
+            if p
+        )
+        line = f"• *{print_.phase}* ({what or 'unknown model'}): {_plural(seen.count, 'time')}"
+        if seen.hosts:
+            line += f" on {', '.join(seen.hosts)}"
+        if seen.first is not None:
+            line += f", first in <#{seen.first.channel}>"
+        if seen.fixed_by:
+            line += f"; fixed by `{seen.fixed_by}`"
+        lines.append(line)
+    return "\n".join(lines)

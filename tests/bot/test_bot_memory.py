@@ -251,3 +251,45 @@ async def test_a_check_mark_reaction_on_the_answer_records_its_top_fix(
     await slack.wait_for(lambda: len(slack.replies()) >= 2 and len(slack.called("reactions.add")) >= 4)
     assert f"*{diagnosis.fixes[0].title}* fixed it before" in _text(slack.replies()[-1])
     assert len(_thanks(slack)) == 1
+
+
+def _slash(text: str) -> dict[str, str]:
+    return {
+        "token": "legacy",
+        "team_id": "T0001",
+        "channel_id": "C0CHANNEL",
+        "user_id": "U0PERSON",
+        "command": "/vramdoc",
+        "text": text,
+        "response_url": "https://hooks.slack.com/commands/T0001/1/abc",
+        "trigger_id": "1.2.3",
+        "api_app_id": "A0001",
+    }
+
+
+async def test_slash_recent_lists_the_most_frequent_failures_with_hosts_and_fix(
+    start_bot,
+    slack: SlackStandin,
+    service_url: str,
+    agent: AgentStandin,
+    redis_client: aioredis.Redis,
+    key_prefix: str,
+) -> None:
+    await register_agent(redis_client, key_prefix, "gpu-07", agent.url)
+    bot = await start_bot(service_url)
+    assert (await bot.form(_slash("recent"))).text == "No failures were recorded in the last 7 days."
+    await _two_channels(bot, slack, host="on gpu-07")
+    diagnosis = diagnose(DiagnoseRequest(log=LOG), load_rules())
+    memory = bot.backends.memory
+    assert isinstance(memory, TeamMemory)
+    keys = [k async for k in redis_client.scan_iter(match=f"{key_prefix}memory:fp:*:hosts")]
+    [key] = [k.decode().split(":fp:")[1].removesuffix(":hosts") for k in keys]
+    assert await memory.mark_fixed(key, diagnosis.fixes[0].id)
+
+    response = await bot.form(_slash("recent 30"))
+
+    text = response.text
+    assert text.startswith("*Most frequent failures, last 30 days*")
+    assert "*kv_cache_capacity* (qwen/qwen2.5-0.5b-instruct" in text
+    assert "2 times on gpu-07, first in <#C0CHANNEL>" in text
+    assert f"fixed by `{diagnosis.fixes[0].id}`" in text
