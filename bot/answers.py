@@ -28,11 +28,12 @@ from bot.blocks import (
 )
 from bot.clients import AgentClient, HostFailure, ServiceClient, ServiceError
 from bot.hosts import HostDirectory
+from bot.memory import RepliedTo, TeamMemory, ThreadRef, memory_note, promote_fix, with_note
 from bot.parse import Ask, parse_ask
 from bot.settings import BotSettings
 from bot.state import State, ThreadContext
 from service.redact import redact
-from service.schemas import DiagnoseRequest, Snapshot
+from service.schemas import DiagnoseRequest, Diagnosis, Fingerprint, Snapshot
 
 __all__ = [
     "Backends",
@@ -69,18 +70,22 @@ class Backends:
         directory: HostDirectory,
         service: ServiceClient,
         agents: AgentClient,
+        memory: TeamMemory | None = None,
     ) -> None:
         self.settings = settings
         self.state = state
         self.directory = directory
         self.service = service
         self.agents = agents
+        self.memory = memory
 
     async def close(self) -> None:
         await self.service.close()
         await self.agents.close()
         await self.state.close()
         await self.directory.close()
+        if self.memory is not None:
+            await self.memory.close()
 
 
 class Place(msgspec.Struct, frozen=True, kw_only=True):
@@ -217,8 +222,40 @@ async def hosts_message(backends: Backends, channel: str) -> Message:
     return render_help(sorted(known))
 
 
-async def compose(backends: Backends, context: ThreadContext, *, all_fixes: bool = False) -> Message:
-    """The reply for everything the thread has given so far (already merged into `context`)."""
+async def _remembered(
+    backends: Backends, diagnosis: Diagnosis, *, this_one: bool
+) -> tuple[Diagnosis, Fingerprint | None, str | None]:
+    """The diagnosis with the fix that worked before ranked first, its fingerprint, and the memory line.
+
+    `this_one`: the answer being composed is a new sighting (not yet recorded), so it is counted.
+    """
+    print_ = diagnosis.fingerprint
+    if print_ is None or backends.memory is None:
+        return diagnosis, print_, None
+    sighting = await backends.memory.recall(print_.key)
+    if sighting is None or sighting.count + int(this_one) < 2:
+        return diagnosis, print_, None
+    fix_title = None
+    if sighting.fixed_by is not None:
+        promoted = promote_fix(diagnosis.fixes, sighting.fixed_by)
+        if promoted is not diagnosis.fixes:
+            diagnosis = msgspec.structs.replace(diagnosis, fixes=promoted)
+            fix_title = promoted[0].title
+    return diagnosis, print_, memory_note(sighting, this_one=this_one, fix_title=fix_title)
+
+
+async def compose(
+    backends: Backends,
+    context: ThreadContext,
+    *,
+    all_fixes: bool = False,
+    turn: _Turn | None = None,
+) -> Message:
+    """The reply for everything the thread has given so far (already merged into `context`).
+
+    With `turn` (a new answer, not a rebuilt one) the diagnosis's fingerprint is left in it, to be
+    recorded once the reply is posted.
+    """
     snapshots, failures, notes = await _live(backends, context.hosts)
     if context.log:
         request = DiagnoseRequest(
@@ -228,14 +265,20 @@ async def compose(backends: Backends, context: ThreadContext, *, all_fixes: bool
             snapshot=snapshots[0] if snapshots else None,
         )
         diagnosis = await backends.service.diagnose(request)
-        return render_diagnosis(
+        diagnosis, print_, note = await _remembered(backends, diagnosis, this_one=turn is not None)
+        if turn is not None:
+            turn.fingerprint = print_
+            turn.top_fix = diagnosis.fixes[0].id if diagnosis.fixes else None
+        message = render_diagnosis(
             diagnosis,
             snapshots=snapshots,
             failures=failures,
             hosts=[s.host for s in snapshots] + [f.host for f in failures],
             notes=notes,
             all_fixes=all_fixes,
+            fix_buttons=backends.memory is not None,
         )
+        return with_note(message, note) if note else message
     if not snapshots and not failures:
         raise UserError(notes[0] if notes else "I found nothing to look at.")
     return render_snapshots(
@@ -317,6 +360,8 @@ class _Turn:
     def __init__(self) -> None:
         self.ask: Ask | None = None
         self.context: ThreadContext | None = None
+        self.fingerprint: Fingerprint | None = None
+        self.top_fix: str | None = None
 
 
 async def _understand(
@@ -354,7 +399,24 @@ async def _reply(backends: Backends, place: Place, turn: _Turn) -> Message:
         return render_budget(await backends.service.estimate(turn.ask.estimate))
     if turn.context is None:
         raise UserError("I found nothing to look at.")
-    return await compose(backends, turn.context)
+    return await compose(backends, turn.context, turn=turn)
+
+
+async def _record(backends: Backends, client: AsyncWebClient, place: Place, ts: str, turn: _Turn) -> None:
+    """Remember where this failure was answered (with Slack's permalink), for the next time it comes."""
+    if backends.memory is None or turn.fingerprint is None or not ts:
+        return
+    permalink = None
+    try:
+        result = await client.chat_getPermalink(channel=place.channel, message_ts=ts)
+        permalink = str(result.get("permalink") or "") or None
+    except SlackApiError as exc:
+        log.warning("no permalink for %s in %s: %s", ts, place.channel, exc.response.get("error"))
+    hosts = turn.context.hosts if turn.context is not None else ()
+    where = ThreadRef(channel=place.channel, ts=ts, permalink=permalink)
+    await backends.memory.record(turn.fingerprint, where, hosts)
+    replied = RepliedTo(key=turn.fingerprint.key, thread_ts=place.thread_ts or ts, top_fix=turn.top_fix)
+    await backends.memory.remember_reply(where, replied)
 
 
 async def answer(
@@ -389,6 +451,8 @@ async def answer(
         ok, ts = False, ""
     if turn.context is not None and (place.thread_ts or ts):
         await backends.state.save_thread(place.channel, place.thread_ts or ts, turn.context)
+    if ok:
+        await _record(backends, client, place, ts, turn)
     await _react(client, place, WORKING, remove=True)
     await _react(client, place, DONE if ok else FAILED)
     return bool(ts)

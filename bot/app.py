@@ -16,7 +16,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.answers import Backends
 from bot.clients import AgentClient, ServiceClient
 from bot.hosts import HostDirectory, load_hosts_file
-from bot.listeners import actions, commands, events, shortcuts
+from bot.listeners import actions, commands, events, memory, shortcuts
+from bot.memory import TeamMemory
 from bot.settings import BotSettings
 from bot.state import open_state
 from service.redis_link import connect_redis
@@ -58,6 +59,13 @@ def build_backends(settings: BotSettings, *, key_prefix: str = "vramdoc:") -> Ba
             settings.service_url, timeout_s=settings.service_timeout_s, token=settings.service_token
         ),
         agents=AgentClient(settings.agent_token, timeout_s=settings.agent_timeout_s),
+        memory=TeamMemory(
+            connect_redis(settings.redis_url, timeout_s=1.0),
+            key_prefix=key_prefix,
+            retention_days=settings.memory_retention_days,
+        )
+        if settings.redis_url
+        else None,
     )
 
 
@@ -81,6 +89,6 @@ def create_app(
         await next()
 
     app.use(attach_backends)
-    for surface in (events, commands, shortcuts, actions):
+    for surface in (events, commands, shortcuts, actions, memory):
         surface.register(app)
     return app

@@ -17,6 +17,7 @@ from service.redact import redact
 from service.schemas import Budget, Diagnosis, Evidence, Facts, Fix, Snapshot
 
 __all__ = [
+    "ACTION_FIXED_IT",
     "ACTION_RECHECK",
     "ACTION_SHOW_ALL",
     "LIMITS",
@@ -35,6 +36,7 @@ Block = dict[str, Any]
 
 ACTION_SHOW_ALL = "show_all_fixes"
 ACTION_RECHECK = "recheck_host"
+ACTION_FIXED_IT = "fix_worked"
 SHOWN_FIXES = 3
 MAX_FIXES = 20
 
@@ -182,12 +184,16 @@ def _facts_block(facts: Facts) -> Block | None:
     return {"type": "section", "fields": fields} if fields else None
 
 
-def _fix_block(fix: Fix) -> Block:
+def _fix_block(fix: Fix, fingerprint_key: str | None = None) -> Block:
+    """One fix; with a fingerprint key (team memory on) it carries a "This fixed it" button."""
     exact = "" if fix.exact else " _(estimated value)_"
     needs = f"\n_Needs: {', '.join(fix.needs)}_" if fix.needs else ""
     change = fix.change.replace("```", "'''")
     text = f"*{fix.rank}. {fix.title}*{exact}\n```{change}```\n{fix.why}\n_Trade-off: {fix.tradeoff}_{needs}"
-    return _section(text)
+    block = _section(text)
+    if fingerprint_key is not None:
+        block["accessory"] = _button("This fixed it", ACTION_FIXED_IT, f"{fingerprint_key}|{fix.id}")
+    return block
 
 
 def _budget_bar(budget: Budget, width: int = 40) -> list[str]:
@@ -374,8 +380,12 @@ def render_diagnosis(
     hosts: Sequence[str] = (),
     notes: Sequence[str] = (),
     all_fixes: bool = False,
+    fix_buttons: bool = False,
 ) -> Message:
-    """The threaded answer to a log: phase, summary, decisive lines, facts, fixes, budget, GPUs."""
+    """The threaded answer to a log: phase, summary, decisive lines, facts, fixes, budget, GPUs.
+
+    `fix_buttons`: team memory is on, so each fix gets a "This fixed it" button.
+    """
     label, emoji = _PHASE_LABELS[diagnosis.phase]
     blocks: list[Block] = [
         _header(f"{label}: {diagnosis.title}" if diagnosis.title else label),
@@ -393,7 +403,8 @@ def render_diagnosis(
     shown = diagnosis.fixes[:MAX_FIXES] if all_fixes else diagnosis.fixes[:SHOWN_FIXES]
     if shown:
         blocks.append(_section(f"*Fixes* ({len(shown)} of {len(diagnosis.fixes)}, best first)"))
-        blocks += [_fix_block(fix) for fix in shown]
+        key = diagnosis.fingerprint.key if fix_buttons and diagnosis.fingerprint else None
+        blocks += [_fix_block(fix, key) for fix in shown]
     if diagnosis.corrected_command:
         command, _ = _code([diagnosis.corrected_command])
         blocks.append(_section(f"*Corrected command* (top fix applied)\n{command}"))

@@ -43,6 +43,7 @@ class BotSettings(msgspec.Struct, frozen=True, kw_only=True):
     dedup_ttl_s: int = 3600
     # Channels where registered host names may be listed ("*" for every channel); none by default.
     list_hosts_in: tuple[str, ...] = ()
+    memory_retention_days: int = 30
 
     def may_list_hosts(self, channel: str) -> bool:
         """Whether a reply in `channel` may name the registered hosts (they reveal the fleet)."""
@@ -131,4 +132,5 @@ def load_settings(env: Mapping[str, str] | None = None, *, http: bool = False) -
         agent_timeout_s=_positive(env, "VRAMDOC_BOT_AGENT_TIMEOUT_S", float, 3.0),
         thread_ttl_s=int(_positive(env, "VRAMDOC_BOT_THREAD_TTL_S", int, 7 * 24 * 3600)),
         list_hosts_in=_channels(env, "VRAMDOC_BOT_LIST_HOSTS"),
+        memory_retention_days=int(_positive(env, "VRAMDOC_MEMORY_RETENTION_DAYS", int, 30)),
     )

@@ -13,6 +13,7 @@ from service.budget import budget_from_facts, find_gpu, find_model, in_catalog
 from service.budget import estimate as estimate_budget
 from service.diagnosis import classify_text
 from service.errors import EmptyLogError, InputError
+from service.fingerprints import fingerprint
 from service.fixes import check_calculators
 from service.fixes.diagnosis import with_fixes
 from service.packs import RulePacks, load_packs
@@ -146,13 +147,15 @@ def _budget(request: DiagnoseRequest, diagnosis: Diagnosis, packs: RulePacks) ->
 
 
 def diagnose(request: DiagnoseRequest, packs: RulePacks) -> Diagnosis:
-    """The full diagnosis: classification, the budget when model and GPU are known, ranked fixes."""
+    """The full diagnosis: classification, the budget when model and GPU are known, ranked fixes, and
+    the fingerprint team memory recognises it by."""
     diagnosis = classify(request, packs)
     budget, from_agent = _budget(request, diagnosis, packs)
     hints = request if not from_agent else msgspec.structs.replace(request, model=None)
     findings = diagnosis.findings + _unknown_hints(hints, diagnosis, packs, budget)
     diagnosis = msgspec.structs.replace(diagnosis, budget=budget, findings=findings)
-    return with_fixes(diagnosis, request, packs.fixes, packs.catalog)
+    diagnosis = with_fixes(diagnosis, request, packs.fixes, packs.catalog)
+    return msgspec.structs.replace(diagnosis, fingerprint=fingerprint(diagnosis, packs))
 
 
 def estimate(request: EstimateRequest, packs: RulePacks) -> Budget:

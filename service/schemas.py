@@ -23,6 +23,7 @@ __all__ = [
     "Facts",
     "FigureSource",
     "Finding",
+    "Fingerprint",
     "Fix",
     "GpuInfo",
     "GpuProcess",
@@ -225,6 +226,19 @@ BUDGET_LABELS: dict[str, str] = {
 }
 
 
+class Fingerprint(Wire, frozen=True):
+    """What identifies a failure across hosts and threads (team memory): ids and rounded numbers only,
+    never log text; `key` is a short hash of the rest."""
+
+    key: str
+    phase: Phase
+    rule: str | None
+    model: str | None
+    gpu: str | None
+    vllm_minor: str | None
+    numbers: dict[str, float] = msgspec.field(default_factory=dict)
+
+
 class Diagnosis(Wire, frozen=True):
     phase: Phase
     confidence: float
@@ -239,6 +253,7 @@ class Diagnosis(Wire, frozen=True):
     engine: Engine
     fact_sources: dict[str, str] = msgspec.field(default_factory=dict)
     corrected_command: str | None = None
+    fingerprint: Fingerprint | None = None
 
 
 # --- snapshot (agent) --------------------------------------------------------------------------

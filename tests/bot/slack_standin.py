@@ -139,6 +139,10 @@ class SlackStandin:
                 "ts": ts,
                 "message": {"text": args.get("text"), "ts": ts, "blocks": args.get("blocks")},
             }
+        if method == "chat.getPermalink":
+            channel, ts = str(args.get("channel")), str(args.get("message_ts"))
+            link = f"https://standin.slack.com/archives/{channel}/p{ts.replace('.', '')}"
+            return {"ok": True, "channel": channel, "permalink": link}
         if method in {"reactions.add", "reactions.remove", "files.completeUploadExternal"}:
             files = json.loads(args["files"]) if method == "files.completeUploadExternal" else []
             return {"ok": True, "files": [{"id": f["id"], "title": f.get("title")} for f in files]}

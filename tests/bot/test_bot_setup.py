@@ -29,9 +29,14 @@ def test_manifest_declares_exactly_what_the_bot_uses() -> None:
         "files:read",  # files.info and downloading uploaded logs
         "files:write",  # files.getUploadURLExternal / completeUploadExternal for long reports
         "im:history",  # message.im events
+        "reactions:read",  # reaction_added: a ✅ on an answer records the fix that worked
         "reactions:write",  # reactions.add / reactions.remove
     }
-    assert manifest["settings"]["event_subscriptions"]["bot_events"] == ["app_mention", "message.im"]
+    assert manifest["settings"]["event_subscriptions"]["bot_events"] == [
+        "app_mention",
+        "message.im",
+        "reaction_added",
+    ]
     [command] = manifest["features"]["slash_commands"]
     assert command["command"] == COMMAND
     [shortcut] = manifest["features"]["shortcuts"]
