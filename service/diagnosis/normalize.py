@@ -125,6 +125,8 @@ def split_prefixes(raw: str) -> tuple[str, str, str]:
             break
         if match.group("proc"):
             source = match.group("proc")
+        elif match.group("rank") and not source:
+            source = match.group("rank").split("]")[0].lstrip("[")  # torch.distributed: [rank3]:
         elif match.group("container") and not source:
             source = match.group("container").split("|")[0].strip()
         found_level = (

@@ -17,6 +17,7 @@ import re2
 
 from service.errors import PackError
 from service.packs.catalog import Catalog, load_catalog
+from service.packs.evidence import EvidenceWeights, load_evidence
 from service.packs.fixes import FixPack, load_fix_recipes
 from service.packs.signatures import OPTIONS, CompiledRule, compile_pack, pack_files
 
@@ -61,13 +62,14 @@ class SignatureIndex:
 
 @dataclass(frozen=True, slots=True)
 class RulePacks:
-    """All loaded packs; budget adds `catalog`, fixes adds `fixes`."""
+    """All loaded packs; budget adds `catalog`, fixes adds `fixes`, placement reads `evidence`."""
 
     signatures: SignatureIndex
     digest: str
     root: Path
     catalog: Catalog
     fixes: FixPack
+    evidence: EvidenceWeights
 
 
 def default_rules_dir() -> Path:
@@ -146,10 +148,12 @@ def load_packs(rules_dir: Path | None = None) -> RulePacks:
     signatures = load_signatures(root)
     catalog = load_catalog(root)
     fixes = load_fix_recipes(root, catalog.engine)
+    evidence = load_evidence(root)
     return RulePacks(
         signatures=signatures,
         digest=_digest(root, pack_files(root)),
         root=root,
         catalog=catalog,
         fixes=fixes,
+        evidence=evidence,
     )
