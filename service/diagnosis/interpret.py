@@ -33,6 +33,7 @@ PHASE_STAGE: dict[Phase, int] = {
     "runtime_oom": 5,
     "request_too_long": 5,
     "kv_preemption": 5,
+    "host_oom": 2,  # mostly while loading weights into RAM or allocating swap/offload buffers
     "not_memory": 0,
     "no_failure": 9,
 }
