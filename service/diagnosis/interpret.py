@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from service.diagnosis.normalize import Document
+from service.diagnosis.normalize import Document, is_prose
 from service.diagnosis.placement import HintFn, place
+from service.diagnosis.prose import ProseCue, is_negated_prose, read_prose
 from service.diagnosis.scan import Hit, present, scan_lines
 from service.packs import SignatureIndex
 from service.packs.evidence import EvidenceWeights
+from service.packs.prose import ProseVocabulary
 from service.packs.signatures import CompiledRule, Stage
 from service.schemas import Phase
 
@@ -39,6 +41,7 @@ PHASE_STAGE: dict[Phase, int] = {
 }
 
 MAX_PLACED_OOMS = 16
+_PROSE_ONLY = 0.5  # the most a verdict resting on a person's sentence alone may claim
 
 
 @dataclass(slots=True)
@@ -52,6 +55,7 @@ class Verdict:
     decisive: list[Hit] = field(default_factory=list)
     first_exception: Hit | None = None
     hit_phases: dict[tuple[int, str], Phase] = field(default_factory=dict)
+    taken_back: frozenset[int] = frozenset()  # lines of sentences saying a failure is gone or avoided
 
 
 class Context:
@@ -59,12 +63,19 @@ class Context:
     placement gives each kind of clue."""
 
     def __init__(
-        self, doc: Document, signatures: SignatureIndex, hits: list[Hit], weights: EvidenceWeights
+        self,
+        doc: Document,
+        signatures: SignatureIndex,
+        hits: list[Hit],
+        weights: EvidenceWeights,
+        prose: ProseVocabulary,
     ) -> None:
         self.doc = doc
         self.signatures = signatures
         self.hits = hits
         self.weights = weights
+        self.prose = prose
+        self._cues: list[ProseCue] | None = None
         self._lazy: dict[tuple[int, int], list[Hit]] = {}
         self._present: list[CompiledRule] | None = None
 
@@ -90,9 +101,19 @@ class Context:
                 found.append((stage, _basis(compiled.rule.title), None))
         return found
 
+    def prose_cues(self) -> list[ProseCue]:
+        """The person's sentences that say something failed (cached)."""
+        if self._cues is None:
+            self._cues = read_prose(self.doc, self.prose)
+        return self._cues
+
     def prose_stages(self) -> list[tuple[Stage, str, int]]:
-        """The person's words about when it fails (none yet: the prose channel fills this)."""
-        return []
+        """The person's words about when it fails, once per stage."""
+        found: dict[Stage, tuple[Stage, str, int]] = {}
+        for cue in self.prose_cues():
+            if cue.stage is not None and cue.stage not in found:
+                found[cue.stage] = (cue.stage, f'the person\'s words ("{cue.text[:80]}")', cue.line)
+        return list(found.values())
 
     def lazy(self, first: int, last: int) -> list[Hit]:
         """Stage-marker and frame hits on lines first..last."""
@@ -131,6 +152,16 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
         # a wrapper quoting the root message ("Worker failed with error 'CUDA out of memory…'") is
         # only a copy of it; the original line decides
         decisive = [h for h in decisive if h.line.number not in wrapped]
+    # the person's words never decide alone: a sentence saying the failure is gone or avoided is
+    # no failure, and one that affirms a bare OOM counts only when no log line shows a failure
+    # (a specific vLLM wording inside a sentence is a quoted message, not the person's words)
+    taken_back = frozenset(
+        h.line.number for h in decisive if is_negated_prose(ctx.doc, h.line.number, ctx.prose)
+    )
+    decisive = [h for h in decisive if h.line.number not in taken_back]
+    said = {h.line.number for h in decisive if h.compiled.rule.kind == "oom" and is_prose(h.line)}
+    if any(h.line.number not in said for h in decisive):
+        decisive = [h for h in decisive if h.line.number not in said]
     ooms = [h for h in decisive if h.compiled.rule.kind == "oom"]
     if len(ooms) > MAX_PLACED_OOMS:  # every rank and request may repeat it; the first ones decide
         extra = {id(h) for h in ooms[MAX_PLACED_OOMS:]}
@@ -141,21 +172,30 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
         severity_rank = 0 if rule.severity == "error" else 1
         candidates.append((severity_rank, PHASE_STAGE[phase], hit.line.number, phase, confidence, basis, hit))
     phases = {(c[6].line.number, c[6].rule_id): c[3] for c in candidates}
-    exceptions = [h for h in hits if h.compiled.rule.kind in ("exception", "failure", "oom")]
+    exceptions = [
+        h
+        for h in hits
+        if h.compiled.rule.kind in ("exception", "failure", "oom") and h.line.number not in taken_back
+    ]
     first_exception = next((h for h in exceptions if h.compiled.rule.severity == "error"), None)
     if candidates:
         best = min(candidates, key=lambda c: (c[0], c[1], c[2]))
         _, _, _, phase, confidence, basis, root = best
+        if root.line.number in said:
+            confidence = min(confidence, _PROSE_ONLY)
+            basis = f"the person's words only; {basis}"
         decisive = [c[6] for c in candidates if c[3] == phase and c[0] == best[0]]
-        return Verdict(phase, confidence, root, basis, decisive, first_exception, phases)
+        return Verdict(phase, confidence, root, basis, decisive, first_exception, phases, taken_back)
     errors = [h for h in hits if h.compiled.rule.kind == "exception" and h.line.number not in wrapped]
     if errors:
         root = errors[0]
-        return Verdict("not_memory", 0.6, root, "an error that is not about GPU memory", [root], root)
+        basis = "an error that is not about GPU memory"
+        return Verdict("not_memory", 0.6, root, basis, [root], root, taken_back=taken_back)
     wrappers = [h for h in hits if h.compiled.rule.kind == "wrapper" and h.compiled.rule.severity == "error"]
     if wrappers:
         root = wrappers[0]
         basis = "only a wrapper error; its root cause is not in the excerpt"
-        return Verdict("not_memory", 0.35, root, basis, [root], first_exception)
+        return Verdict("not_memory", 0.35, root, basis, [root], first_exception, taken_back=taken_back)
     seen_vllm = any(h.compiled.rule.kind in ("info", "version") for h in hits)
-    return Verdict("no_failure", 0.9 if seen_vllm else 0.5, None, "no failure signature", [], None)
+    confidence = 0.9 if seen_vllm else 0.5
+    return Verdict("no_failure", confidence, None, "no failure signature", [], None, taken_back=taken_back)

@@ -19,6 +19,7 @@ from service.errors import PackError
 from service.packs.catalog import Catalog, load_catalog
 from service.packs.evidence import EvidenceWeights, load_evidence
 from service.packs.fixes import FixPack, load_fix_recipes
+from service.packs.prose import ProseVocabulary, load_prose
 from service.packs.signatures import OPTIONS, CompiledRule, compile_pack, pack_files
 
 __all__ = [
@@ -70,6 +71,7 @@ class RulePacks:
     catalog: Catalog
     fixes: FixPack
     evidence: EvidenceWeights
+    prose: ProseVocabulary
 
 
 def default_rules_dir() -> Path:
@@ -149,6 +151,7 @@ def load_packs(rules_dir: Path | None = None) -> RulePacks:
     catalog = load_catalog(root)
     fixes = load_fix_recipes(root, catalog.engine)
     evidence = load_evidence(root)
+    prose = load_prose(root)
     return RulePacks(
         signatures=signatures,
         digest=_digest(root, pack_files(root)),
@@ -156,4 +159,5 @@ def load_packs(rules_dir: Path | None = None) -> RulePacks:
         catalog=catalog,
         fixes=fixes,
         evidence=evidence,
+        prose=prose,
     )
