@@ -64,6 +64,7 @@ _PHASE_LABELS = {
     "parallelism_config": ("Parallelism misconfigured", ":jigsaw:"),
     "quantization_config": ("Quantization mismatch", ":abacus:"),
     "dtype_unsupported": ("Dtype not supported on this GPU", ":no_entry_sign:"),
+    "host_oom": ("The host ran out of RAM (not the GPU)", ":desktop_computer:"),
     "not_memory": ("An error that is not about memory", ":grey_question:"),
     "no_failure": ("No failure found", ":white_check_mark:"),
 }

@@ -116,6 +116,9 @@ class Facts(Wire, frozen=True, omit_defaults=True):
     context_limit: int | None = None
     num_attention_heads: int | None = None
     compute_capability: str | None = None
+    # host memory (host_oom): the swap space vLLM sized for all GPUs of the node, and the host's RAM
+    swap_space_gib: float | None = None
+    host_total_gib: float | None = None
 
 
 # --- diagnosis ---------------------------------------------------------------------------------

@@ -40,9 +40,8 @@ def classify_text(
         early = collect_facts(hits, set(), request_facts or {}, command, vllm_version, packs.fixes)
         return budget_hint(early.values, packs.catalog) or weights_hint(early.values, packs.catalog)
 
-    verdict = interpret(Context(doc, packs.signatures, hits), functools.cache(ask_hint))
-    if verdict.phase == "no_failure" and verdict.confidence < 0.9 and present(doc, packs.signatures.lazy):
-        verdict.confidence = 0.9  # vLLM's own stage lines are there, and none of them failed
+    context = Context(doc, packs.signatures, hits, packs.evidence, packs.prose)
+    verdict = interpret(context, functools.cache(ask_hint))
     stated = next((str(h.facts["vllm_version"]) for h in hits if "vllm_version" in h.facts), None)
     matched_rules = [h.compiled.rule for h in hits]
     if not stated and not vllm_version:  # only then do the wordings of stage lines matter

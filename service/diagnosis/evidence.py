@@ -60,6 +60,8 @@ def collect_findings(
     for hit in hits:
         rule = hit.compiled.rule
         is_root = verdict.root is not None and hit is verdict.root
+        if hit.line.number in verdict.taken_back:
+            continue  # the person said this failure is gone or avoided
         if rule.kind not in ("failure", "oom", "wrapper") and not is_root:
             continue
         if rule.kind == "wrapper" or rule.kind == "exception":

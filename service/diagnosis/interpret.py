@@ -2,24 +2,26 @@
 
 The root is the earliest decisive failure in startup order (DESIGN §3.1). Wrappers ("Engine core
 initialization failed", EngineDeadError) are never the root. A bare CUDA OOM says nothing about
-when it happened, so it is placed by the traceback frames printed with it, else by the last stage
-marker before it in the log ("Loading safetensors checkpoint shards", "Capturing CUDA graphs",
-"Application startup complete"), else by the caller's hints.
+when it happened; `placement` weighs every clue around it (frames, the process's stage timeline,
+wrappers, the person's words, the budget) into a phase and a confidence.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from service.diagnosis.frames import OOM_PHASE, cut_traceback, deepest_frame
-from service.diagnosis.normalize import Document, Line
+from service.diagnosis.frames import cut_traceback, deepest_frame
+from service.diagnosis.normalize import Document, is_prose
+from service.diagnosis.placement import HintFn, place
+from service.diagnosis.prose import ProseCue, is_negated_prose, read_prose
 from service.diagnosis.scan import Hit, present, scan_lines
 from service.packs import SignatureIndex
-from service.packs.signatures import CompiledRule
+from service.packs.evidence import EvidenceWeights
+from service.packs.prose import ProseVocabulary
+from service.packs.signatures import CompiledRule, Stage
 from service.schemas import Phase
 
-__all__ = ["PHASE_STAGE", "Context", "Placement", "Verdict", "interpret", "place_oom"]
+__all__ = ["PHASE_STAGE", "Context", "Verdict", "interpret"]
 
 # Where in startup each failure phase happens; ties between phases break on the log line.
 PHASE_STAGE: dict[Phase, int] = {
@@ -34,35 +36,13 @@ PHASE_STAGE: dict[Phase, int] = {
     "runtime_oom": 5,
     "request_too_long": 5,
     "kv_preemption": 5,
+    "host_oom": 2,  # mostly while loading weights into RAM or allocating swap/offload buffers
     "not_memory": 0,
     "no_failure": 9,
 }
 
-_STAGE_PHASE: dict[str, Phase] = {
-    "config": "weights_oom",
-    "init": "weights_oom",
-    "loading": "weights_oom",
-    "profiling": "warmup_oom",
-    "warmup": "warmup_oom",
-    "serving": "runtime_oom",
-}
-
-_ENGINE_STAGES = ("loading", "profiling", "warmup", "serving")
-TRACEBACK = "Traceback (most recent call last)"
-HintFn = Callable[[], Phase | None]
-_FRAME_WINDOW = 400
 MAX_PLACED_OOMS = 16
-_AFTER_WINDOW = 120
-
-
-@dataclass(frozen=True, slots=True)
-class Placement:
-    """Where a bare CUDA OOM happened, and what told us."""
-
-    phase: Phase
-    confidence: float
-    basis: str
-    line: int | None = None
+_PROSE_ONLY = 0.5  # the most a verdict resting on a person's sentence alone may claim
 
 
 @dataclass(slots=True)
@@ -76,17 +56,47 @@ class Verdict:
     decisive: list[Hit] = field(default_factory=list)
     first_exception: Hit | None = None
     hit_phases: dict[tuple[int, str], Phase] = field(default_factory=dict)
+    taken_back: frozenset[int] = frozenset()  # lines of sentences saying a failure is gone or avoided
+
+
+# The call graph's stages (rules/frames/) as placement's stages: allocating the KV cache comes after
+# profiling and before serving, so an OOM there is a warm-up OOM (DESIGN §3.1).
+_TABLE_STAGE: dict[str, Stage] = {
+    "loading": "loading",
+    "profiling": "profiling",
+    "warmup": "warmup",
+    "kv_cache": "warmup",
+    "serving": "serving",
+}
 
 
 class Context:
-    """The document, its eager hits, and lazy stage/frame lookups by line range (cached)."""
+    """The document, its eager hits, lazy stage/frame lookups by line range (cached), and the weights
+    placement gives each kind of clue."""
 
-    def __init__(self, doc: Document, signatures: SignatureIndex, hits: list[Hit]) -> None:
+    def __init__(
+        self,
+        doc: Document,
+        signatures: SignatureIndex,
+        hits: list[Hit],
+        weights: EvidenceWeights,
+        prose: ProseVocabulary,
+    ) -> None:
         self.doc = doc
         self.signatures = signatures
         self.hits = hits
+        self.weights = weights
+        self.prose = prose
+        self._cues: list[ProseCue] | None = None
         self._lazy: dict[tuple[int, int], list[Hit]] = {}
         self._present: list[CompiledRule] | None = None
+
+    def table_frame(self, first: int, last: int, source: str) -> tuple[Stage, str, int] | None:
+        """The innermost frame on lines first..last that vLLM's call graph places in one stage."""
+        known = deepest_frame(self.doc, self.signatures.frames, first, last, source=source)
+        if known is None or known.stage not in _TABLE_STAGE:
+            return None
+        return _TABLE_STAGE[known.stage], known.function, known.line
 
     def present(self) -> list[CompiledRule]:
         """Lazy-index rules matching anywhere in the document (one RE2 pass, cached)."""
@@ -94,13 +104,35 @@ class Context:
             self._present = present(self.doc, self.signatures.lazy)
         return self._present
 
-    def sign_anywhere(self, stage: str) -> Hit | CompiledRule | None:
-        """A position-free sign of `stage`: a wrapper only that stage prints (a worker failing in its
-        constructor, a dead engine), or the person saying when it fails."""
+    def signs(self) -> list[tuple[Stage, str, int | None]]:
+        """Position-free signs of a stage: a wrapper only that stage prints (a worker failing in its
+        constructor, a dead engine), once per stage, and `anywhere` stage rules found in the text."""
+        found: list[tuple[Stage, str, int | None]] = []
+        seen: set[Stage] = set()
         for hit in self.hits:
-            if hit.compiled.rule.kind == "wrapper" and hit.compiled.rule.stage == stage:
-                return hit
-        return next((c for c in self.present() if c.rule.anywhere and c.rule.stage == stage), None)
+            stage = hit.compiled.rule.stage
+            if hit.compiled.rule.kind == "wrapper" and stage is not None and stage not in seen:
+                seen.add(stage)
+                found.append((stage, _basis(hit.compiled.rule.title), hit.line.number))
+        for compiled in self.present():
+            stage = compiled.rule.stage
+            if compiled.rule.anywhere and stage is not None:
+                found.append((stage, _basis(compiled.rule.title), None))
+        return found
+
+    def prose_cues(self) -> list[ProseCue]:
+        """The person's sentences that say something failed (cached)."""
+        if self._cues is None:
+            self._cues = read_prose(self.doc, self.prose)
+        return self._cues
+
+    def prose_stages(self) -> list[tuple[Stage, str, int]]:
+        """The person's words about when it fails, once per stage."""
+        found: dict[Stage, tuple[Stage, str, int]] = {}
+        for cue in self.prose_cues():
+            if cue.stage is not None and cue.stage not in found:
+                found[cue.stage] = (cue.stage, f'the person\'s words ("{cue.text[:80]}")', cue.line)
+        return list(found.values())
 
     def lazy(self, first: int, last: int) -> list[Hit]:
         """Stage-marker and frame hits on lines first..last."""
@@ -109,102 +141,17 @@ class Context:
             self._lazy[key] = scan_lines(self.doc, self.signatures.lazy, first, last)
         return self._lazy[key]
 
-    def last_marker(self, before: int) -> Hit | None:
-        """The last stage marker (lazy or a fact line with a stage) before line `before`."""
-        eager = [
-            h
-            for h in self.hits
-            if h.compiled.rule.stage is not None
-            and h.compiled.rule.kind != "frame"
-            and h.line.number < before
-        ]
-        floor = eager[-1].line.number if eager else 0
-        high, size = before - 1, 200
-        while high > floor:
-            low = max(floor + 1, high - size + 1)
-            found = [h for h in self.lazy(low, high) if h.compiled.rule.kind == "stage"]
-            if found:
-                return found[-1]
-            high, size = low - 1, size * 4
-        return eager[-1] if eager else None
 
-    def last_marker_after(self, after: int) -> Hit | None:
-        """The last marker of a running engine (loading onwards) after line `after`: config lines
-        and constructor calls only say an engine was being created, not how far it got."""
-        end = len(self.doc.lines)
-        found = [
-            h
-            for h in (*self.hits, *self.lazy(after + 1, end))
-            if h.line.number > after
-            and h.compiled.rule.kind != "frame"
-            and h.compiled.rule.stage in _ENGINE_STAGES
-        ]
-        return max(found, key=lambda h: h.line.number) if found else None
-
-
-def _traceback_start(doc: Document, line: Line, limit: int) -> int:
-    """Line number of the traceback header (same process) that `line` ends, or a window start."""
-    for number in range(line.number - 1, max(0, line.number - limit), -1):
-        candidate = doc.line(number)
-        if candidate.source == line.source and TRACEBACK in candidate.text:
-            return number
-    return max(1, line.number - 60)
-
-
-def _frame_stage(frames: list[Hit], source: str | None) -> str | None:
-    """The stage named by the outermost stage-specific frame (tracebacks list outermost first)."""
-    for hit in frames:
-        if (source is None or hit.line.source == source) and hit.compiled.rule.stage is not None:
-            return hit.compiled.rule.stage
-    return None
-
-
-def place_oom(ctx: Context, oom: Hit, hint: HintFn) -> Placement:
-    """Place a bare CUDA OOM in startup order (DESIGN §3.1)."""
-    line = oom.line
-    start = _traceback_start(ctx.doc, line, _FRAME_WINDOW)
-    frames = [h for h in ctx.lazy(start, line.number) if h.compiled.rule.kind == "frame"]
-    stage = _frame_stage(frames, line.source)
-    if stage is not None:
-        return Placement(_STAGE_PHASE[stage], 0.9, "traceback frames", line.number)
-    known = deepest_frame(ctx.doc, ctx.signatures.frames, start, line.number, source=line.source)
-    if known is not None and known.stage in OOM_PHASE:
-        return Placement(OOM_PHASE[known.stage], 0.85, f"traceback frame {known.function}", known.line)
-    marker = ctx.last_marker(line.number)
-    if marker is not None:
-        stage_name = marker.compiled.rule.stage or "loading"
-        return Placement(_STAGE_PHASE[stage_name], 0.8, "log lines before it", marker.line.number)
-    after = [
-        h for h in ctx.lazy(line.number + 1, line.number + _AFTER_WINDOW) if h.compiled.rule.kind == "frame"
-    ]
-    stage = _frame_stage(after, after[0].line.source) if after else None
-    if stage is not None:
-        return Placement(_STAGE_PHASE[stage], 0.75, "traceback frames after it", line.number)
-    given = hint()
-    if given is not None:  # only set when the weights alone cannot fit: then nothing else could run
-        return Placement(given, 0.6, "the model and GPU given", None)
-    for stage in ("loading", "warmup", "serving"):
-        sign = ctx.sign_anywhere(stage)
-        if isinstance(sign, Hit):
-            title = sign.compiled.rule.title.split(" (")[0]
-            basis = f"{title[0].lower()}{title[1:]}"
-            return Placement(_STAGE_PHASE[stage], 0.65, basis, sign.line.number)
-        if sign is not None:
-            title = sign.rule.title.split(" (")[0]
-            return Placement(_STAGE_PHASE[stage], 0.55, f"{title[0].lower()}{title[1:]}", None)
-    # an OOM stated before the log it belongs to (an issue title, a sentence above the paste) happened
-    # after the last stage that log reached
-    last = ctx.last_marker_after(line.number)
-    if last is not None and last.compiled.rule.stage is not None:
-        return Placement(_STAGE_PHASE[last.compiled.rule.stage], 0.5, "log lines after it", last.line.number)
-    phase = oom.compiled.rule.phase or "warmup_oom"
-    return Placement(phase, 0.5, "no context around it", None)
+def _basis(title: str) -> str:
+    """A rule title as the basis of a verdict: 'Worker failed (V0)' -> 'worker failed'."""
+    text = title.split(" (")[0]
+    return f"{text[0].lower()}{text[1:]}" if text else text
 
 
 def _decisive_phase(ctx: Context, hit: Hit, hint: HintFn) -> tuple[Phase, float, str]:
     rule = hit.compiled.rule
     if rule.kind == "oom":
-        placement = place_oom(ctx, hit, hint)
+        placement = place(ctx, hit, hint, ctx.weights)
         return placement.phase, placement.confidence, placement.basis
     assert rule.phase is not None
     return rule.phase, 0.95, "its own message"
@@ -224,6 +171,16 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
         # a wrapper quoting the root message ("Worker failed with error 'CUDA out of memory…'") is
         # only a copy of it; the original line decides
         decisive = [h for h in decisive if h.line.number not in wrapped]
+    # the person's words never decide alone: a sentence saying the failure is gone or avoided is
+    # no failure, and one that affirms a bare OOM counts only when no log line shows a failure
+    # (a specific vLLM wording inside a sentence is a quoted message, not the person's words)
+    taken_back = frozenset(
+        h.line.number for h in decisive if is_negated_prose(ctx.doc, h.line.number, ctx.prose)
+    )
+    decisive = [h for h in decisive if h.line.number not in taken_back]
+    said = {h.line.number for h in decisive if h.compiled.rule.kind == "oom" and is_prose(h.line)}
+    if any(h.line.number not in said for h in decisive):
+        decisive = [h for h in decisive if h.line.number not in said]
     ooms = [h for h in decisive if h.compiled.rule.kind == "oom"]
     if len(ooms) > MAX_PLACED_OOMS:  # every rank and request may repeat it; the first ones decide
         extra = {id(h) for h in ooms[MAX_PLACED_OOMS:]}
@@ -234,13 +191,20 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
         severity_rank = 0 if rule.severity == "error" else 1
         candidates.append((severity_rank, PHASE_STAGE[phase], hit.line.number, phase, confidence, basis, hit))
     phases = {(c[6].line.number, c[6].rule_id): c[3] for c in candidates}
-    exceptions = [h for h in hits if h.compiled.rule.kind in ("exception", "failure", "oom")]
+    exceptions = [
+        h
+        for h in hits
+        if h.compiled.rule.kind in ("exception", "failure", "oom") and h.line.number not in taken_back
+    ]
     first_exception = next((h for h in exceptions if h.compiled.rule.severity == "error"), None)
     if candidates:
         best = min(candidates, key=lambda c: (c[0], c[1], c[2]))
         _, _, _, phase, confidence, basis, root = best
+        if root.line.number in said:
+            confidence = min(confidence, _PROSE_ONLY)
+            basis = f"the person's words only; {basis}"
         decisive = [c[6] for c in candidates if c[3] == phase and c[0] == best[0]]
-        return Verdict(phase, confidence, root, basis, decisive, first_exception, phases)
+        return Verdict(phase, confidence, root, basis, decisive, first_exception, phases, taken_back)
     errors = [h for h in hits if h.compiled.rule.kind == "exception" and h.line.number not in wrapped]
     cut = cut_traceback(ctx.doc)
     known = (
@@ -253,11 +217,13 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
         return Verdict(known.phase, 0.7, None, basis, [], first_exception)
     if errors:
         root = errors[0]
-        return Verdict("not_memory", 0.6, root, "an error that is not about GPU memory", [root], root)
+        basis = "an error that is not about GPU memory"
+        return Verdict("not_memory", 0.6, root, basis, [root], root, taken_back=taken_back)
     wrappers = [h for h in hits if h.compiled.rule.kind == "wrapper" and h.compiled.rule.severity == "error"]
     if wrappers:
         root = wrappers[0]
         basis = "only a wrapper error; its root cause is not in the excerpt"
-        return Verdict("not_memory", 0.35, root, basis, [root], first_exception)
+        return Verdict("not_memory", 0.35, root, basis, [root], first_exception, taken_back=taken_back)
     seen_vllm = any(h.compiled.rule.kind in ("info", "version") for h in hits)
-    return Verdict("no_failure", 0.9 if seen_vllm else 0.5, None, "no failure signature", [], None)
+    confidence = 0.9 if seen_vllm else 0.5
+    return Verdict("no_failure", confidence, None, "no failure signature", [], None, taken_back=taken_back)

@@ -14,7 +14,7 @@ from typing import Any
 
 import re2
 
-__all__ = ["Document", "Line", "clean_text", "decode_bytes", "split_prefixes"]
+__all__ = ["Document", "Line", "clean_text", "decode_bytes", "is_prose", "split_prefixes"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\x1b\[[0-9;]*$|\[(?:\d{1,3};)*\d{1,3}m")
 _SLACK_LINK = re.compile(r"<((?:https?|mailto|ftp)://?[^|<>\s]*)(?:\|([^<>]*))?>")
@@ -125,6 +125,8 @@ def split_prefixes(raw: str) -> tuple[str, str, str]:
             break
         if match.group("proc"):
             source = match.group("proc")
+        elif match.group("rank") and not source:
+            source = match.group("rank").split("]")[0].lstrip("[")  # torch.distributed: [rank3]:
         elif match.group("container") and not source:
             source = match.group("container").split("|")[0].strip()
         found_level = (
@@ -243,3 +245,34 @@ class Document:
         first = max(1, first)
         last = min(len(self.lines), last)
         return [self.line(n) for n in range(first, last + 1)]
+
+
+# What a log line has and a person's sentence does not: a traceback, a frame, an exception name, a
+# progress bar, key=value pairs, sizes to the decimal ("23.55 GiB"; people write "141GB"), a path.
+# Used on lines without any logger or process prefix (those are log lines by construction).
+_NOT_PROSE = re.compile(
+    r"Traceback \(most recent|^\s*File \"|^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning)\b"
+    r"|\w+=\S|\d+\.\d+ ?(?:GiB|MiB|KiB|GB|MB)\b|\d+ bytes\b|\|\s*\d+/\d+|/\w+/\w+\.py\b|^\s*[\^~]+\s*$"
+    r"|^\s*(?:\$|#|>>>|\.\.\.|-{2,}>)\s|^\s*[\[{(<]\S*$"
+)
+_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+_MIN_WORDS = 4
+_MIN_CJK = 4
+
+
+def is_prose(line: Line) -> bool:
+    """Whether a line is a person's sentence rather than something a program printed.
+
+    A line with a logger, process or container prefix is a log line. Otherwise it is prose when it
+    has none of a log line's marks and reads as words: at least four, most of its tokens, or at
+    least four Chinese characters.
+    """
+    text = line.text
+    if line.source or line.level or not text or _NOT_PROSE.search(text):
+        return False
+    if len(_CJK.findall(text)) >= _MIN_CJK:
+        return True
+    words = _WORD.findall(text)
+    tokens = text.split()
+    return len(words) >= _MIN_WORDS and len(words) >= 0.7 * len(tokens)

@@ -19,6 +19,7 @@ PHASE_TITLES: dict[Phase, str] = {
     "parallelism_config": "Tensor/pipeline parallelism does not fit the model or the GPUs",
     "quantization_config": "The quantization method does not match the model or the GPU",
     "dtype_unsupported": "The dtype is not supported on this GPU",
+    "host_oom": "The host ran out of RAM, not the GPU",
     "not_memory": "An error that is not about GPU memory",
     "no_failure": "No failure found",
 }
@@ -35,6 +36,7 @@ _WHY: dict[Phase, str] = {
     "parallelism_config": "The parallel layout does not divide the model, or needs more GPUs than exist.",
     "quantization_config": "The quantization disagrees with the checkpoint, or the GPU cannot run it.",
     "dtype_unsupported": "bfloat16 needs compute capability 8.0 or newer; use --dtype half on older GPUs.",
+    "host_oom": "The kernel, the container runtime or Ray stopped a process for lack of host RAM.",
     "not_memory": "The failure in this log is not a GPU-memory problem vramdoc can budget.",
     "no_failure": "The log shows no failure signature.",
 }

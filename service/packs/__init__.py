@@ -17,8 +17,10 @@ import re2
 
 from service.errors import PackError
 from service.packs.catalog import Catalog, load_catalog
+from service.packs.evidence import EvidenceWeights, load_evidence
 from service.packs.fixes import FixPack, load_fix_recipes
 from service.packs.frames import FrameTable, empty_frames, load_frames
+from service.packs.prose import ProseVocabulary, load_prose
 from service.packs.signatures import OPTIONS, CompiledRule, compile_pack, pack_files
 
 __all__ = [
@@ -63,13 +65,15 @@ class SignatureIndex:
 
 @dataclass(frozen=True, slots=True)
 class RulePacks:
-    """All loaded packs; budget adds `catalog`, fixes adds `fixes`."""
+    """All loaded packs; budget adds `catalog`, fixes adds `fixes`, placement reads `evidence`."""
 
     signatures: SignatureIndex
     digest: str
     root: Path
     catalog: Catalog
     fixes: FixPack
+    evidence: EvidenceWeights
+    prose: ProseVocabulary
 
 
 def default_rules_dir() -> Path:
@@ -150,10 +154,14 @@ def load_packs(rules_dir: Path | None = None) -> RulePacks:
     signatures = load_signatures(root)
     catalog = load_catalog(root)
     fixes = load_fix_recipes(root, catalog.engine)
+    evidence = load_evidence(root)
+    prose = load_prose(root)
     return RulePacks(
         signatures=signatures,
         digest=_digest(root, pack_files(root, (".yaml", ".yml", ".json"))),
         root=root,
         catalog=catalog,
         fixes=fixes,
+        evidence=evidence,
+        prose=prose,
     )

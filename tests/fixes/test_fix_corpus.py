@@ -64,6 +64,7 @@ FIRST = {
         "use-supported-quantization",
     },
     "dtype_unsupported": {"use-float16"},
+    "host_oom": {"lower-swap-space", "lower-cpu-offload-gb", "load-with-fewer-workers", "raise-host-memory"},
 }
 
 

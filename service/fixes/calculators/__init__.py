@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from service.errors import PackError
-from service.fixes.calculators import config, kv, requests, runtime, startup, warmup, weights
+from service.fixes.calculators import config, host, kv, requests, runtime, startup, warmup, weights
 from service.fixes.context import FixContext, Proposal
 from service.packs.fixes import FixPack
 
@@ -50,6 +50,10 @@ CALCULATORS: dict[str, Calculator] = {
     "non_marlin_kernel": config.non_marlin_kernel,
     "float16": config.float16,
     "unknown_flags": config.unknown_flags,
+    "lower_swap_space": host.lower_swap_space,
+    "lower_cpu_offload": host.lower_cpu_offload,
+    "raise_host_memory": host.raise_host_memory,
+    "fewer_loading_workers": host.fewer_loading_workers,
 }
 
 

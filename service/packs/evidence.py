@@ -1,0 +1,59 @@
+"""Evidence weights: what each kind of clue is worth when a failure is placed in a stage.
+
+The table lives in `rules/evidence.yaml` (one home; DESIGN §2 "weighted evidence"); this module
+only decodes and checks it. `service.diagnosis.placement` gathers the clues and combines them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from service.packs.loader import load_yaml_file
+
+__all__ = ["CLUE_KINDS", "ClueKind", "EvidenceWeights", "load_evidence"]
+
+ClueKind = Literal[
+    "frame",
+    "table_frame",
+    "inner_frame",
+    "marker",
+    "superseded_marker",
+    "other_marker",
+    "frame_after",
+    "budget",
+    "wrapper",
+    "message_sign",
+    "prose",
+    "marker_after",
+    "rule",
+]
+CLUE_KINDS: tuple[ClueKind, ...] = ClueKind.__args__  # type: ignore[attr-defined]
+
+
+class EvidenceWeights(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """Weight per clue kind in (0, 1), and how the runner-up and the bounds shape the confidence."""
+
+    weights: dict[ClueKind, float]
+    contest: float
+    floor: float
+    ceiling: float
+
+    def __post_init__(self) -> None:
+        missing = [kind for kind in CLUE_KINDS if kind not in self.weights]
+        if missing:
+            raise ValueError(f"weights miss {', '.join(missing)}")
+        for kind, weight in self.weights.items():
+            if not 0 < weight < 1:
+                raise ValueError(f"weight of {kind} must be in (0, 1), not {weight}")
+        if not 0 <= self.contest <= 1:
+            raise ValueError("contest must be in [0, 1]")
+        if not 0 < self.floor <= self.ceiling < 1:
+            raise ValueError("need 0 < floor <= ceiling < 1")
+
+
+def load_evidence(rules_dir: Path) -> EvidenceWeights:
+    """Decode `rules_dir/evidence.yaml`; a bad field raises PackError with its line."""
+    return load_yaml_file(rules_dir / "evidence.yaml", EvidenceWeights, root=rules_dir)

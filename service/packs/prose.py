@@ -1,0 +1,57 @@
+"""The prose vocabulary: which words in a person's sentence say that something failed, that it no
+longer does, and in which stage (`rules/prose.yaml`). Decoded strictly and compiled with RE2 once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import re2
+
+from service.errors import PackError
+from service.packs.loader import load_yaml_file
+from service.packs.signatures import Stage
+
+__all__ = ["ProseFile", "ProseVocabulary", "load_prose"]
+
+
+class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    clause_breaks: list[str]
+    failure: list[str]
+    negation: list[str]
+    stages: dict[Stage, list[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class ProseVocabulary:
+    """Each list OR-ed into one case-insensitive RE2 pattern."""
+
+    clause_break: Any
+    failure: Any
+    negation: Any
+    stages: tuple[tuple[Stage, Any], ...]
+
+
+def _compile(patterns: list[str], where: str) -> Any:
+    options = re2.Options()
+    options.log_errors = False
+    options.case_sensitive = False
+    joined = "|".join(f"(?:{p})" for p in patterns)
+    try:
+        return re2.compile(joined, options)
+    except re2.error as exc:
+        raise PackError("prose.yaml", f"a pattern RE2 cannot compile ({exc})", path=where) from exc
+
+
+def load_prose(rules_dir: Path) -> ProseVocabulary:
+    """Decode and compile `rules_dir/prose.yaml`."""
+    data = load_yaml_file(rules_dir / "prose.yaml", ProseFile, root=rules_dir)
+    return ProseVocabulary(
+        clause_break=_compile(data.clause_breaks, "$.clause_breaks"),
+        failure=_compile(data.failure, "$.failure"),
+        negation=_compile(data.negation, "$.negation"),
+        stages=tuple((stage, _compile(p, f"$.stages.{stage}")) for stage, p in data.stages.items()),
+    )

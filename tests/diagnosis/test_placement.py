@@ -1,0 +1,108 @@
+"""The evidence model: clues per process, weighed by rules/evidence.yaml, into a phase and confidence."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from service.diagnosis.placement import Clue, weigh
+from service.packs import PackError, RulePacks, load_packs
+from service.schemas import Diagnosis
+
+Classify = Callable[..., Diagnosis]
+
+OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB. GPU 0 has a total capacity of "
+    "23.55 GiB of which 1.02 GiB is free. Of the allocated memory 21.9 GiB is allocated by PyTorch, and "
+    "180.00 MiB is reserved by PyTorch but unallocated."
+)
+
+
+def _frame(function: str) -> str:
+    return f'  File "/venv/lib/python3.12/site-packages/vllm/x.py", line 1, in {function}'
+
+
+def test_another_process_serving_does_not_place_a_workers_loading_oom(run_classify: Classify) -> None:
+    log = "\n".join(
+        [
+            "(Worker_TP1 pid=301) INFO 01-01 00:00:01 [loader.py:1] Loading safetensors checkpoint shards",
+            "(APIServer pid=1) INFO 01-01 00:00:02 [api_server.py:1] Application startup complete.",
+            f"(Worker_TP1 pid=301) ERROR 01-01 00:00:03 [core.py:1] {OOM}",
+        ]
+    )
+    diagnosis = run_classify(log)
+    assert diagnosis.phase == "weights_oom"
+    assert diagnosis.confidence < 0.8  # the other process's line still counts a little
+
+
+def test_the_api_server_ready_after_the_engines_graph_capture_places_a_runtime_oom(
+    run_classify: Classify,
+) -> None:
+    log = "\n".join(
+        [
+            "(EngineCore_DP0 pid=210) INFO 01-01 00:00:01 [gpu_model_runner.py:1] Graph capturing finished "
+            "in 12 secs, took 0.54 GiB",
+            "(APIServer pid=1) INFO:     Application startup complete.",
+            f"(EngineCore_DP0 pid=210) ERROR 01-01 00:00:09 [core.py:1] {OOM}",
+        ]
+    )
+    assert run_classify(log).phase == "runtime_oom"
+
+
+def test_interleaved_tracebacks_are_read_per_process(run_classify: Classify) -> None:
+    tp0, tp1 = (
+        "(Worker_TP0 pid=300) ERROR 01-01 00:00:03 [x.py:1] ",
+        "(Worker_TP1 pid=301) ERROR 01-01 00:00:03 [x.py:1] ",
+    )
+    log = "\n".join(
+        [
+            tp1 + "Traceback (most recent call last):",
+            tp0 + "Traceback (most recent call last):",
+            tp0 + _frame("run_busy_loop"),
+            tp1 + _frame("load_model"),
+            tp0 + _frame("execute_model"),
+            tp1 + _frame("_initialize_model"),
+            tp1 + OOM,
+        ]
+    )
+    diagnosis = run_classify(log)
+    assert diagnosis.phase == "weights_oom"
+    assert diagnosis.confidence >= 0.9
+
+
+def test_rank_prefixes_name_the_process(run_classify: Classify) -> None:
+    log = "\n".join(
+        [
+            "[rank1]: Traceback (most recent call last):",
+            "[rank0]: Traceback (most recent call last):",
+            "[rank0]: " + _frame("capture_model"),
+            "[rank1]: " + _frame("load_weights"),
+            "[rank1]: " + OOM,
+        ]
+    )
+    assert run_classify(log).phase == "weights_oom"
+
+
+def test_agreeing_clues_are_surer_than_one_and_disagreeing_ones_less(packs: RulePacks) -> None:
+    frame = Clue("frame", "loading", "traceback frames", 3)
+    marker = Clue("marker", "loading", "log lines before it", 1)
+    against = Clue("marker", "serving", "log lines before it", 1)
+    alone = weigh([frame], packs.evidence)
+    agreed = weigh([frame, marker], packs.evidence)
+    contested = weigh([frame, against], packs.evidence)
+    assert alone is not None and agreed is not None and contested is not None
+    assert alone.phase == agreed.phase == contested.phase == "weights_oom"
+    assert contested.confidence < alone.confidence <= agreed.confidence
+    assert weigh([], packs.evidence) is None
+
+
+def test_a_weight_outside_zero_and_one_fails_loading_with_its_line(tmp_path: Path) -> None:
+    rules = Path(__file__).resolve().parents[2] / "rules"
+    shutil.copytree(rules, tmp_path / "rules")
+    path = tmp_path / "rules" / "evidence.yaml"
+    path.write_text(path.read_text(encoding="utf-8").replace("frame: 0.92", "frame: 1.5"), encoding="utf-8")
+    with pytest.raises(PackError, match=r"evidence\.yaml.*weight of frame"):
+        load_packs(tmp_path / "rules")

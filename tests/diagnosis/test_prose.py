@@ -1,0 +1,112 @@
+"""The prose channel: a person's sentences give hints (that it failed, when), never a verdict alone.
+
+Sentences are written from rules/prose.yaml's vocabulary (failure words, negations, stage cues), in
+English and Chinese; the healthy logs are tests/healthy's full boots, with the sentences put around
+them. None of these come from collected cases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from service.diagnosis.normalize import Line, is_prose
+from service.schemas import Diagnosis
+
+Classify = Callable[..., Diagnosis]
+
+HEALTHY = Path(__file__).resolve().parents[1] / "healthy"
+BARE_OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB."
+
+# Sentences that mention a failure only to say it is gone, avoided, in the past or hypothetical.
+TAKEN_BACK = [
+    "Thanks, the OOM went away after --enforce-eager",
+    "to avoid CUDA OOM we lowered --max-num-seqs",
+    "no OOM anymore after the upgrade",
+    "It used to crash while loading the weights, now it is fine.",
+    "We fixed the out of memory error by lowering the context length",
+    "It no longer crashes when I send long prompts",
+    "If it OOMs during CUDA graph capture, I will try eager mode",
+    "之前加载模型的时候报错，现在不再报错了",
+    "为了避免显存不足，我们调低了 gpu_memory_utilization",
+]
+
+# Sentences that place a bare OOM, and the phase they place it in.
+PLACED = [
+    ("It crashes while loading the weights.", "weights_oom"),
+    ("vllm dies after a few concurrent requests", "runtime_oom"),
+    ("it works for short prompts but crashes on a 30k prompt", "runtime_oom"),
+    ("加载模型权重的时候就报错了", "weights_oom"),
+    ("服务启动后，并发请求一多就爆显存", "runtime_oom"),
+    ("It OOMs during CUDA graph capture every time", "warmup_oom"),
+    ("The server fails when I send a long document for inference", "runtime_oom"),
+    ("the OOM went away after --enforce-eager, but now it crashes while loading the model", "weights_oom"),
+]
+
+
+def _healthy_logs() -> list[str]:
+    return sorted(p.stem for p in HEALTHY.glob("*.log"))
+
+
+@pytest.mark.parametrize("name", _healthy_logs())
+def test_a_healthy_log_with_sentences_taking_a_failure_back_stays_no_failure(
+    run_classify: Classify, name: str
+) -> None:
+    log = (HEALTHY / f"{name}.log").read_bytes().decode("utf-8", errors="replace")
+    around = "\n".join(TAKEN_BACK[:4]) + "\n" + log + "\n" + "\n".join(TAKEN_BACK[4:])
+    diagnosis = run_classify(around)
+    assert diagnosis.phase == "no_failure", diagnosis.summary
+    assert not [f for f in diagnosis.findings if f.severity == "error"]
+
+
+@pytest.mark.parametrize("sentence", TAKEN_BACK)
+def test_a_sentence_taking_a_failure_back_is_no_failure_on_its_own(
+    run_classify: Classify, sentence: str
+) -> None:
+    assert run_classify(f"INFO:     Application startup complete.\n{sentence}").phase == "no_failure"
+
+
+@pytest.mark.parametrize(("sentence", "phase"), PLACED)
+def test_a_bare_oom_is_placed_by_the_persons_words(run_classify: Classify, sentence: str, phase: str) -> None:
+    for log in (f"{sentence}\n{BARE_OOM}", f"{BARE_OOM}\n\n{sentence}"):
+        diagnosis = run_classify(log)
+        assert diagnosis.phase == phase, diagnosis.summary
+        assert diagnosis.confidence < 0.9  # words are a hint, not a frame
+
+
+def test_frames_outweigh_the_persons_words(run_classify: Classify) -> None:
+    log = (
+        "It crashes while loading the weights.\n"
+        "Traceback (most recent call last):\n"
+        '  File "/venv/lib/python3.12/site-packages/vllm/v1/worker/runner.py", line 1, in capture_model\n'
+        f"{BARE_OOM}\n"
+    )
+    assert run_classify(log).phase == "warmup_oom"
+
+
+def test_a_sentence_alone_is_never_a_confident_verdict(run_classify: Classify) -> None:
+    diagnosis = run_classify("vLLM crashes with CUDA out of memory while loading the weights")
+    assert diagnosis.phase == "weights_oom"
+    assert diagnosis.confidence <= 0.5
+    assert "person's words" in diagnosis.summary
+
+
+@pytest.mark.parametrize(
+    ("text", "prose"),
+    [
+        ("It crashes while loading the weights on two H20 (141GB) cards.", True),
+        ("加载模型权重的时候就报错了", True),
+        ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.", False),
+        ('  File "/venv/lib/python3.12/site-packages/vllm/worker.py", line 1, in load_model', False),
+        ("Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:03<00:03,  1.52s/it]", False),
+        ("model='Qwen/Qwen2.5-7B', dtype=torch.bfloat16", False),
+    ],
+)
+def test_prose_is_told_from_log_lines(text: str, prose: bool) -> None:
+    assert is_prose(Line(number=1, source="", level="", text=text)) is prose
+
+
+def test_a_line_with_a_logger_prefix_is_never_prose() -> None:
+    assert not is_prose(Line(number=1, source="", level="INFO", text="It crashes while loading the weights."))
