@@ -110,7 +110,7 @@ def parse_launch(
         env, tokens = compose
         return _split("compose", env, tokens, aliases, switches)
     lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    if lines and all(_ENV_LINE.match(line) for line in lines):
+    if lines and all(_is_env_line(line) for line in lines):
         return LaunchCommand(form="env", env=tuple(_env_file(lines)), prefix=(), args=(), aliases=aliases)
     env, tokens = _shell(text)
     return _split("shell", env, tokens, aliases, switches)
@@ -140,6 +140,16 @@ def _shell(text: str) -> tuple[list[tuple[str, str]], list[str]]:
             env.append((match.group(1), match.group(2)))
             tokens.pop(0)
     return env, tokens
+
+
+def _is_env_line(line: str) -> bool:
+    """`KEY=value` or `export KEY=value` alone: `KEY=value vllm serve …` is a command."""
+    try:
+        words = shlex.split(line, comments=True)
+    except ValueError:
+        return False
+    words = words[1:] if words[:1] == ["export"] else words
+    return len(words) == 1 and _ENV.match(words[0]) is not None
 
 
 def _env_file(lines: list[str]) -> Iterator[tuple[str, str]]:

@@ -91,6 +91,13 @@ def test_env_file_lines_are_environment_only(packs: RulePacks) -> None:
     assert launch.args == ()
 
 
+def test_an_assignment_before_a_command_is_its_environment_not_an_env_file(packs: RulePacks) -> None:
+    launch = parse_launch("CUDA_VISIBLE_DEVICES=1 vllm serve m -tp 2", packs.fixes.aliases)
+    assert launch.form == "shell"
+    assert launch.env == (("CUDA_VISIBLE_DEVICES", "1"),)
+    assert launch.value("--tensor-parallel-size") == "2"
+
+
 def test_export_lines_before_a_command_are_its_environment(packs: RulePacks) -> None:
     launch = parse_launch(
         "export CUDA_VISIBLE_DEVICES=3\nvllm serve m --max-model-len 4096", packs.fixes.aliases
