@@ -15,8 +15,10 @@ Python forms from `ast` (`literal_eval` of each keyword), compose from PyYAML.
 from __future__ import annotations
 
 import ast
+import io
 import re
 import shlex
+import tokenize
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -207,14 +209,28 @@ def _python_call(text: str) -> tuple[LaunchForm, list[str]] | None:
 
 
 def _first_call(source: str) -> ast.Call | None:
-    """The call expression that starts `source`: the shortest prefix ending at `)` that parses."""
-    for end in (m.end() for m in re.finditer(r"\)", source)):
-        try:
-            tree = ast.parse(source[:end], mode="eval")
-        except (SyntaxError, ValueError, MemoryError, RecursionError):
-            continue
-        return tree.body if isinstance(tree.body, ast.Call) else None
+    """The call expression that starts `source`, ended by its matching `)` (one `tokenize` pass,
+    so a long paste costs one read, not one parse per bracket)."""
+    depth = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type != tokenize.OP or token.string not in "()":
+                continue
+            depth += 1 if token.string == "(" else -1
+            if depth == 0:
+                end = _offset(source, token.end)
+                tree = ast.parse(source[:end], mode="eval")
+                return tree.body if isinstance(tree.body, ast.Call) else None
+    except (tokenize.TokenError, SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
     return None
+
+
+def _offset(source: str, position: tuple[int, int]) -> int:
+    """`tokenize`'s (line, column) as an index into `source` (lines as `readline` splits them)."""
+    line, column = position
+    before = io.StringIO(source).readlines()[: line - 1]
+    return sum(map(len, before)) + column
 
 
 def _compose(text: str) -> tuple[list[tuple[str, str]], list[str]] | None:

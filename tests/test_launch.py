@@ -152,3 +152,9 @@ def test_unparseable_python_and_yaml_fall_back_to_shell_words(packs: RulePacks) 
     assert parse_launch("LLM(model='x', max_model_len=", packs.fixes.aliases).form == "shell"
     broken = "command: [--model, m\n  --max-model-len: 4096"
     assert parse_launch(broken, packs.fixes.aliases).form == "shell"
+
+
+def test_a_call_spread_over_lines_ends_at_its_own_closing_bracket(packs: RulePacks) -> None:
+    text = 'from vllm import LLM\nllm = LLM(\n    model="m",\n    max_model_len=int("4096"),\n'
+    text += "    block_size=32,\n)\nprint(llm)"
+    assert parse_launch(text, packs.fixes.aliases).flags == {"--model": ("m",), "--block-size": ("32",)}
