@@ -1,4 +1,4 @@
-"""Shared fixtures: a real Redis server for every test that needs shared state.
+"""Shared fixtures: the repository's rule packs, and a real Redis server for tests that share state.
 
 The server is the one named by VRAMDOC_TEST_REDIS_URL, else a private `redis-server` started on a
 free port for this test session. Each test gets its own key prefix, so runs never see each other.
@@ -18,7 +18,15 @@ from pathlib import Path
 
 import pytest
 
+from service.packs import RulePacks, load_packs
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def packs() -> RulePacks:
+    """The repository's rule packs, loaded once for the whole test session."""
+    return load_packs()
 
 
 def _free_port() -> int:

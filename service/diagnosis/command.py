@@ -1,4 +1,6 @@
-"""Reading a pasted `vllm serve …` or `python -m vllm.entrypoints.openai.api_server …` command.
+"""What a pasted launch command states, and the flags its vLLM version rejects.
+
+`service.launch` reads the command in any form (shell, `LLM(…)`, `Namespace(…)`, env file, compose).
 
 The command states the configuration the person asked for (facts), and may name flags that do not
 exist in their vLLM version: `--disable-cuda-graphs` never existed, `--swap-space` was removed in
@@ -9,11 +11,10 @@ history in `rules/fixes/flags.yaml` (`FixPack`), the same the fixes are checked 
 
 from __future__ import annotations
 
-import re
-import shlex
 from dataclasses import dataclass, field
 from typing import get_type_hints
 
+from service.launch import parse_launch
 from service.packs.fixes import FixPack, FlagSpec
 from service.packs.signatures import string_fact
 from service.quantities import HumanNumberError, command_int
@@ -24,9 +25,6 @@ __all__ = ["FlagIssue", "ParsedCommand", "human_int", "parse_command"]
 
 # how a flag's value is read follows the type of the fact it states (DESIGN §3.2)
 _FACT_TYPES = get_type_hints(Facts)
-
-
-_VLLM_START = re.compile(r"\bvllm\s+serve\b|-m\s+vllm\.entrypoints\.(?:openai\.)?api_server\b|vllm-openai\S*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,15 +52,6 @@ def human_int(text: str) -> int | None:
         return None
 
 
-def _tokens(command: str) -> list[str]:
-    command = command.split("`", 1)[0]  # an inline code span ends the command
-    joined = re.sub(r"\\\s*\n", " ", command).replace("\n", " ")
-    try:
-        return shlex.split(joined)
-    except ValueError:
-        return joined.split()
-
-
 def _value(fact: str, raw: str) -> object | None:
     kind = _FACT_TYPES[fact]
     if kind == int | None:
@@ -76,48 +65,33 @@ def _value(fact: str, raw: str) -> object | None:
 
 
 def parse_command(command: str, history: FixPack, version: str | None = None) -> ParsedCommand:
-    """Facts and flag issues of one pasted command; `version` enables removed/added checks."""
+    """Facts and flag issues of one pasted command (any form `service.launch` reads); `version`
+    enables removed/added checks. A logged `Namespace(…)` is what vLLM already accepted: no issues."""
     parsed = ParsedCommand()
-    tokens = _tokens(command)
-    start = _vllm_start(tokens)
-    rest = tokens[start:]
-    i = 0
-    while i < len(rest):
-        token = rest[i]
-        i += 1
-        if not token.startswith("-") or token in ("-", "--"):
-            if i == 1 and start > 0 and _looks_like_model(token):
-                parsed.facts.setdefault("model", token)
+    launch = parse_launch(command, history.aliases, history.switches)
+    if launch.model is not None:
+        parsed.facts["model"] = launch.model
+    for arg in launch.args:
+        if arg.name is None:
             continue
-        typed, _, inline = token.partition("=")
-        name = _long_name(typed, history)
+        name = arg.name
         parsed.flags.append(name)
         spec = history.flag(name)
         negated = _negated(name, history)
         if spec is None and negated is None:
             continue
-        if spec is not None and (issue := _version_issue(name, spec, version)):
+        if spec is not None and launch.form != "namespace" and (issue := _version_issue(name, spec, version)):
             parsed.issues.append(issue)
         setting = history.setting(name) if spec is not None else negated
-        if setting is None or setting.switch or negated is not None:
-            if setting is not None and setting.fact is not None and _FACT_TYPES[setting.fact] == bool | None:
+        if setting is None or setting.fact is None:
+            continue
+        if setting.switch or negated is not None:
+            if _FACT_TYPES[setting.fact] == bool | None:
                 parsed.facts[setting.fact] = negated is None
             continue
-        raw = inline
-        if not inline and i < len(rest) and not rest[i].startswith("--"):
-            raw = rest[i]
-            i += 1
-        if setting.fact is not None and (value := _value(setting.fact, raw)) is not None:
+        if arg.values and (value := _value(setting.fact, arg.values[0])) is not None:
             parsed.facts[setting.fact] = value
     return parsed
-
-
-def _long_name(typed: str, history: FixPack) -> str:
-    """`--max_model_len` → `--max-model-len`, `-tp` → `--tensor-parallel-size` (flags.yaml aliases)."""
-    if typed.startswith("--"):
-        typed = "--" + typed[2:].replace("_", "-")
-    alias = history.aliases.get(typed)
-    return alias if alias is not None and typed.startswith("-") and not typed.startswith("--") else typed
 
 
 def _negated(name: str, history: FixPack) -> FlagSpec | None:
@@ -126,22 +100,6 @@ def _negated(name: str, history: FixPack) -> FlagSpec | None:
         return None
     spec = history.flag("--" + name.removeprefix("--no-"))
     return spec if spec is not None and spec.switch else None
-
-
-def _looks_like_model(token: str) -> bool:
-    return bool(re.match(r"^[\w.\-~/]+$", token))
-
-
-def _vllm_start(tokens: list[str]) -> int:
-    """Index just after `vllm serve` / `-m vllm.entrypoints…api_server` / the docker image name."""
-    for index, token in enumerate(tokens):
-        if token == "serve" and index > 0 and tokens[index - 1].endswith("vllm"):
-            return index + 1
-        if re.match(r"vllm\.entrypoints\.(?:openai\.)?api_server$", token):
-            return index + 1
-        if re.match(r"^(?:[\w.\-]+/)*vllm-openai(?::\S+)?$", token):
-            return index + 1
-    return 0
 
 
 def _version_issue(name: str, spec: FlagSpec, version: str | None) -> FlagIssue | None:
@@ -181,8 +139,3 @@ def _version_issue(name: str, spec: FlagSpec, version: str | None) -> FlagIssue 
 
 def _text(version: tuple[int, int, int]) -> str:
     return ".".join(map(str, version))
-
-
-def find_command(text: str) -> bool:
-    """Whether `text` holds a vLLM launch command."""
-    return bool(_VLLM_START.search(text))

@@ -18,7 +18,9 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from service.launch import Argument, LaunchCommand, canonical_flag, parse_launch
 
 __all__ = [
     "CommandEdit",
@@ -28,104 +30,14 @@ __all__ = [
     "parse_command",
 ]
 
-# Flags that never take a value; every other flag takes the tokens after it up to the next flag.
-_SWITCH_PREFIXES = ("--enable-", "--disable-", "--no-")
-_SWITCHES = frozenset({"--enforce-eager", "--trust-remote-code", "--help", "--version"})
-_FLAG = re.compile(r"^--?[A-Za-z][A-Za-z0-9_.\-]*(=.*)?$")
 _ENV = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
-
-
-def canonical_flag(flag: str, aliases: Mapping[str, str] | None = None) -> str:
-    """`--max_model_len` and `-tp` written the way vLLM's own help spells them.
-
-    `aliases` is the flag history's alias table (`FixPack.aliases`, from rules/fixes/flags.yaml).
-    """
-    name = flag
-    if name.startswith("--"):
-        name = "--" + name[2:].replace("_", "-")
-    return (aliases or {}).get(name, name)
-
-
-def _is_switch(flag: str) -> bool:
-    return flag in _SWITCHES or flag.startswith(_SWITCH_PREFIXES)
-
-
-@dataclass(frozen=True)
-class _Arg:
-    flag: str | None  # canonical flag name, or None for a positional token
-    tokens: tuple[str, ...]  # exactly as typed, flag token included
-
-
-@dataclass(frozen=True)
-class ParsedCommand:
-    """A command split into its environment prefix and its arguments, each flag with its values."""
-
-    env: tuple[tuple[str, str], ...]
-    args: tuple[_Arg, ...]
-    flags: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    aliases: Mapping[str, str] = field(default_factory=dict)
-
-    def value(self, flag: str) -> str | None:
-        """The flag's last value as typed, or None when the flag is absent or a switch."""
-        values = self.flags.get(canonical_flag(flag, self.aliases))
-        return values[-1] if values else None
-
-    def has(self, flag: str) -> bool:
-        return canonical_flag(flag, self.aliases) in self.flags
-
-    def env_value(self, name: str) -> str | None:
-        found = [value for key, value in self.env if key == name]
-        return found[-1] if found else None
-
-
-def _tokens(command: str) -> list[str]:
-    text = re.sub(r"\\\r?\n", " ", command)
-    try:
-        return shlex.split(text, comments=False)
-    except ValueError:
-        return text.split()
+# the fixes read the one launch-command parse (service.launch) under the name they have always used
+ParsedCommand = LaunchCommand
 
 
 def parse_command(command: str, aliases: Mapping[str, str] | None = None) -> ParsedCommand:
-    """Split a shell command into env assignments, positional words and flags with their values."""
-    tokens = _tokens(command)
-    env: list[tuple[str, str]] = []
-    while tokens and (match := _ENV.match(tokens[0])):
-        env.append((match.group(1), match.group(2)))
-        tokens.pop(0)
-    if tokens and tokens[0] == "env":
-        tokens.pop(0)
-        while tokens and (match := _ENV.match(tokens[0])):
-            env.append((match.group(1), match.group(2)))
-            tokens.pop(0)
-    args: list[_Arg] = []
-    flags: dict[str, tuple[str, ...]] = {}
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        if not _FLAG.match(token):
-            args.append(_Arg(None, (token,)))
-            i += 1
-            continue
-        name, eq, inline = token.partition("=")
-        flag = canonical_flag(name, aliases)
-        if eq:
-            values: tuple[str, ...] = (inline,)
-            taken: tuple[str, ...] = (token,)
-            i += 1
-        elif _is_switch(flag):
-            values, taken = (), (token,)
-            i += 1
-        else:
-            j = i + 1
-            while j < len(tokens) and not _FLAG.match(tokens[j]):
-                j += 1
-            values = tuple(tokens[i + 1 : j])
-            taken = tuple(tokens[i:j])
-            i = j
-        args.append(_Arg(flag, taken))
-        flags[flag] = values
-    return ParsedCommand(env=tuple(env), args=tuple(args), flags=flags, aliases=aliases or {})
+    """The command in any form `service.launch` reads, flags keyed by the setting they change."""
+    return parse_launch(command, aliases)
 
 
 @dataclass(frozen=True)
@@ -189,7 +101,9 @@ def corrected_command(command: str, change: str, aliases: Mapping[str, str] | No
             env = [(key, value) for key, value in env if key != edit.env[0]] + [edit.env]
         drop = {edit.remove_flag} - {None} | {flag for flag, _ in edit.settings}
         args = [arg for arg in args if arg.flag not in drop]
-        args += [_Arg(flag, (flag, *values)) for flag, values in edit.settings]
+        args += [Argument(flag, (flag, *values), flag, values) for flag, values in edit.settings]
     words = [f"{key}={value}" for key, value in env]
+    # a Python or Namespace form is given back as the equivalent `vllm serve` line
+    words += ["vllm", "serve"] if parsed.form in ("python", "namespace") else list(parsed.prefix)
     words += [token for arg in args for token in arg.tokens]
     return shlex.join(words)

@@ -188,6 +188,11 @@ class FixPack(_Pack, frozen=True):
     def flag(self, name: str) -> FlagSpec | None:
         return self.flags.get(name)
 
+    @property
+    def switches(self) -> frozenset[str]:
+        """Flags that take no value (`switch: true` in flags.yaml), for the command reader."""
+        return frozenset(name for name, spec in self.flags.items() if spec.switch)
+
     def setting(self, name: str) -> FlagSpec | None:
         """The flag whose setting `name` changes (`--device-memory-utilization` sets
         `--gpu-memory-utilization`), or None when the history does not list it."""

@@ -15,7 +15,7 @@ import uvicorn
 
 from service.api.app import create_app
 from service.api.settings import Settings
-from service.packs import RulePacks, load_packs
+from service.packs import RulePacks
 
 ServerFactory = Callable[[Settings], httpx.Client]
 
@@ -30,12 +30,6 @@ def _free_port() -> int:
 def unused_redis_url() -> str:
     """A Redis URL where nothing listens: connections are refused at once."""
     return f"redis://127.0.0.1:{_free_port()}/0"
-
-
-@pytest.fixture(scope="session")
-def packs() -> RulePacks:
-    """The repository's rule packs, loaded once for every test server."""
-    return load_packs()
 
 
 @contextmanager

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from service.core import diagnose, estimate
-from service.packs import RulePacks, load_packs
+from service.packs import RulePacks
 from service.schemas import DiagnoseRequest, EstimateRequest
 
 KV_CAPACITY_LOG = (
@@ -20,11 +20,6 @@ KV_CAPACITY_LOG = (
     "`max_model_len` when initializing the engine. See "
     "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.\n"
 )
-
-
-@pytest.fixture(scope="module")
-def packs() -> RulePacks:
-    return load_packs()
 
 
 def test_rule_packs_carry_the_catalog(packs: RulePacks) -> None:

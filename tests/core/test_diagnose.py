@@ -5,18 +5,13 @@ from __future__ import annotations
 import pytest
 
 from service.core import diagnose
-from service.packs import RulePacks, load_packs
+from service.packs import RulePacks
 from service.schemas import DiagnoseRequest
 
 OOM_70B_ON_4090 = (
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 448.00 MiB. GPU 0 has a total "
     "capacity of 23.65 GiB of which 301.44 MiB is free."
 )
-
-
-@pytest.fixture(scope="module")
-def packs() -> RulePacks:
-    return load_packs()
 
 
 def test_free_memory_at_oom_time_is_not_taken_as_startup_free_memory(packs: RulePacks) -> None:

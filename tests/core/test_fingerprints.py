@@ -9,15 +9,10 @@ import pytest
 
 from service.core import diagnose
 from service.fingerprints import fingerprint
-from service.packs import RulePacks, load_packs
+from service.packs import RulePacks
 from service.schemas import DiagnoseRequest, Diagnosis
 
 LOG = (Path(__file__).parents[1] / "bot" / "data" / "kv-capacity-qwen.log").read_text(encoding="utf-8")
-
-
-@pytest.fixture(scope="module")
-def packs() -> RulePacks:
-    return load_packs()
 
 
 @pytest.fixture(scope="module")

@@ -12,11 +12,6 @@ import yaml
 
 from service.cli import build_parser
 
-TWO_COMMANDS = """\
-make run    # set up .venv and start the HTTP service on 127.0.0.1:8080 (prints a curl example)
-make test   # set up .venv and run the whole test suite (needs redis-server; CI installs it)
-"""
-
 _FENCE_RE = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 _TABLE_SETTING_RE = re.compile(r"^\| `((?:VRAMDOC|SLACK)_[A-Z0-9_]+)` \|", re.MULTILINE)
 _COMPOSE_ONLY = frozenset({"VRAMDOC_AGENT_NAME"})
@@ -55,19 +50,6 @@ def _shell_commands(markdown: str) -> list[list[str]]:
 @pytest.fixture(scope="module")
 def readme(repo_root: Path) -> str:
     return _read(repo_root, "README.md")
-
-
-def test_readme_opens_with_the_two_commands_exactly(readme: str) -> None:
-    first_block = _FENCE_RE.search(readme)
-    assert first_block is not None
-    assert first_block.group(1) == "sh"
-    assert first_block.group(2) == TWO_COMMANDS
-
-
-def test_readme_says_what_vramdoc_is_in_three_lines_before_anything_else(readme: str) -> None:
-    title, _, intro = readme.split("\n## ", 1)[0].partition("\n")
-    assert title == "# vramdoc"
-    assert len(intro.strip().splitlines()) == 3
 
 
 def test_every_setting_the_code_reads_is_in_the_readme_table(readme: str, code_settings: set[str]) -> None:

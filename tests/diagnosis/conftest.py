@@ -7,14 +7,8 @@ from collections.abc import Callable
 import pytest
 
 from service.core import classify
-from service.packs import RulePacks, load_packs
+from service.packs import RulePacks
 from service.schemas import DiagnoseRequest, Diagnosis
-
-
-@pytest.fixture(scope="session")
-def packs() -> RulePacks:
-    """The repository's rule packs, loaded once."""
-    return load_packs()
 
 
 @pytest.fixture

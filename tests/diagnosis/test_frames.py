@@ -7,15 +7,10 @@ import pytest
 from service.diagnosis import classify_text
 from service.diagnosis.frames import cut_traceback, deepest_frame, frame_place
 from service.diagnosis.normalize import Document
-from service.packs import RulePacks, load_packs
+from service.packs import RulePacks
 
 SITE = "/usr/local/lib/python3.12/dist-packages/vllm"
 PREFIX = "(EngineCore_DP0 pid=812) "
-
-
-@pytest.fixture(scope="module")
-def packs() -> RulePacks:
-    return load_packs()
 
 
 def _traceback(*frames: tuple[str, str, str], tail: str | None = None) -> str:

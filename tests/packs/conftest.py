@@ -7,13 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from service.packs import RulePacks, default_rules_dir, load_packs
-
-
-@pytest.fixture(scope="session")
-def packs() -> RulePacks:
-    """The repository's rule packs, loaded once."""
-    return load_packs()
+from service.packs import default_rules_dir
 
 
 @pytest.fixture
