@@ -181,7 +181,11 @@ async def test_a_port_the_os_refuses_is_an_error_entry_not_a_crash() -> None:
 
 def test_a_counter_typed_without_total_still_counts_preemptions() -> None:
     """prometheus_client names a counter's samples `<name>_total` even when the page omits the suffix."""
-    text = '# TYPE vllm:num_preemptions counter\nvllm:num_preemptions{engine="0"} 7\nvllm:num_requests_running 1\n'
+    text = (
+        "# TYPE vllm:num_preemptions counter\n"
+        'vllm:num_preemptions{engine="0"} 7\n'
+        "vllm:num_requests_running 1\n"
+    )
     server = vllm_server("http://h:8000", parse_prometheus(text))
     assert server is not None
     assert server.preemptions_total == 7
