@@ -6,12 +6,13 @@ GiB (2**30 bytes) as floats, token counts are ints, ratios are floats in (0, 1].
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
 __all__ = [
     "BUDGET_LABELS",
+    "MAX_TOP",
     "PHASES",
     "AgentRegistration",
     "Budget",
@@ -347,6 +348,9 @@ class AgentRegistration(Wire, frozen=True):
 # --- requests ----------------------------------------------------------------------------------
 
 
+MAX_TOP = 50  # fixes one answer may carry
+
+
 class DiagnoseRequest(Wire, frozen=True):
     log: str
     model: str | None = None
@@ -354,7 +358,7 @@ class DiagnoseRequest(Wire, frozen=True):
     command: str | None = None
     vllm_version: str | None = None
     snapshot: Snapshot | None = None
-    top: int = 5
+    top: Annotated[int, msgspec.Meta(ge=0, le=MAX_TOP)] = 5
 
 
 class EstimateRequest(Wire, frozen=True):
