@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from bot.parse import HOST_NAME
-from service.packs.loader import PackError, load_yaml_file
+from service.errors import SettingsError
 from service.redis_link import Outage
 from service.schemas import AgentRegistration
 
@@ -34,16 +34,30 @@ class Resolution(msgspec.Struct, frozen=True, kw_only=True):
     registry_down: bool = False
 
 
+def _hosts_table(path: Path) -> dict[str, str]:
+    """The file decoded by msgspec's YAML reader (not the rule-pack loader: the bot loads no packs)."""
+    where = f"The hosts file {path} (VRAMDOC_HOSTS_FILE)"
+    try:
+        return msgspec.yaml.decode(path.read_bytes(), type=dict[str, str])
+    except OSError as exc:
+        raise SettingsError(f"{where} cannot be read ({exc.strerror}).") from None
+    except msgspec.ValidationError as exc:
+        raise SettingsError(f"{where} must map host names to URLs: {exc}.") from None
+    except msgspec.DecodeError:
+        raise SettingsError(f"{where} is not valid YAML.") from None
+
+
 def load_hosts_file(path: Path) -> dict[str, str]:
-    """The operator's `name: url` table; raises PackError naming the bad entry."""
-    table = load_yaml_file(path, dict[str, str])
+    """The operator's `name: url` table; raises SettingsError naming the bad entry."""
     hosts: dict[str, str] = {}
-    for name, url in table.items():
+    for name, url in _hosts_table(path).items():
         key = name.strip().lower()
         if not HOST_NAME.match(key):
-            raise PackError(str(path), f"host name {name!r} must match {HOST_NAME.pattern}")
+            raise SettingsError(
+                f"In the hosts file {path}, the host name {name!r} must match {HOST_NAME.pattern}."
+            )
         if urlsplit(url).scheme not in {"http", "https"} or not urlsplit(url).netloc:
-            raise PackError(str(path), f"host {name!r} needs an http(s) URL, not {url!r}")
+            raise SettingsError(f"In the hosts file {path}, host {name!r} needs an http(s) URL, not {url!r}.")
         hosts[key] = url.rstrip("/")
     return hosts
 
