@@ -7,7 +7,6 @@ own registration or from the operator's file, never from the message (DESIGN §6
 from __future__ import annotations
 
 import logging
-import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -15,10 +14,9 @@ import msgspec
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from bot.parse import HOST_NAME
 from service.errors import SettingsError
 from service.redis_link import Outage
-from service.schemas import AgentRegistration
+from service.registry import HOST_NAME, list_agents
 
 __all__ = ["HostDirectory", "Resolution", "load_hosts_file"]
 
@@ -75,28 +73,16 @@ class HostDirectory:
         self._redis = redis
         self._static = dict(static or {})
         self._prefix = f"{key_prefix}agent:"
-        self._pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self._prefix) + "*"
         self._outage = Outage(log, "the agent registry")
 
     async def _registered(self) -> dict[str, str]:
         if self._redis is None:
             return {}
-        keys = [key async for key in self._redis.scan_iter(match=self._pattern, count=500)]
-        if not keys:
-            return {}
-        found: dict[str, str] = {}
-        for key, raw in zip(keys, await self._redis.mget(keys), strict=True):
-            if raw is None:
-                continue
-            try:
-                entry = msgspec.json.decode(raw, type=AgentRegistration)
-            except msgspec.DecodeError:
-                log.warning("registry entry %r is not an AgentRegistration; skipping it", key)
-                continue
-            name = (key.decode() if isinstance(key, bytes) else str(key)).removeprefix(self._prefix)
-            if HOST_NAME.match(name) and urlsplit(entry.url).scheme in {"http", "https"}:
-                found[name] = entry.url.rstrip("/")
-        return found
+        return {
+            entry.host: entry.url.rstrip("/")
+            for entry in await list_agents(self._redis, self._prefix)
+            if HOST_NAME.match(entry.host) and urlsplit(entry.url).scheme in {"http", "https"}
+        }
 
     async def known(self) -> tuple[dict[str, str], bool]:
         """All hosts by name, and whether the registry could not be read."""

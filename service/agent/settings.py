@@ -13,7 +13,6 @@ VRAMDOC_REDIS_URL            registry; unset means the agent does not register
 
 from __future__ import annotations
 
-import re
 import socket
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,6 +23,7 @@ import msgspec
 
 from service.env_settings import MIN_TOKEN_CHARS, EnvVar, convert_env, read_agent_token
 from service.errors import SettingsError
+from service.registry import HOST_NAME
 
 __all__ = [
     "DEFAULT_VLLM_URL",
@@ -35,7 +35,6 @@ __all__ = [
 ]
 
 DEFAULT_VLLM_URL = "http://127.0.0.1:8000"
-HOST_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 _SECONDS = "a number of seconds more than 0 and less than a day (e.g. 15)"
 Seconds = Annotated[float, msgspec.Meta(gt=0, lt=86400)]
 
@@ -112,7 +111,7 @@ def load_token(env: Mapping[str, str]) -> str:
 def host_name(name: str | None) -> str:
     """The registry name: the given one or this machine's, lowercased and checked."""
     chosen = (name if name is not None else socket.gethostname().split(".")[0]).strip().lower()
-    if not HOST_RE.match(chosen):
+    if not HOST_NAME.match(chosen):
         raise SettingsError(
             f"The host name {chosen!r} cannot be a registry key: use 1-63 letters, digits, '.', '_' or '-', "
             "starting with a letter or digit (pass --name)."

@@ -12,6 +12,7 @@ ALLOWED_SERVICE_MODULES = {
     "service.errors",
     "service.redact",
     "service.redis_link",
+    "service.registry",
     "service.schemas",
     "service.serving",
 }
