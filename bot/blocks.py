@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from bot.clients import HostFailure
-from service.redact import redact
+from service.redact import redact, redact_value
 from service.schemas import Budget, Diagnosis, Evidence, Facts, Fix, Snapshot
 
 __all__ = [
@@ -277,17 +277,8 @@ def _fit(blocks: list[Block]) -> list[Block]:
     return [*kept, _context(f"{len(blocks) - len(kept)} more sections are in the attached report.")]
 
 
+# Block Kit identifiers the bot reads back (redacting one would break a button); they hold no log text.
 _UNSCRUBBED_KEYS = frozenset({"type", "action_id", "block_id", "value", "style"})
-
-
-def _scrub(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {k: v if k in _UNSCRUBBED_KEYS else _scrub(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_scrub(item) for item in node]
-    if isinstance(node, str):
-        return redact(node)
-    return node
 
 
 def _recut(block: Block) -> Block:
@@ -311,7 +302,7 @@ def scrub(message: Message) -> Message:
     upload = message.upload
     return Message(
         text=_cut(redact(message.text), LIMITS["message_text"]),
-        blocks=[_recut(block) for block in _scrub(message.blocks)],
+        blocks=[_recut(block) for block in redact_value(message.blocks, keep=_UNSCRUBBED_KEYS)],
         upload=Upload(upload.filename, upload.title, redact(upload.content)) if upload else None,
         failed=message.failed,
     )
