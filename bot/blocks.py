@@ -14,7 +14,7 @@ import msgspec
 
 from bot.clients import HostFailure
 from service.redact import redact, redact_value
-from service.schemas import Budget, Diagnosis, Evidence, Facts, Fix, Snapshot
+from service.schemas import FACT_LABELS, Budget, Diagnosis, Evidence, Facts, Fix, Snapshot
 
 __all__ = [
     "ACTION_FIXED_IT",
@@ -67,32 +67,6 @@ _PHASE_LABELS = {
     "host_oom": ("The host ran out of RAM (not the GPU)", ":desktop_computer:"),
     "not_memory": ("An error that is not about memory", ":grey_question:"),
     "no_failure": ("No failure found", ":white_check_mark:"),
-}
-
-# The facts a reply shows, in order, under the words a person reads (never the wire names).
-_FACT_LABELS = {
-    "model": "Model",
-    "gpu_name": "GPU",
-    "vllm_version": "vLLM version",
-    "tried_to_allocate_gib": "Tried to allocate",
-    "free_gib": "Free on the GPU",
-    "total_gib": "GPU memory",
-    "requested_gib": "Requested by vLLM",
-    "gpu_memory_utilization": "GPU memory utilization",
-    "max_model_len": "Max model length",
-    "estimated_max_model_len": "Length that fits",
-    "model_weights_gib": "Weights",
-    "available_kv_cache_gib": "KV cache available",
-    "needed_kv_cache_gib": "KV cache needed",
-    "kv_cache_tokens": "KV cache tokens",
-    "tensor_parallel_size": "Tensor parallel",
-    "dtype": "Dtype",
-    "quantization": "Quantization",
-    "kv_cache_dtype": "KV cache dtype",
-    "requested_tokens": "Requested tokens",
-    "context_limit": "Context limit",
-    "process_in_use_gib": "This process holds",
-    "other_processes": "Other processes",
 }
 
 
@@ -179,7 +153,7 @@ def _facts_block(facts: Facts) -> Block | None:
     raw = msgspec.structs.asdict(facts)
     fields = [
         {"type": "mrkdwn", "text": _cut(f"*{label}*\n{_fact_value(name, raw[name])}", LIMITS["field_text"])}
-        for name, label in _FACT_LABELS.items()
+        for name, label in FACT_LABELS.items()
         if raw.get(name) is not None
     ][: LIMITS["fields"]]
     return {"type": "section", "fields": fields} if fields else None

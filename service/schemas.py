@@ -12,6 +12,7 @@ import msgspec
 
 __all__ = [
     "BUDGET_LABELS",
+    "FACT_LABELS",
     "MAX_TOP",
     "PHASES",
     "AgentRegistration",
@@ -241,6 +242,34 @@ class Fingerprint(Wire, frozen=True):
     gpu: str | None
     vllm_minor: str | None
     numbers: dict[str, float] = msgspec.field(default_factory=dict)
+
+
+# The facts a reply shows, in order, under the words a person reads (never the wire names);
+# a fact that is also a budget figure takes the budget's label.
+FACT_LABELS: dict[str, str] = {
+    "model": "Model",
+    "gpu_name": "GPU",
+    "vllm_version": "vLLM version",
+    "tried_to_allocate_gib": "Tried to allocate",
+    "free_gib": "Free on the GPU",
+    "total_gib": BUDGET_LABELS["total_gib"],
+    "requested_gib": BUDGET_LABELS["requested_gib"],
+    "gpu_memory_utilization": "GPU memory utilization",
+    "max_model_len": "Max model length",
+    "estimated_max_model_len": "Length that fits",
+    "model_weights_gib": BUDGET_LABELS["weights_gib"],
+    "available_kv_cache_gib": "KV cache available",
+    "needed_kv_cache_gib": "KV cache needed",
+    "kv_cache_tokens": BUDGET_LABELS["kv_cache_tokens"],
+    "tensor_parallel_size": "Tensor parallel",
+    "dtype": "Dtype",
+    "quantization": "Quantization",
+    "kv_cache_dtype": "KV cache dtype",
+    "requested_tokens": "Requested tokens",
+    "context_limit": "Context limit",
+    "process_in_use_gib": "This process holds",
+    "other_processes": "Other processes",
+}
 
 
 class Diagnosis(Wire, frozen=True):
