@@ -46,7 +46,7 @@ class BotSettings(msgspec.Struct, frozen=True, kw_only=True):
     dedup_ttl_s: PositiveInt = 3600
     # Channels where registered host names may be listed ("*" for every channel); none by default.
     list_hosts_in: tuple[str, ...] = ()
-    memory_retention_days: int = 30
+    memory_retention_days: PositiveInt = 30
 
     def may_list_hosts(self, channel: str) -> bool:
         """Whether a reply in `channel` may name the registered hosts (they reveal the fleet)."""
@@ -75,6 +75,7 @@ _VARIABLES = {
     "service_timeout_s": EnvVar("VRAMDOC_BOT_SERVICE_TIMEOUT_S", f"{_POSITIVE} of seconds"),
     "agent_timeout_s": EnvVar("VRAMDOC_BOT_AGENT_TIMEOUT_S", f"{_POSITIVE} of seconds"),
     "thread_ttl_s": EnvVar("VRAMDOC_BOT_THREAD_TTL_S", f"{_POSITIVE} of whole seconds"),
+    "memory_retention_days": EnvVar("VRAMDOC_MEMORY_RETENTION_DAYS", f"{_POSITIVE} of whole days"),
 }
 
 
@@ -116,5 +117,4 @@ def load_settings(env: Mapping[str, str] | None = None, *, http: bool = False) -
         hosts_file=Path(hosts_file) if hosts_file else None,
         slack_api_url=_url(env, "VRAMDOC_SLACK_API_URL", _HTTP, None),
         list_hosts_in=_channels(env, "VRAMDOC_BOT_LIST_HOSTS"),
-        memory_retention_days=int(_positive(env, "VRAMDOC_MEMORY_RETENTION_DAYS", int, 30)),
     )
