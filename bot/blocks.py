@@ -8,13 +8,13 @@ posted passes through `redact` once more, so no secret pasted in a log is echoed
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import msgspec
 
 from bot.clients import HostFailure
-from service.redact import redact
-from service.schemas import Budget, Diagnosis, Evidence, Facts, Fix, Snapshot
+from bot.slack_message import LIMITS, Block, Message, Upload, cut, limit_violations, recut
+from service.redact import redact, redact_value
+from service.schemas import FACT_LABELS, Budget, Diagnosis, Evidence, Facts, Fix, Snapshot
 
 __all__ = [
     "ACTION_FIXED_IT",
@@ -32,25 +32,12 @@ __all__ = [
     "scrub",
 ]
 
-Block = dict[str, Any]
 
 ACTION_SHOW_ALL = "show_all_fixes"
 ACTION_RECHECK = "recheck_host"
 ACTION_FIXED_IT = "fix_worked"
 SHOWN_FIXES = 3
 MAX_FIXES = 20
-
-LIMITS = {
-    "blocks": 50,
-    "section_text": 3000,
-    "header_text": 150,
-    "fields": 10,
-    "field_text": 2000,
-    "context_elements": 10,
-    "button_text": 75,
-    "button_value": 2000,
-    "message_text": 4000,
-}
 
 _PHASE_LABELS = {
     "startup_budget": ("Not enough free memory at startup", ":no_entry:"),
@@ -69,65 +56,20 @@ _PHASE_LABELS = {
     "no_failure": ("No failure found", ":white_check_mark:"),
 }
 
-# The facts a reply shows, in order, under the words a person reads (never the wire names).
-_FACT_LABELS = {
-    "model": "Model",
-    "gpu_name": "GPU",
-    "vllm_version": "vLLM version",
-    "tried_to_allocate_gib": "Tried to allocate",
-    "free_gib": "Free on the GPU",
-    "total_gib": "GPU memory",
-    "requested_gib": "Requested by vLLM",
-    "gpu_memory_utilization": "GPU memory utilization",
-    "max_model_len": "Max model length",
-    "estimated_max_model_len": "Length that fits",
-    "model_weights_gib": "Weights",
-    "available_kv_cache_gib": "KV cache available",
-    "needed_kv_cache_gib": "KV cache needed",
-    "kv_cache_tokens": "KV cache tokens",
-    "tensor_parallel_size": "Tensor parallel",
-    "dtype": "Dtype",
-    "quantization": "Quantization",
-    "kv_cache_dtype": "KV cache dtype",
-    "requested_tokens": "Requested tokens",
-    "context_limit": "Context limit",
-    "process_in_use_gib": "This process holds",
-    "other_processes": "Other processes",
-}
-
-
-class Upload(msgspec.Struct, frozen=True):
-    filename: str
-    title: str
-    content: str
-
-
-class Message(msgspec.Struct, frozen=True, kw_only=True):
-    """One Slack message: fallback text, blocks, an optional report file, and whether it tells a failure."""
-
-    text: str
-    blocks: list[Block]
-    upload: Upload | None = None
-    failed: bool = False
-
 
 # --- small block builders ----------------------------------------------------------------------
 
 
-def _cut(text: str, limit: int, marker: str = "…") -> str:
-    return text if len(text) <= limit else text[: limit - len(marker)] + marker
-
-
 def _header(text: str) -> Block:
-    return {"type": "header", "text": {"type": "plain_text", "text": _cut(text, LIMITS["header_text"])}}
+    return {"type": "header", "text": {"type": "plain_text", "text": cut(text, LIMITS["header_text"])}}
 
 
 def _section(text: str) -> Block:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": _cut(text, LIMITS["section_text"])}}
+    return {"type": "section", "text": {"type": "mrkdwn", "text": cut(text, LIMITS["section_text"])}}
 
 
 def _context(*parts: str) -> Block:
-    elements = [{"type": "mrkdwn", "text": _cut(p, 2000)} for p in parts if p][: LIMITS["context_elements"]]
+    elements = [{"type": "mrkdwn", "text": cut(p, 2000)} for p in parts if p][: LIMITS["context_elements"]]
     return {"type": "context", "elements": elements}
 
 
@@ -146,9 +88,9 @@ def _code(lines: Sequence[str], limit: int = LIMITS["section_text"]) -> tuple[st
 def _button(text: str, action_id: str, value: str) -> Block:
     return {
         "type": "button",
-        "text": {"type": "plain_text", "text": _cut(text, LIMITS["button_text"])},
+        "text": {"type": "plain_text", "text": cut(text, LIMITS["button_text"])},
         "action_id": action_id,
-        "value": _cut(value, LIMITS["button_value"], ""),
+        "value": cut(value, LIMITS["button_value"], ""),
     }
 
 
@@ -163,7 +105,7 @@ EVIDENCE_WIDTH = 640
 
 
 def _evidence_lines(evidence: Iterable[Evidence], width: int = EVIDENCE_WIDTH) -> list[str]:
-    return [f"{e.line:>5} | {_cut(e.text.rstrip(), width)}" for e in evidence]
+    return [f"{e.line:>5} | {cut(e.text.rstrip(), width)}" for e in evidence]
 
 
 def _fact_value(name: str, value: object) -> str:
@@ -178,8 +120,8 @@ def _fact_value(name: str, value: object) -> str:
 def _facts_block(facts: Facts) -> Block | None:
     raw = msgspec.structs.asdict(facts)
     fields = [
-        {"type": "mrkdwn", "text": _cut(f"*{label}*\n{_fact_value(name, raw[name])}", LIMITS["field_text"])}
-        for name, label in _FACT_LABELS.items()
+        {"type": "mrkdwn", "text": cut(f"*{label}*\n{_fact_value(name, raw[name])}", LIMITS["field_text"])}
+        for name, label in FACT_LABELS.items()
         if raw.get(name) is not None
     ][: LIMITS["fields"]]
     return {"type": "section", "fields": fields} if fields else None
@@ -234,23 +176,23 @@ def _gpu_rows(snapshot: Snapshot) -> list[str]:
     rows: list[str] = []
     for gpu in snapshot.gpus:
         util = "" if gpu.utilization_pct is None else f"{gpu.utilization_pct:>3}%"
-        name = _cut(gpu.name.removeprefix("NVIDIA "), 18)
+        name = cut(gpu.name.removeprefix("NVIDIA "), 18)
         rows.append(
-            f"{_cut(snapshot.host, 14):<14} {gpu.index:>2} {name:<18} "
+            f"{cut(snapshot.host, 14):<14} {gpu.index:>2} {name:<18} "
             f"{gpu.used_gib:>6.1f}/{gpu.total_gib:<6.1f} {gpu.free_gib:>6.1f} {util}"
         )
         for proc in sorted(gpu.processes, key=lambda p: -(p.used_gib or 0.0))[:3]:
-            label = _cut(proc.name or (proc.cmdline or "?").split(" ")[0], 24)
-            where = f" [{_cut(proc.container, 16)}]" if proc.container else ""
+            label = cut(proc.name or (proc.cmdline or "?").split(" ")[0], 24)
+            where = f" [{cut(proc.container, 16)}]" if proc.container else ""
             rows.append(f"{'':<17}pid {proc.pid} {label}{where} {_gib(proc.used_gib)} GiB")
     for server in snapshot.vllm:
         usage = "?" if server.kv_cache_usage is None else f"{server.kv_cache_usage:.0%}"
         rows.append(
-            f"{'':<17}vLLM {_cut(server.model or server.url, 28)}: KV {usage}, "
+            f"{'':<17}vLLM {cut(server.model or server.url, 28)}: KV {usage}, "
             f"running {server.requests_running}, waiting {server.requests_waiting}"
         )
     for error in snapshot.errors:
-        rows.append(f"{'':<17}! {error.source}: {_cut(error.reason, 80)}")
+        rows.append(f"{'':<17}! {error.source}: {cut(error.reason, 80)}")
     return rows
 
 
@@ -277,41 +219,16 @@ def _fit(blocks: list[Block]) -> list[Block]:
     return [*kept, _context(f"{len(blocks) - len(kept)} more sections are in the attached report.")]
 
 
+# Block Kit identifiers the bot reads back (redacting one would break a button); they hold no log text.
 _UNSCRUBBED_KEYS = frozenset({"type", "action_id", "block_id", "value", "style"})
-
-
-def _scrub(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {k: v if k in _UNSCRUBBED_KEYS else _scrub(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_scrub(item) for item in node]
-    if isinstance(node, str):
-        return redact(node)
-    return node
-
-
-def _recut(block: Block) -> Block:
-    """Limits again after redaction, which can lengthen a text (`password=abc` → `password=[REDACTED]`)."""
-    kind = block.get("type")
-    if kind in {"header", "section"} and "text" in block:
-        limit = LIMITS["header_text"] if kind == "header" else LIMITS["section_text"]
-        block["text"]["text"] = _cut(block["text"]["text"], limit)
-    for field in block.get("fields", []):
-        field["text"] = _cut(field["text"], LIMITS["field_text"])
-    for element in block.get("elements", []):
-        if isinstance(element.get("text"), str):
-            element["text"] = _cut(element["text"], 2000)
-        elif isinstance(element.get("text"), dict):
-            element["text"]["text"] = _cut(element["text"]["text"], LIMITS["button_text"])
-    return block
 
 
 def scrub(message: Message) -> Message:
     """The message with every secret redacted: text, blocks and the report file alike."""
     upload = message.upload
     return Message(
-        text=_cut(redact(message.text), LIMITS["message_text"]),
-        blocks=[_recut(block) for block in _scrub(message.blocks)],
+        text=cut(redact(message.text), LIMITS["message_text"]),
+        blocks=[recut(block) for block in redact_value(message.blocks, keep=_UNSCRUBBED_KEYS)],
         upload=Upload(upload.filename, upload.title, redact(upload.content)) if upload else None,
         failed=message.failed,
     )
@@ -321,7 +238,7 @@ def _message(
     text: str, blocks: list[Block], upload: Upload | None = None, *, failed: bool = False
 ) -> Message:
     message = Message(
-        text=_cut(text, LIMITS["message_text"]), blocks=_fit(blocks), upload=upload, failed=failed
+        text=cut(text, LIMITS["message_text"]), blocks=_fit(blocks), upload=upload, failed=failed
     )
     return scrub(message)
 
@@ -507,38 +424,3 @@ def render_help(known_hosts: Sequence[str] = ()) -> Message:
     if known_hosts:
         blocks.append(_context("Known hosts: " + ", ".join(known_hosts[:100])))
     return _message("vramdoc help", blocks)
-
-
-def limit_violations(message: Message) -> list[str]:
-    """Every way `message` breaks Slack's documented limits (empty when it is safe to post)."""
-    problems: list[str] = []
-    if len(message.blocks) > LIMITS["blocks"]:
-        problems.append(f"{len(message.blocks)} blocks > {LIMITS['blocks']}")
-    if len(message.text) > LIMITS["message_text"]:
-        problems.append("fallback text too long")
-    for i, block in enumerate(message.blocks):
-        kind = block.get("type")
-        text = block.get("text", {}).get("text", "")
-        if kind == "header" and len(text) > LIMITS["header_text"]:
-            problems.append(f"block {i}: header of {len(text)} chars")
-        if kind == "section":
-            if len(text) > LIMITS["section_text"]:
-                problems.append(f"block {i}: section text of {len(text)} chars")
-            fields = block.get("fields", [])
-            if len(fields) > LIMITS["fields"]:
-                problems.append(f"block {i}: {len(fields)} fields")
-            problems += [
-                f"block {i}: field of {len(f['text'])} chars"
-                for f in fields
-                if len(f["text"]) > LIMITS["field_text"]
-            ]
-            if not text and not fields:
-                problems.append(f"block {i}: empty section")
-        if kind == "context" and not 0 < len(block.get("elements", [])) <= LIMITS["context_elements"]:
-            problems.append(f"block {i}: context with {len(block.get('elements', []))} elements")
-        for element in block.get("elements", []) if kind == "actions" else []:
-            if len(element["text"]["text"]) > LIMITS["button_text"]:
-                problems.append(f"block {i}: button text too long")
-            if len(element.get("value", "")) > LIMITS["button_value"]:
-                problems.append(f"block {i}: button value too long")
-    return problems

@@ -14,7 +14,6 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from bot.app import build_backends, create_app
 from bot.gateway import create_gateway
 from bot.settings import BotSettings, SettingsError, load_settings
-from service.packs.loader import PackError
 from service.serving import server_options
 
 __all__ = ["run"]
@@ -64,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
             asyncio.run(_socket_mode(settings))
         else:
             _http(settings, args.host, args.port)
-    except (SettingsError, PackError) as exc:
+    except SettingsError as exc:
         print(f"vramdoc bot: {exc}", file=sys.stderr)
         return EXIT_USAGE
     return 0

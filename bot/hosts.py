@@ -7,7 +7,6 @@ own registration or from the operator's file, never from the message (DESIGN §6
 from __future__ import annotations
 
 import logging
-import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -15,10 +14,9 @@ import msgspec
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from bot.parse import HOST_NAME
-from service.packs.loader import PackError, load_yaml_file
+from service.errors import SettingsError
 from service.redis_link import Outage
-from service.schemas import AgentRegistration
+from service.registry import HOST_NAME, list_agents
 
 __all__ = ["HostDirectory", "Resolution", "load_hosts_file"]
 
@@ -34,16 +32,30 @@ class Resolution(msgspec.Struct, frozen=True, kw_only=True):
     registry_down: bool = False
 
 
+def _hosts_table(path: Path) -> dict[str, str]:
+    """The file decoded by msgspec's YAML reader (not the rule-pack loader: the bot loads no packs)."""
+    where = f"The hosts file {path} (VRAMDOC_HOSTS_FILE)"
+    try:
+        return msgspec.yaml.decode(path.read_bytes(), type=dict[str, str])
+    except OSError as exc:
+        raise SettingsError(f"{where} cannot be read ({exc.strerror}).") from None
+    except msgspec.ValidationError as exc:
+        raise SettingsError(f"{where} must map host names to URLs: {exc}.") from None
+    except msgspec.DecodeError:
+        raise SettingsError(f"{where} is not valid YAML.") from None
+
+
 def load_hosts_file(path: Path) -> dict[str, str]:
-    """The operator's `name: url` table; raises PackError naming the bad entry."""
-    table = load_yaml_file(path, dict[str, str])
+    """The operator's `name: url` table; raises SettingsError naming the bad entry."""
     hosts: dict[str, str] = {}
-    for name, url in table.items():
+    for name, url in _hosts_table(path).items():
         key = name.strip().lower()
         if not HOST_NAME.match(key):
-            raise PackError(str(path), f"host name {name!r} must match {HOST_NAME.pattern}")
+            raise SettingsError(
+                f"In the hosts file {path}, the host name {name!r} must match {HOST_NAME.pattern}."
+            )
         if urlsplit(url).scheme not in {"http", "https"} or not urlsplit(url).netloc:
-            raise PackError(str(path), f"host {name!r} needs an http(s) URL, not {url!r}")
+            raise SettingsError(f"In the hosts file {path}, host {name!r} needs an http(s) URL, not {url!r}.")
         hosts[key] = url.rstrip("/")
     return hosts
 
@@ -61,28 +73,16 @@ class HostDirectory:
         self._redis = redis
         self._static = dict(static or {})
         self._prefix = f"{key_prefix}agent:"
-        self._pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self._prefix) + "*"
         self._outage = Outage(log, "the agent registry")
 
     async def _registered(self) -> dict[str, str]:
         if self._redis is None:
             return {}
-        keys = [key async for key in self._redis.scan_iter(match=self._pattern, count=500)]
-        if not keys:
-            return {}
-        found: dict[str, str] = {}
-        for key, raw in zip(keys, await self._redis.mget(keys), strict=True):
-            if raw is None:
-                continue
-            try:
-                entry = msgspec.json.decode(raw, type=AgentRegistration)
-            except msgspec.DecodeError:
-                log.warning("registry entry %r is not an AgentRegistration; skipping it", key)
-                continue
-            name = (key.decode() if isinstance(key, bytes) else str(key)).removeprefix(self._prefix)
-            if HOST_NAME.match(name) and urlsplit(entry.url).scheme in {"http", "https"}:
-                found[name] = entry.url.rstrip("/")
-        return found
+        return {
+            entry.host: entry.url.rstrip("/")
+            for entry in await list_agents(self._redis, self._prefix)
+            if HOST_NAME.match(entry.host) and urlsplit(entry.url).scheme in {"http", "https"}
+        }
 
     async def known(self) -> tuple[dict[str, str], bool]:
         """All hosts by name, and whether the registry could not be read."""

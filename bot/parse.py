@@ -13,6 +13,7 @@ import re
 import msgspec
 
 from service.redact import redact
+from service.registry import HOST_NAME
 from service.schemas import EstimateRequest
 
 __all__ = [
@@ -25,7 +26,6 @@ __all__ = [
     "unescape_slack",
 ]
 
-HOST_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
 _MENTION = re.compile(r"<[@!][^>]*>")
 _CHANNEL = re.compile(r"<#[A-Z0-9]+\|([^>]*)>")

@@ -9,8 +9,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Annotated
 
 import msgspec
+
+from service.env_settings import EnvVar, convert_env, read_agent_token
+from service.errors import SettingsError
 
 __all__ = ["BotSettings", "SettingsError", "load_settings"]
 
@@ -19,10 +23,9 @@ DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024
 
 
 _HTTP = ("http://", "https://")
-
-
-class SettingsError(Exception):
-    """A setting is missing or malformed; the message names the variable."""
+_POSITIVE = "a positive number"
+PositiveInt = Annotated[int, msgspec.Meta(gt=0)]
+PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
 
 
 class BotSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -35,15 +38,15 @@ class BotSettings(msgspec.Struct, frozen=True, kw_only=True):
     agent_token: str | None = None
     hosts_file: Path | None = None
     slack_api_url: str | None = None
-    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    service_timeout_s: float = 15.0
-    agent_timeout_s: float = 3.0
-    thread_ttl_s: int = 7 * 24 * 3600
-    dedup_ttl_s: int = 3600
+    max_file_bytes: PositiveInt = DEFAULT_MAX_FILE_BYTES
+    max_body_bytes: PositiveInt = DEFAULT_MAX_BODY_BYTES
+    service_timeout_s: PositiveFloat = 15.0
+    agent_timeout_s: PositiveFloat = 3.0
+    thread_ttl_s: PositiveInt = 7 * 24 * 3600
+    dedup_ttl_s: PositiveInt = 3600
     # Channels where registered host names may be listed ("*" for every channel); none by default.
     list_hosts_in: tuple[str, ...] = ()
-    memory_retention_days: int = 30
+    memory_retention_days: PositiveInt = 30
 
     def may_list_hosts(self, channel: str) -> bool:
         """Whether a reply in `channel` may name the registered hosts (they reveal the fleet)."""
@@ -66,30 +69,14 @@ def _channels(env: Mapping[str, str], name: str) -> tuple[str, ...]:
     return channels
 
 
-def _positive(env: Mapping[str, str], name: str, kind: type[int] | type[float], default: float) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = kind(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be a positive number, not {raw!r}.") from None
-    if value <= 0:
-        raise SettingsError(f"{name} must be a positive number, not {raw!r}.")
-    return value
-
-
-def _agent_token(env: Mapping[str, str]) -> str | None:
-    token = env.get("VRAMDOC_AGENT_TOKEN", "").strip()
-    if token:
-        return token
-    path = env.get("VRAMDOC_AGENT_TOKEN_FILE", "").strip()
-    if not path:
-        return None
-    try:
-        return Path(path).read_text(encoding="utf-8").strip() or None
-    except OSError as exc:
-        raise SettingsError(f"VRAMDOC_AGENT_TOKEN_FILE {path!r} cannot be read ({exc.strerror}).") from None
+_VARIABLES = {
+    "max_file_bytes": EnvVar("VRAMDOC_BOT_MAX_FILE_BYTES", f"{_POSITIVE} of bytes"),
+    "max_body_bytes": EnvVar("VRAMDOC_MAX_BODY_BYTES", f"{_POSITIVE} of bytes"),
+    "service_timeout_s": EnvVar("VRAMDOC_BOT_SERVICE_TIMEOUT_S", f"{_POSITIVE} of seconds"),
+    "agent_timeout_s": EnvVar("VRAMDOC_BOT_AGENT_TIMEOUT_S", f"{_POSITIVE} of seconds"),
+    "thread_ttl_s": EnvVar("VRAMDOC_BOT_THREAD_TTL_S", f"{_POSITIVE} of whole seconds"),
+    "memory_retention_days": EnvVar("VRAMDOC_MEMORY_RETENTION_DAYS", f"{_POSITIVE} of whole days"),
+}
 
 
 def _url(env: Mapping[str, str], name: str, schemes: tuple[str, ...], default: str | None) -> str | None:
@@ -116,21 +103,18 @@ def load_settings(env: Mapping[str, str] | None = None, *, http: bool = False) -
             "SLACK_SIGNING_SECRET is not set: the Events API over HTTP needs it to verify Slack's requests."
         )
     hosts_file = env.get("VRAMDOC_HOSTS_FILE", "").strip()
-    return BotSettings(
+    return convert_env(
+        BotSettings,
+        env,
+        _VARIABLES,
         bot_token=bot_token,
         signing_secret=secret,
         app_token=None if http else app_token,
         service_url=_url(env, "VRAMDOC_SERVICE_URL", _HTTP, "http://127.0.0.1:8080") or "",
         service_token=env.get("VRAMDOC_SERVICE_TOKEN", "").strip() or None,
         redis_url=_url(env, "VRAMDOC_REDIS_URL", ("redis://", "rediss://", "unix://"), None),
-        agent_token=_agent_token(env),
+        agent_token=read_agent_token(env),
         hosts_file=Path(hosts_file) if hosts_file else None,
         slack_api_url=_url(env, "VRAMDOC_SLACK_API_URL", _HTTP, None),
-        max_file_bytes=int(_positive(env, "VRAMDOC_BOT_MAX_FILE_BYTES", int, DEFAULT_MAX_FILE_BYTES)),
-        max_body_bytes=int(_positive(env, "VRAMDOC_MAX_BODY_BYTES", int, DEFAULT_MAX_BODY_BYTES)),
-        service_timeout_s=_positive(env, "VRAMDOC_BOT_SERVICE_TIMEOUT_S", float, 15.0),
-        agent_timeout_s=_positive(env, "VRAMDOC_BOT_AGENT_TIMEOUT_S", float, 3.0),
-        thread_ttl_s=int(_positive(env, "VRAMDOC_BOT_THREAD_TTL_S", int, 7 * 24 * 3600)),
         list_hosts_in=_channels(env, "VRAMDOC_BOT_LIST_HOSTS"),
-        memory_retention_days=int(_positive(env, "VRAMDOC_MEMORY_RETENTION_DAYS", int, 30)),
     )

@@ -31,7 +31,6 @@ from service.schemas import (
 __all__ = ["classify", "diagnose", "estimate", "load_rules"]
 
 MAX_LOG_CHARS = 64 * 2**20
-MAX_TOP = 50  # fixes one answer may carry
 
 
 def load_rules(rules_dir: Path | None = None) -> RulePacks:

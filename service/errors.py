@@ -8,7 +8,8 @@
     │   ├── ModelAccessError       a gated or private Hugging Face repo the token cannot read
     │   ├── ModelUnavailableError  the model's config.json could not be reached (Hub down, offline, slow)
     │   └── InvalidConfigError     a config.json or flag value that cannot describe a model/run
-    └── PackError                  a rule pack is malformed (startup fails; names file and field)
+    ├── PackError                  a rule pack is malformed (startup fails; names file and field)
+    └── SettingsError              an environment variable holds an unusable value (startup fails)
 
 Messages are full sentences that name the thing and the likely cause.
 """
@@ -22,6 +23,7 @@ __all__ = [
     "ModelAccessError",
     "ModelUnavailableError",
     "PackError",
+    "SettingsError",
     "UnknownGpuError",
     "UnknownModelError",
     "VramdocError",
@@ -112,3 +114,9 @@ class PackError(VramdocError):
         if path:
             parts.append(path)
         super().__init__(f"{' '.join(parts)}: {message}")
+
+
+class SettingsError(VramdocError):
+    """A process's environment holds a value it cannot use; the message names the variable."""
+
+    problem_type = "invalid-setting"

@@ -183,12 +183,17 @@ def redact(text: str) -> str:
     return _replace(text, _spans_in(text, join=False))
 
 
-def redact_value(value: Any) -> Any:
-    """Redact every string inside a nested value (dicts, lists, tuples); keys of dicts included."""
+def redact_value(value: Any, *, keep: frozenset[str] = frozenset()) -> Any:
+    """Redact every string inside a nested value (dicts, lists, tuples); keys of dicts included.
+    Values under a key in `keep` (identifiers a program reads back, such as Slack's action_id)
+    stay as they are."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, Mapping):
-        return {redact_value(key): redact_value(item) for key, item in value.items()}
+        return {
+            redact_value(key): item if key in keep else redact_value(item, keep=keep)
+            for key, item in value.items()
+        }
     if isinstance(value, list | tuple):
-        return [redact_value(item) for item in value]
+        return [redact_value(item, keep=keep) for item in value]
     return value

@@ -6,12 +6,14 @@ GiB (2**30 bytes) as floats, token counts are ints, ratios are floats in (0, 1].
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
 __all__ = [
     "BUDGET_LABELS",
+    "FACT_LABELS",
+    "MAX_TOP",
     "PHASES",
     "AgentRegistration",
     "Budget",
@@ -242,6 +244,34 @@ class Fingerprint(Wire, frozen=True):
     numbers: dict[str, float] = msgspec.field(default_factory=dict)
 
 
+# The facts a reply shows, in order, under the words a person reads (never the wire names);
+# a fact that is also a budget figure takes the budget's label.
+FACT_LABELS: dict[str, str] = {
+    "model": "Model",
+    "gpu_name": "GPU",
+    "vllm_version": "vLLM version",
+    "tried_to_allocate_gib": "Tried to allocate",
+    "free_gib": "Free on the GPU",
+    "total_gib": BUDGET_LABELS["total_gib"],
+    "requested_gib": BUDGET_LABELS["requested_gib"],
+    "gpu_memory_utilization": "GPU memory utilization",
+    "max_model_len": "Max model length",
+    "estimated_max_model_len": "Length that fits",
+    "model_weights_gib": BUDGET_LABELS["weights_gib"],
+    "available_kv_cache_gib": "KV cache available",
+    "needed_kv_cache_gib": "KV cache needed",
+    "kv_cache_tokens": BUDGET_LABELS["kv_cache_tokens"],
+    "tensor_parallel_size": "Tensor parallel",
+    "dtype": "Dtype",
+    "quantization": "Quantization",
+    "kv_cache_dtype": "KV cache dtype",
+    "requested_tokens": "Requested tokens",
+    "context_limit": "Context limit",
+    "process_in_use_gib": "This process holds",
+    "other_processes": "Other processes",
+}
+
+
 class Diagnosis(Wire, frozen=True):
     phase: Phase
     confidence: float
@@ -347,6 +377,9 @@ class AgentRegistration(Wire, frozen=True):
 # --- requests ----------------------------------------------------------------------------------
 
 
+MAX_TOP = 50  # fixes one answer may carry
+
+
 class DiagnoseRequest(Wire, frozen=True):
     log: str
     model: str | None = None
@@ -354,7 +387,7 @@ class DiagnoseRequest(Wire, frozen=True):
     command: str | None = None
     vllm_version: str | None = None
     snapshot: Snapshot | None = None
-    top: int = 5
+    top: Annotated[int, msgspec.Meta(ge=0, le=MAX_TOP)] = 5
 
 
 class EstimateRequest(Wire, frozen=True):

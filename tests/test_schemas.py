@@ -1,7 +1,7 @@
 import msgspec
 import pytest
 
-from service.schemas import PHASES, Diagnosis, Facts, Wire
+from service.schemas import BUDGET_LABELS, FACT_LABELS, PHASES, Budget, Diagnosis, Facts, Wire
 
 
 def test_phase_vocabulary_is_the_design_contract() -> None:
@@ -34,3 +34,9 @@ def test_unknown_fields_are_rejected() -> None:
 
 def test_diagnosis_is_a_wire_type() -> None:
     assert issubclass(Diagnosis, Wire)
+
+
+def test_labels_name_real_fields_and_shared_figures_read_alike() -> None:
+    assert set(FACT_LABELS) <= set(Facts.__struct_fields__)
+    assert set(BUDGET_LABELS) <= set(Budget.__struct_fields__)
+    assert FACT_LABELS["model_weights_gib"] == BUDGET_LABELS["weights_gib"]

@@ -15,8 +15,9 @@ import sys
 
 import msgspec
 
-from service.agent.settings import AgentConfigError, host_name, load_settings, load_token
+from service.agent.settings import host_name, load_settings, load_token
 from service.agent.snapshot import collect_snapshot
+from service.errors import SettingsError
 from service.schemas import Snapshot
 
 __all__ = ["agent_url", "parse_listen", "render_snapshot", "run_agent", "run_snapshot"]
@@ -27,18 +28,16 @@ EXIT_USAGE = 2
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
-    """Split `address:port` (`[::]:9400` for IPv6); raises AgentConfigError when it is not one."""
+    """Split `address:port` (`[::]:9400` for IPv6); raises SettingsError when it is not one."""
     address, sep, port_text = listen.strip().rpartition(":")
     if not sep or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise AgentConfigError(f"--listen {listen!r} is not address:port (e.g. 0.0.0.0:9400).")
+        raise SettingsError(f"--listen {listen!r} is not address:port (e.g. 0.0.0.0:9400).")
     address = address.strip("[]") or "0.0.0.0"
     try:
         ipaddress.ip_address(address)
     except ValueError:
         if not all(part.isalnum() or "-" in part for part in address.split(".")):
-            raise AgentConfigError(
-                f"--listen {listen!r} does not start with an address or host name."
-            ) from None
+            raise SettingsError(f"--listen {listen!r} does not start with an address or host name.") from None
     return address, int(port_text)
 
 
@@ -52,7 +51,7 @@ def agent_url(listen_host: str, port: int, given: str | None) -> str:
     return f"http://{host}:{port}"
 
 
-def _fail(command: str, err: AgentConfigError) -> int:
+def _fail(command: str, err: SettingsError) -> int:
     print(f"vramdoc {command}: {err}", file=sys.stderr)
     return EXIT_USAGE
 
@@ -69,7 +68,7 @@ def run_agent(args: argparse.Namespace) -> int:
         token = load_token(os.environ)
         host = host_name(args.name)
         address, port = parse_listen(args.listen)
-    except AgentConfigError as err:
+    except SettingsError as err:
         return _fail("agent", err)
     identity = AgentIdentity(host=host, url=agent_url(address, port, args.url or settings.url), token=token)
     uvicorn.run(create_app(settings, identity), host=address, port=port, log_level="info", **server_options())
@@ -81,7 +80,7 @@ def run_snapshot(args: argparse.Namespace) -> int:
     try:
         settings = load_settings(os.environ)
         host = host_name(args.name)
-    except AgentConfigError as err:
+    except SettingsError as err:
         return _fail("snapshot", err)
     snapshot = asyncio.run(collect_snapshot(settings, host))
     if args.json:

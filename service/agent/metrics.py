@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TextIO, cast
 
 import httpx
+from prometheus_client.parser import text_fd_to_metric_families
 
 from service.schemas import GpuInfo, MigInstance, SnapshotError, VllmServer
 
@@ -33,9 +33,6 @@ __all__ = [
 ]
 
 MIB_PER_GIB = 1024.0
-_NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-_LABEL_NAME_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-_ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
 _MAX_BODY_BYTES = 8 * 2**20
 
 
@@ -50,78 +47,34 @@ class Sample:
     value: float
 
 
+class _CountedLines:
+    """The text's lines, counting how many the parser took: its errors name a line's text, not its number."""
+
+    def __init__(self, text: str) -> None:
+        self._lines = iter(text.splitlines())
+        self.taken = 0
+
+    def __iter__(self) -> Iterator[str]:
+        return self
+
+    def __next__(self) -> str:
+        line = next(self._lines)
+        self.taken += 1
+        return line
+
+
 def parse_prometheus(text: str) -> list[Sample]:
-    """Parse Prometheus text exposition (0.0.4): comments, labels with escapes, NaN and ±Inf."""
-    samples = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        try:
-            samples.append(_parse_sample(line))
-        except MetricsFormatError as err:
-            raise MetricsFormatError(f"line {number}: {err}") from None
-    return samples
-
-
-def _parse_sample(line: str) -> Sample:
-    match = _NAME_RE.match(line)
-    if match is None:
-        raise MetricsFormatError(f"no metric name at the start of {line[:60]!r}")
-    name, pos = match.group(), match.end()
-    labels: dict[str, str] = {}
-    if pos < len(line) and line[pos] == "{":
-        labels, pos = _parse_labels(line, pos + 1)
-    rest = line[pos:].split()
-    if not rest or len(rest) > 2 or (pos < len(line) and not line[pos].isspace()):
-        raise MetricsFormatError(f"expected a value (and optional timestamp) after {name}")
-    return Sample(name=name, labels=labels, value=_parse_value(rest[0]))
-
-
-def _parse_labels(line: str, pos: int) -> tuple[dict[str, str], int]:
-    labels: dict[str, str] = {}
-    while True:
-        while pos < len(line) and line[pos] in " \t":
-            pos += 1
-        if pos < len(line) and line[pos] == "}":
-            return labels, pos + 1
-        match = _LABEL_NAME_RE.match(line, pos)
-        if match is None or line[match.end() : match.end() + 2] != '="':
-            raise MetricsFormatError(f"malformed label at column {pos + 1}")
-        value, pos = _parse_label_value(line, match.end() + 2)
-        labels[match.group()] = value
-        while pos < len(line) and line[pos] in " \t":
-            pos += 1
-        if pos < len(line) and line[pos] == ",":
-            pos += 1
-        elif pos >= len(line) or line[pos] != "}":
-            raise MetricsFormatError(f"expected ',' or '}}' at column {pos + 1}")
-
-
-def _parse_label_value(line: str, pos: int) -> tuple[str, int]:
-    out: list[str] = []
-    while pos < len(line):
-        char = line[pos]
-        if char == '"':
-            return "".join(out), pos + 1
-        if char == "\\" and pos + 1 < len(line):
-            nxt = line[pos + 1]
-            out.append(_ESCAPES.get(nxt, "\\" + nxt))
-            pos += 2
-            continue
-        out.append(char)
-        pos += 1
-    raise MetricsFormatError("unterminated label value")
-
-
-def _parse_value(text: str) -> float:
-    special = {"nan": math.nan, "+inf": math.inf, "inf": math.inf, "-inf": -math.inf}
-    if text.lower() in special:
-        return special[text.lower()]
+    """Samples of Prometheus text exposition, read by prometheus_client's parser (labels, escapes,
+    NaN, ±Inf, timestamps); a malformed line raises MetricsFormatError naming its number."""
+    lines = _CountedLines(text)
+    samples: list[Sample] = []
     try:
-        return float(text)
-    except ValueError:
-        raise MetricsFormatError(f"{text!r} is not a number") from None
+        for family in text_fd_to_metric_families(cast("TextIO", lines)):
+            samples.extend(Sample(s.name, dict(s.labels), float(s.value)) for s in family.samples)
+    except ValueError as err:
+        detail = str(err) or "not a sample, comment or blank line"
+        raise MetricsFormatError(f"line {lines.taken}: {detail[:120]}") from None
+    return samples
 
 
 # --- vLLM --------------------------------------------------------------------------------------

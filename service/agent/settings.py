@@ -13,20 +13,21 @@ VRAMDOC_REDIS_URL            registry; unset means the agent does not register
 
 from __future__ import annotations
 
-import re
 import socket
-import stat
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 from urllib.parse import urlsplit
 
-from service.errors import InputError
+import msgspec
+
+from service.env_settings import MIN_TOKEN_CHARS, EnvVar, convert_env, read_agent_token
+from service.errors import SettingsError
+from service.registry import HOST_NAME
 
 __all__ = [
     "DEFAULT_VLLM_URL",
     "MIN_TOKEN_CHARS",
-    "AgentConfigError",
     "AgentSettings",
     "host_name",
     "load_settings",
@@ -34,39 +35,25 @@ __all__ = [
 ]
 
 DEFAULT_VLLM_URL = "http://127.0.0.1:8000"
-# A bearer token shorter than this can be guessed or brute-forced over the network.
-MIN_TOKEN_CHARS = 32
-HOST_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+_SECONDS = "a number of seconds more than 0 and less than a day (e.g. 15)"
+Seconds = Annotated[float, msgspec.Meta(gt=0, lt=86400)]
 
 
-class AgentConfigError(InputError):
-    """A setting of the agent cannot be used; the message names it and what would work."""
-
-    problem_type = "invalid-agent-config"
-
-
-@dataclass(frozen=True, slots=True)
-class AgentSettings:
+class AgentSettings(msgspec.Struct, frozen=True, kw_only=True):
     vllm_urls: tuple[str, ...] = (DEFAULT_VLLM_URL,)
     dcgm_url: str | None = None
     redis_url: str | None = None
     url: str | None = None
-    heartbeat_s: float = 15.0
-    scrape_timeout_s: float = 2.0
+    heartbeat_s: Seconds = 15.0
+    scrape_timeout_s: Seconds = 2.0
     proc_root: Path = Path("/proc")
 
 
-def _positive(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise AgentConfigError(f"{name}={raw!r} is not a number of seconds (e.g. {default:g}).") from None
-    if not 0 < value < 86400:
-        raise AgentConfigError(f"{name}={raw!r} must be more than 0 and less than a day, in seconds.")
-    return value
+_VARIABLES = {
+    "heartbeat_s": EnvVar("VRAMDOC_AGENT_HEARTBEAT_S", _SECONDS),
+    "scrape_timeout_s": EnvVar("VRAMDOC_AGENT_SCRAPE_TIMEOUT_S", _SECONDS),
+    "proc_root": EnvVar("VRAMDOC_AGENT_PROC_ROOT", "a directory such as /proc or /host/proc"),
+}
 
 
 def _http_url(name: str, value: str) -> str:
@@ -78,7 +65,7 @@ def _http_url(name: str, value: str) -> str:
     except ValueError:
         valid = False
     if not valid:
-        raise AgentConfigError(f"{name} holds {value!r}, which is not an http:// or https:// URL.")
+        raise SettingsError(f"{name} holds {value!r}, which is not an http:// or https:// URL.")
     return value
 
 
@@ -86,80 +73,46 @@ def _redis_url(url: str | None) -> str | None:
     """Checked here: a malformed URL would otherwise abort startup with a redis-py traceback."""
     schemes = ("redis://", "rediss://", "unix://")
     if url is not None and not url.startswith(schemes):
-        raise AgentConfigError(
+        raise SettingsError(
             f"VRAMDOC_REDIS_URL must start with {', '.join(schemes)} (it starts with {url.split(':')[0]!r})."
         )
     return url
 
 
 def load_settings(env: Mapping[str, str]) -> AgentSettings:
-    """Settings from the environment; raises AgentConfigError naming the bad variable."""
+    """Settings from the environment; raises SettingsError naming the bad variable."""
     raw_urls = env.get("VRAMDOC_AGENT_VLLM_URLS")
     urls = DEFAULT_VLLM_URL if raw_urls is None else raw_urls
     vllm_urls = tuple(_http_url("VRAMDOC_AGENT_VLLM_URLS", u.strip()) for u in urls.split(",") if u.strip())
     dcgm = env.get("VRAMDOC_AGENT_DCGM_URL", "").strip() or None
     url = env.get("VRAMDOC_AGENT_URL", "").strip() or None
-    return AgentSettings(
+    return convert_env(
+        AgentSettings,
+        env,
+        _VARIABLES,
         vllm_urls=vllm_urls,
         dcgm_url=_http_url("VRAMDOC_AGENT_DCGM_URL", dcgm) if dcgm else None,
         redis_url=_redis_url(env.get("VRAMDOC_REDIS_URL", "").strip() or None),
         url=_http_url("VRAMDOC_AGENT_URL", url) if url else None,
-        heartbeat_s=_positive(env, "VRAMDOC_AGENT_HEARTBEAT_S", 15.0),
-        scrape_timeout_s=_positive(env, "VRAMDOC_AGENT_SCRAPE_TIMEOUT_S", 2.0),
-        proc_root=Path(env.get("VRAMDOC_AGENT_PROC_ROOT", "").strip() or "/proc"),
     )
-
-
-def _check_token_file_mode(path: Path) -> None:
-    """A token file other users can read, or anyone but its owner can rewrite, protects nothing."""
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        return  # reading it next reports the reason in one sentence
-    if mode & (stat.S_IROTH | stat.S_IWOTH | stat.S_IWGRP):
-        raise AgentConfigError(
-            f"The token file named by VRAMDOC_AGENT_TOKEN_FILE is readable by other users or writable by "
-            f"more than its owner (mode {stat.S_IMODE(mode):04o}): run `chmod 600 {path}` "
-            "(or `chmod 640` to share it with a group)."
-        )
 
 
 def load_token(env: Mapping[str, str]) -> str:
     """The bearer token the agent demands; an agent without one must not start."""
-    direct = env.get("VRAMDOC_AGENT_TOKEN", "").strip()
-    path = env.get("VRAMDOC_AGENT_TOKEN_FILE", "").strip()
-    if direct and path:
-        raise AgentConfigError("Set only one of VRAMDOC_AGENT_TOKEN and VRAMDOC_AGENT_TOKEN_FILE, not both.")
-    if path:
-        _check_token_file_mode(Path(path))
-        try:
-            direct = Path(path).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as err:
-            raise AgentConfigError(
-                f"The token file named by VRAMDOC_AGENT_TOKEN_FILE cannot be read ({err.__class__.__name__})."
-            ) from None
-        if not direct:
-            raise AgentConfigError("The token file named by VRAMDOC_AGENT_TOKEN_FILE is empty.")
-    if not direct:
-        raise AgentConfigError(
+    token = read_agent_token(env)
+    if token is None:
+        raise SettingsError(
             "The agent serves process lists, so it needs a bearer token: set VRAMDOC_AGENT_TOKEN "
             "or VRAMDOC_AGENT_TOKEN_FILE (e.g. to the output of `openssl rand -hex 32`)."
         )
-    if any(c.isspace() for c in direct):
-        raise AgentConfigError("The agent token must not contain whitespace.")
-    if len(direct) < MIN_TOKEN_CHARS:
-        raise AgentConfigError(
-            f"The agent token has {len(direct)} characters; use at least {MIN_TOKEN_CHARS} "
-            "(e.g. the output of `openssl rand -hex 32`)."
-        )
-    return direct
+    return token
 
 
 def host_name(name: str | None) -> str:
     """The registry name: the given one or this machine's, lowercased and checked."""
     chosen = (name if name is not None else socket.gethostname().split(".")[0]).strip().lower()
-    if not HOST_RE.match(chosen):
-        raise AgentConfigError(
+    if not HOST_NAME.match(chosen):
+        raise SettingsError(
             f"The host name {chosen!r} cannot be a registry key: use 1-63 letters, digits, '.', '_' or '-', "
             "starting with a letter or digit (pass --name)."
         )

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import time
 from typing import Any
 
 from litestar.connection import ASGIConnection
@@ -49,7 +48,7 @@ async def rate_limit(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRout
     settings, limit = ready.settings, ready.settings.rate_limit
     if limit is None:
         return
-    now = time.time()
+    now = ready.clock()
     window = int(now // limit.window_s)
     count = await ready.shared.hit(f"{client_identity(connection, settings)}:{window}", limit.window_s)
     if count > limit.requests:

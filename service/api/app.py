@@ -7,6 +7,7 @@ raises PackError (file, rule, field) and the worker never starts serving.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
@@ -34,7 +35,7 @@ log = logging.getLogger("vramdoc.service")
 
 
 def _lifespan(
-    settings: Settings, preloaded: RulePacks | None
+    settings: Settings, preloaded: RulePacks | None, clock: Callable[[], float]
 ) -> Callable[[Litestar], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -42,7 +43,7 @@ def _lifespan(
         shared = SharedState(
             settings.redis_url, namespace=settings.redis_prefix, cache_max_entries=settings.cache_max_entries
         )
-        app.state.loaded = Loaded.build(settings, packs, shared)
+        app.state.loaded = Loaded.build(settings, packs, shared, clock)
         log.info("vramdoc service ready: rules %s, redis %s", packs.digest, await shared.redis_status())
         try:
             yield
@@ -52,8 +53,11 @@ def _lifespan(
     return lifespan
 
 
-def create_app(settings: Settings, *, packs: RulePacks | None = None) -> Litestar:
-    """Build the app; packs load when the ASGI server runs the lifespan, unless given already loaded."""
+def create_app(
+    settings: Settings, *, packs: RulePacks | None = None, clock: Callable[[], float] = time.time
+) -> Litestar:
+    """Build the app; packs load when the ASGI server runs the lifespan, unless given already loaded.
+    `clock` gives the rate limiter's wall-clock seconds."""
     if settings.sentry_dsn:
         init_sentry(settings.sentry_dsn, settings.sentry_environment)
     # bench_handlers() is empty unless VRAMDOC_BENCH_TRIVIAL_POST=1 (bench/service.py's peer endpoint)
@@ -61,7 +65,7 @@ def create_app(settings: Settings, *, packs: RulePacks | None = None) -> Litesta
     metrics = prometheus_config()
     app = Litestar(
         route_handlers=[v1, *health_handlers, MetricsController],
-        lifespan=[_lifespan(settings, packs)],
+        lifespan=[_lifespan(settings, packs, clock)],
         exception_handlers=exception_handlers,
         middleware=[
             metrics.middleware,

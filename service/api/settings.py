@@ -9,10 +9,12 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Annotated
 
 import msgspec
 
-from service.errors import VramdocError
+from service.env_settings import EnvVar, convert_env
+from service.errors import SettingsError
 
 __all__ = ["RateLimit", "Settings", "SettingsError"]
 
@@ -24,12 +26,6 @@ DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024
 DEFAULT_CACHE_TTL_S = 300
 DEFAULT_CACHE_MAX_ENTRIES = 4096
 DEFAULT_BODY_TIMEOUT_S = 30.0
-
-
-class SettingsError(VramdocError):
-    """An environment variable holds a value the service cannot use."""
-
-    problem_type = "invalid-setting"
 
 
 class RateLimit(msgspec.Struct, frozen=True):
@@ -64,10 +60,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     sentry_environment: str | None = None
     rules_dir: Path | None = None
     api_tokens: tuple[str, ...] = ()
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_body_bytes: Annotated[int, msgspec.Meta(ge=1)] = DEFAULT_MAX_BODY_BYTES
     rate_limit: RateLimit | None = DEFAULT_RATE_LIMIT
-    cache_ttl_s: int = DEFAULT_CACHE_TTL_S
-    cache_max_entries: int = DEFAULT_CACHE_MAX_ENTRIES
+    cache_ttl_s: Annotated[int, msgspec.Meta(ge=0)] = DEFAULT_CACHE_TTL_S
+    cache_max_entries: Annotated[int, msgspec.Meta(ge=1)] = DEFAULT_CACHE_MAX_ENTRIES
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
 
     @classmethod
@@ -92,33 +88,23 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
                 f"VRAMDOC_REDIS_URL must start with {', '.join(_REDIS_SCHEMES)} "
                 f"(it starts with {redis_url.split(':')[0]!r})."
             )
-        return cls(
+        return convert_env(
+            cls,
+            env,
+            _VARIABLES,
             redis_url=redis_url,
             redis_prefix=text("VRAMDOC_REDIS_PREFIX") or "vramdoc",
             sentry_dsn=text("VRAMDOC_SENTRY_DSN"),
             sentry_environment=text("VRAMDOC_SENTRY_ENVIRONMENT"),
             rules_dir=Path(rules_dir) if rules_dir else None,
             api_tokens=tokens,
-            max_body_bytes=_positive_int(env, "VRAMDOC_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, minimum=1),
             rate_limit=RateLimit.parse(rate) if rate is not None else DEFAULT_RATE_LIMIT,
-            cache_ttl_s=_positive_int(env, "VRAMDOC_CACHE_TTL_S", DEFAULT_CACHE_TTL_S, minimum=0),
-            cache_max_entries=_positive_int(
-                env, "VRAMDOC_CACHE_MAX_ENTRIES", DEFAULT_CACHE_MAX_ENTRIES, minimum=1
-            ),
         )
 
 
+_VARIABLES = {
+    "max_body_bytes": EnvVar("VRAMDOC_MAX_BODY_BYTES", "a whole number of bytes, at least 1"),
+    "cache_ttl_s": EnvVar("VRAMDOC_CACHE_TTL_S", "a whole number of seconds, at least 0"),
+    "cache_max_entries": EnvVar("VRAMDOC_CACHE_MAX_ENTRIES", "a whole number of at least 1"),
+}
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
-
-
-def _positive_int(env: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw.replace("_", ""))
-    except ValueError:
-        value = minimum - 1
-    if value < minimum:
-        raise SettingsError(f"{name}={raw!r} must be a whole number of at least {minimum}.")
-    return value

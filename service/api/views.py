@@ -6,6 +6,8 @@ Catalog listings and pack counts are computed when the packs load, so `/v1/model
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -85,11 +87,15 @@ class Loaded:
     resolver: ModelResolver = field(
         default_factory=lambda: ModelResolver(ModelSettings.from_env(local_paths=False))
     )
+    # Wall-clock seconds for the rate limiter's windows; tests inject one instead of sleeping.
+    clock: Callable[[], float] = field(default=time.time)
 
     @classmethod
-    def build(cls, settings: Settings, packs: RulePacks, shared: SharedState) -> Loaded:
+    def build(
+        cls, settings: Settings, packs: RulePacks, shared: SharedState, clock: Callable[[], float] = time.time
+    ) -> Loaded:
         models, gpus, rules = _catalog_views(packs)
-        return cls(settings, packs, shared, models, gpus, rules)
+        return cls(settings, packs, shared, models, gpus, rules, clock=clock)
 
 
 def loaded(state: State) -> Loaded:

@@ -17,7 +17,7 @@ from service.core import load_rules
 from service.diagnosis.normalize import decode_bytes
 from service.errors import InputError, PackError
 from service.fixes.render import render_fixes
-from service.schemas import DiagnoseRequest, Diagnosis, Snapshot
+from service.schemas import MAX_TOP, DiagnoseRequest, Diagnosis, Snapshot
 
 __all__ = ["render_report", "run"]
 
@@ -51,17 +51,20 @@ def _request(args: argparse.Namespace, data: bytes) -> DiagnoseRequest:
         raise InputError(
             f"The log is larger than {MAX_INPUT_BYTES // 2**20} MiB; paste the part around the failure."
         )
-    if args.top is not None and not 0 <= args.top <= core.MAX_TOP:
-        raise InputError(f"--top must be between 0 and {core.MAX_TOP}, not {args.top}.")
-    return DiagnoseRequest(
-        log=decode_bytes(data),
-        model=args.model,
-        gpu=args.gpu,
-        command=args.vllm_command,
-        vllm_version=args.vllm_version,
-        snapshot=_read_snapshot(getattr(args, "snapshot", None)),
-        top=args.top if args.top is not None else 5,
-    )
+    fields = {
+        "log": decode_bytes(data),
+        "model": args.model,
+        "gpu": args.gpu,
+        "command": args.vllm_command,
+        "vllm_version": args.vllm_version,
+        "snapshot": _read_snapshot(getattr(args, "snapshot", None)),
+    }
+    if args.top is not None:
+        fields["top"] = args.top
+    try:  # the request's Meta bounds --top, as it bounds the API's field
+        return msgspec.convert(fields, DiagnoseRequest)
+    except msgspec.ValidationError:
+        raise InputError(f"--top must be between 0 and {MAX_TOP}, not {args.top}.") from None
 
 
 def render_report(diagnosis: Diagnosis) -> str:

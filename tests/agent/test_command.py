@@ -16,8 +16,8 @@ import msgspec
 import pytest
 
 from service.agent.command import agent_url, parse_listen
-from service.agent.settings import AgentConfigError
 from service.cli import main
+from service.errors import SettingsError
 from service.schemas import Snapshot
 
 from .conftest import InstallNvml
@@ -87,7 +87,7 @@ def test_snapshot_json_prints_only_the_contract(
     [
         (["snapshot", "--name", "Bad Name!"], {}, "cannot be a registry key"),
         (["snapshot"], {"VRAMDOC_AGENT_VLLM_URLS": "localhost:8000"}, "is not an http:// or https:// URL"),
-        (["snapshot"], {"VRAMDOC_AGENT_SCRAPE_TIMEOUT_S": "soon"}, "is not a number of seconds"),
+        (["snapshot"], {"VRAMDOC_AGENT_SCRAPE_TIMEOUT_S": "soon"}, "must be a number of seconds"),
         (["agent", "--name", "gpu-1"], {}, "needs a bearer token: set VRAMDOC_AGENT_TOKEN"),
         (["agent", "--listen", "9400"], {"VRAMDOC_AGENT_TOKEN": "t0ken" * 8}, "is not address:port"),
         (["agent"], {"VRAMDOC_AGENT_TOKEN": "t0ken" * 8, "VRAMDOC_AGENT_HEARTBEAT_S": "0"}, "more than 0"),
@@ -122,7 +122,7 @@ def test_parse_listen(listen: str, parsed: tuple[str, int]) -> None:
 
 @pytest.mark.parametrize("listen", ["9400", "host:", "host:99999", "bad host:80"])
 def test_parse_listen_rejects_non_addresses(listen: str) -> None:
-    with pytest.raises(AgentConfigError):
+    with pytest.raises(SettingsError):
         parse_listen(listen)
 
 

@@ -13,6 +13,7 @@ from service.agent.metrics import (
     parse_prometheus,
     scrape_dcgm,
     scrape_vllm_servers,
+    vllm_server,
 )
 from service.schemas import VllmServer
 
@@ -47,10 +48,10 @@ def test_parser_keeps_commas_and_braces_inside_label_values() -> None:
     [
         ('m{a="unterminated} 1', "line 1"),
         ("ok 1\nm{a=b} 1", "line 2"),
-        ("m 1 2 3", "line 1"),
         ("m not-a-number", "line 1"),
         ("<html>", "line 1"),
-        ('m{a="1"}2', "line 1"),
+        ("# TYPE a gauge\na 1\n\n<!doctype html>", "line 4"),
+        ('a 1\nb{x="1",,y="2"} 2', "line 2"),
     ],
 )
 def test_parser_names_the_line_of_malformed_text(text: str, where: str) -> None:
@@ -176,3 +177,15 @@ async def test_a_port_the_os_refuses_is_an_error_entry_not_a_crash() -> None:
         error.reason
         == "http://127.0.0.1:99999/metrics could not be scraped: connect(): port must be 0-65535."
     )
+
+
+def test_a_counter_typed_without_total_still_counts_preemptions() -> None:
+    """prometheus_client names a counter's samples `<name>_total` even when the page omits the suffix."""
+    text = (
+        "# TYPE vllm:num_preemptions counter\n"
+        'vllm:num_preemptions{engine="0"} 7\n'
+        "vllm:num_requests_running 1\n"
+    )
+    server = vllm_server("http://h:8000", parse_prometheus(text))
+    assert server is not None
+    assert server.preemptions_total == 7

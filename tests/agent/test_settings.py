@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from service.agent.settings import DEFAULT_VLLM_URL, AgentConfigError, host_name, load_settings, load_token
+from service.agent.settings import DEFAULT_VLLM_URL, host_name, load_settings, load_token
+from service.errors import SettingsError
 
 LONG = "0123456789abcdef0123456789abcdef"  # MIN_TOKEN_CHARS long
 
@@ -70,7 +71,7 @@ def test_unusable_token_settings_refuse_with_a_sentence(
     (tmp_path / "empty").write_text("\n")
     (tmp_path / "empty").chmod(0o640)
     paths = {"missing": str(tmp_path / "missing"), "empty": str(tmp_path / "empty")}
-    with pytest.raises(AgentConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(SettingsError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_token({k: v.format(**paths) for k, v in env.items()})
 
 
@@ -79,7 +80,7 @@ def test_a_token_file_others_can_read_or_its_group_can_write_is_refused(tmp_path
     path = tmp_path / "token"
     path.write_text(f"{LONG}\n")
     path.chmod(mode)
-    with pytest.raises(AgentConfigError, match=f"\\(mode {mode:04o}\\): run `chmod 600 {path}`"):
+    with pytest.raises(SettingsError, match=f"\\(mode {mode:04o}\\): run `chmod 600 {path}`"):
         load_token({"VRAMDOC_AGENT_TOKEN_FILE": str(path)})
 
 
@@ -93,7 +94,7 @@ def test_a_token_file_kept_to_its_owner_or_group_is_accepted(tmp_path: Path, mod
 
 def test_host_name_is_lowercased_and_checked() -> None:
     assert host_name("GPU-Node-07") == "gpu-node-07"
-    with pytest.raises(AgentConfigError, match="pass --name"):
+    with pytest.raises(SettingsError, match="pass --name"):
         host_name("gpu node")
 
 
@@ -101,11 +102,11 @@ def test_host_name_is_lowercased_and_checked() -> None:
     "url", ["localhost:8000", "ftp://h/metrics", "http://", "http://127.0.0.1:99999", "http://h :80"]
 )
 def test_urls_that_cannot_be_scraped_are_refused(url: str) -> None:
-    with pytest.raises(AgentConfigError, match="is not an http:// or https:// URL"):
+    with pytest.raises(SettingsError, match="is not an http:// or https:// URL"):
         load_settings({"VRAMDOC_AGENT_VLLM_URLS": url})
 
 
 @pytest.mark.parametrize("value", ["nope", "localhost:6379", "http://redis:6379"])
 def test_malformed_redis_url_is_one_sentence_not_a_startup_traceback(value: str) -> None:
-    with pytest.raises(AgentConfigError, match="VRAMDOC_REDIS_URL must start with redis://"):
+    with pytest.raises(SettingsError, match="VRAMDOC_REDIS_URL must start with redis://"):
         load_settings({"VRAMDOC_REDIS_URL": value})

@@ -33,10 +33,12 @@ def unused_redis_url() -> str:
 
 
 @contextmanager
-def running(settings: Settings, packs: RulePacks) -> Iterator[httpx.Client]:
+def running(
+    settings: Settings, packs: RulePacks, clock: Callable[[], float] = time.time
+) -> Iterator[httpx.Client]:
     """Serve `create_app(settings)` over loopback until the block ends; yield a client for it."""
     config = uvicorn.Config(
-        create_app(settings, packs=packs),
+        create_app(settings, packs=packs, clock=clock),
         host="127.0.0.1",
         port=_free_port(),
         lifespan="on",
@@ -64,6 +66,13 @@ def serve(packs: RulePacks) -> Iterator[ServerFactory]:
     """Start servers with given settings for one test; all stop when it ends."""
     with contextlib.ExitStack() as stack:
         yield lambda settings: stack.enter_context(running(settings, packs))
+
+
+@pytest.fixture
+def serve_on_clock(packs: RulePacks) -> Iterator[Callable[[Settings, Callable[[], float]], httpx.Client]]:
+    """Like `serve`, with the rate limiter reading the given clock instead of the wall clock."""
+    with contextlib.ExitStack() as stack:
+        yield lambda settings, clock: stack.enter_context(running(settings, packs, clock))
 
 
 @pytest.fixture(scope="module")

@@ -68,3 +68,28 @@ def test_redis_down_still_diagnoses_and_readyz_reports_it(
     ready = api.get("/readyz").json()
     assert ready["status"] == "degraded"
     assert ready["redis"].startswith("unreachable")
+
+
+class SteppedClock:
+    """Wall-clock seconds the test sets by hand, so a window boundary is crossed without sleeping."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_rate_limit_windows_roll_over_on_the_clock(
+    serve_on_clock: Callable[[Settings, Callable[[], float]], httpx.Client], problem: ProblemCheck
+) -> None:
+    clock = SteppedClock(120.0)
+    api = serve_on_clock(Settings(rate_limit=RateLimit(2, 60)), clock)
+    assert [api.get("/v1/gpus").status_code for _ in range(2)] == [200, 200]
+    refused = api.get("/v1/gpus")
+    problem(refused, 429, "rate-limited")
+    assert refused.headers["retry-after"] == "60"
+    clock.now = 150.5
+    assert api.get("/v1/gpus").headers["retry-after"] == "30"
+    clock.now = 180.0  # the next window: a fresh count
+    assert api.get("/v1/gpus").status_code == 200

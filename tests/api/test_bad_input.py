@@ -152,3 +152,12 @@ def test_unknown_gpu_is_422_with_suggestions(client: httpx.Client, problem: Prob
     body = problem(response, 422, "unknown-gpu")
     assert body["suggestions"]
     assert "H1OO-80GB" in str(body["detail"])
+
+
+@pytest.mark.parametrize("top", [-1, 51])
+def test_a_json_top_out_of_bounds_is_a_400_naming_the_field(
+    client: httpx.Client, problem: ProblemCheck, top: int
+) -> None:
+    """The bound lives in DiagnoseRequest's Meta; the JSON decoder enforces it."""
+    body = problem(client.post("/v1/diagnose", json={"log": "x", "top": top}), 400, "validation-error")
+    assert "$.top" in str(body["detail"])

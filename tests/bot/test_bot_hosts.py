@@ -10,7 +10,7 @@ import redis.asyncio as aioredis
 from bot_loopback import register_agent
 
 from bot.hosts import HostDirectory, load_hosts_file
-from service.packs.loader import PackError
+from service.errors import SettingsError
 
 
 async def test_registry_and_file_hosts_resolve_and_unknown_names_are_listed(
@@ -63,5 +63,5 @@ def test_hosts_file_is_read_and_checked(tmp_path: Path) -> None:
 def test_bad_hosts_file_fails_with_the_entry_named(tmp_path: Path, content: str, message: str) -> None:
     path = tmp_path / "hosts.yaml"
     path.write_text(content, encoding="utf-8")
-    with pytest.raises(PackError, match=re.escape(message)):
+    with pytest.raises(SettingsError, match=re.escape(message)):
         load_hosts_file(path)

@@ -50,7 +50,8 @@ def test_manifest_declares_exactly_what_the_bot_uses() -> None:
 
 def test_settings_read_the_environment(tmp_path: Path) -> None:
     token_file = tmp_path / "agent-token"
-    token_file.write_text("from-file\n", encoding="utf-8")
+    token_file.write_text("from-file-" + "t" * 32 + "\n", encoding="utf-8")
+    token_file.chmod(0o600)
     settings = load_settings(
         {
             "SLACK_BOT_TOKEN": "xoxb-1",
@@ -63,7 +64,7 @@ def test_settings_read_the_environment(tmp_path: Path) -> None:
         }
     )
     assert settings.service_url == "http://svc:8080"
-    assert settings.agent_token == "from-file"
+    assert settings.agent_token == "from-file-" + "t" * 32
     assert settings.app_token == "xapp-1"
     assert settings.max_file_bytes == 1048576
     assert settings.agent_timeout_s == 1.5
@@ -164,3 +165,15 @@ def test_bot_port_out_of_range_exits_2_with_a_sentence(
     monkeypatch.setenv("SLACK_SIGNING_SECRET", "s")
     assert main(["bot", "--http", "--port", "99999"]) == 2
     assert capsys.readouterr().err == "vramdoc bot: --port must be between 0 and 65535, not 99999.\n"
+
+
+def test_the_bot_applies_the_agents_token_rules(tmp_path: Path) -> None:
+    """The bot sends the token the agent demands, so a file the agent would refuse fails here too."""
+    token_file = tmp_path / "agent-token"
+    token_file.write_text("t" * 40 + "\n", encoding="utf-8")
+    token_file.chmod(0o644)
+    env = {"SLACK_BOT_TOKEN": "x", "SLACK_APP_TOKEN": "a", "VRAMDOC_AGENT_TOKEN_FILE": str(token_file)}
+    with pytest.raises(SettingsError, match="readable by other users"):
+        load_settings(env)
+    with pytest.raises(SettingsError, match="has 5 characters"):
+        load_settings({"SLACK_BOT_TOKEN": "x", "SLACK_APP_TOKEN": "a", "VRAMDOC_AGENT_TOKEN": "short"})

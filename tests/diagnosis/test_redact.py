@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service import redact as redact_module
-from service.redact import REDACTED, redact
+from service.redact import REDACTED, redact, redact_value
 
 
 @pytest.mark.parametrize(
@@ -181,3 +181,11 @@ def test_no_eight_characters_of_a_wrapped_secret_survive(width: int) -> None:
     assert scrubbed.count("\n") == text.count("\n")
     for name, secret in _PLANTED.items():
         assert not leaked(secret, scrubbed), (name, width, scrubbed)
+
+
+def test_redact_value_keeps_the_values_of_named_keys() -> None:
+    secret = "hf_" + "a" * 34
+    blocks = [{"type": "button", "action_id": "show_all_fixes", "text": {"text": f"token {secret}"}}]
+    [button] = redact_value(blocks, keep=frozenset({"type", "action_id"}))
+    assert (button["type"], button["action_id"]) == ("button", "show_all_fixes")
+    assert secret not in button["text"]["text"]
