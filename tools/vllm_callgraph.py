@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 from vllm_sources import cache_dir  # noqa: E402
+from vllm_templates import ranges  # noqa: E402
 
 from service.packs import load_packs  # noqa: E402
 from service.packs.inventory import read_inventory, version_key  # noqa: E402
@@ -392,25 +393,12 @@ def build(cache: Path) -> dict[str, object]:
     frames = []
     ordered = sorted(rows.items(), key=lambda kv: (*kv[0][:3], kv[0][3] or ""))
     for (file, function, stage, phase), versions in ordered:
-        frames.append([file, function, stage, phase, _ranges(versions, order)])
+        frames.append([file, function, stage, phase, ranges(versions, order)])
     return {
         "source": "vLLM wheels (tools/vllm_sources.py), call graph by tools/vllm_callgraph.py",
         "releases": order,
         "frames": frames,
     }
-
-
-def _ranges(present: list[str], order: list[str]) -> list[list[str]]:
-    positions = sorted({order.index(v) for v in present})
-    out: list[list[str]] = []
-    start = prev = positions[0]
-    for pos in positions[1:]:
-        if pos != prev + 1:
-            out.append([order[start], order[prev]])
-            start = pos
-        prev = pos
-    out.append([order[start], order[prev]])
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:

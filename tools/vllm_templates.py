@@ -540,7 +540,7 @@ def classify(entry: Entry) -> tuple[list[str], str | None]:
 def ranges(present: list[str], order: list[str]) -> list[list[str]]:
     """Contiguous runs of the releases a template appears in, as [first, last]."""
     out: list[list[str]] = []
-    positions = sorted(order.index(v) for v in present)
+    positions = sorted({order.index(v) for v in present})
     start = prev = positions[0]
     for pos in positions[1:]:
         if pos != prev + 1:
