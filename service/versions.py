@@ -8,6 +8,7 @@ flags and messages exist (a pre-release of 0.12.0 already has 0.12's flags), so 
 
 from __future__ import annotations
 
+import msgspec
 from packaging.specifiers import InvalidSpecifier, Specifier
 from packaging.version import InvalidVersion
 from packaging.version import Version as Pep440
@@ -16,6 +17,7 @@ __all__ = [
     "EARLIEST",
     "NEWEST",
     "Version",
+    "VersionRange",
     "VersionSpan",
     "flag_exists",
     "has_floor",
@@ -51,6 +53,53 @@ def release(text: str) -> Version:
     if parsed is None:
         raise ValueError(f"{text!r} is not a vLLM version such as 0.29.1")
     return parsed
+
+
+class VersionRange(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """Releases [introduced, removed) in which a flag, a wording or a default holds.
+
+    The one range convention of the rule packs: `introduced` is the first release that has it,
+    `removed` the first release without it; either end may be open (None).
+    """
+
+    introduced: str | None = None
+    removed: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("introduced", "removed"):
+            text = getattr(self, name)
+            if text is not None and parse_version(text) is None:
+                raise ValueError(f"{name} {text!r} is not a vLLM version like 0.10.2")
+        low, high = self.bounds
+        if low is not None and high is not None and high <= low:
+            raise ValueError("removed must be a later release than introduced")
+
+    @property
+    def bounds(self) -> tuple[Version | None, Version | None]:
+        low = parse_version(self.introduced) if self.introduced else None
+        high = parse_version(self.removed) if self.removed else None
+        return low, high
+
+    @property
+    def is_open(self) -> bool:
+        return self.introduced is None and self.removed is None
+
+    def contains(self, version: Version | None) -> bool:
+        """Whether `version` is in range; an unknown version counts as the newest release."""
+        return flag_exists(version, *self.bounds)
+
+    def inclusive(self) -> tuple[Version, Version]:
+        """(lowest, highest) release in range; `removed` X.Y.0 makes the highest every (X, Y-1).x."""
+        low, high = self.bounds
+        if high is None:
+            last = NEWEST
+        elif high[2] > 0:
+            last = (high[0], high[1], high[2] - 1)
+        elif high[1] > 0:
+            last = (high[0], high[1] - 1, 999)
+        else:
+            last = (high[0] - 1, 999, 999)
+        return low or (0, 0, 0), last
 
 
 def flag_exists(version: Version | None, introduced: Version | None, removed: Version | None) -> bool:

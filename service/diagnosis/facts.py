@@ -131,9 +131,9 @@ def infer_engine(rules: list[SignatureRule], stated: str | None, requested: str 
     low, high = (0, 0, 0), (999, 0, 0)
     for rule in rules:
         versions = rule.versions
-        if versions.min is None and versions.max is None:
+        if versions.is_open:
             continue
-        rule_low, rule_high = versions.bounds()
+        rule_low, rule_high = versions.inclusive()
         new_low, new_high = max(low, rule_low), min(high, rule_high)
         if new_low <= new_high:  # a contradicting rule (wrong range or mixed logs) is ignored
             low, high = new_low, new_high

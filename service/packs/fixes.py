@@ -19,7 +19,7 @@ from service.errors import PackError
 from service.packs.catalog import ENGINE_FILE, EngineFacts
 from service.packs.loader import decode_yaml, load_yaml_file, locate
 from service.schemas import Facts, Finding, Phase, Snapshot
-from service.versions import Version, VersionSpan, flag_exists, parse_version
+from service.versions import Version, VersionRange, VersionSpan
 
 __all__ = [
     "FixPack",
@@ -41,32 +41,6 @@ _FACT_NAMES = frozenset(Facts.__struct_fields__)
 
 class _Pack(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     """Strict decoding for every pack type, as for the wire types."""
-
-
-class VersionRange(_Pack, frozen=True):
-    """Releases [introduced, removed): `removed` is the first release without it."""
-
-    introduced: str | None = None
-    removed: str | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("introduced", "removed"):
-            text = getattr(self, name)
-            if text is not None and parse_version(text) is None:
-                raise ValueError(f"{name} {text!r} is not a vLLM version like 0.10.2")
-        low, high = self.bounds
-        if low is not None and high is not None and high <= low:
-            raise ValueError("removed must be a later release than introduced")
-
-    @property
-    def bounds(self) -> tuple[Version | None, Version | None]:
-        low = parse_version(self.introduced) if self.introduced else None
-        high = parse_version(self.removed) if self.removed else None
-        return low, high
-
-    def contains(self, version: Version | None) -> bool:
-        """Whether `version` is in range; an unknown version counts as the newest release."""
-        return flag_exists(version, *self.bounds)
 
 
 class FlagSpec(_Pack, frozen=True):

@@ -19,7 +19,7 @@ import re2
 from service.errors import PackError
 from service.packs.loader import decode_yaml, locate
 from service.schemas import Facts, OtherProcess, Phase, Severity
-from service.versions import parse_version, release
+from service.versions import VersionRange
 
 __all__ = [
     "FACT_TYPES",
@@ -63,28 +63,6 @@ FACT_TYPES: dict[str, str] = _fact_types()
 
 class Spec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     """Base of pack types: strict decoding, immutable values."""
-
-
-class VersionRange(Spec, frozen=True, kw_only=True):
-    """Inclusive vLLM release range in which a wording was printed (None = open end)."""
-
-    min: str | None = None
-    max: str | None = None
-
-    def __post_init__(self) -> None:
-        for bound in (self.min, self.max):
-            if bound is not None and parse_version(bound) is None:
-                raise ValueError(f"version {bound!r} must look like 0.8.5")
-        if self.min and self.max and release(self.min) > release(self.max):
-            raise ValueError(f"min {self.min} is after max {self.max}")
-
-    def bounds(self) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-        """(lowest, highest) release as tuples; a bound like '0.21' covers every 0.21.x."""
-        low = release(self.min) if self.min else (0, 0, 0)
-        high = release(self.max) if self.max else (999, 0, 0)
-        if self.max and self.max.count(".") == 1:
-            high = (high[0], high[1], 999)
-        return low, high
 
 
 class FactSpec(Spec, frozen=True, kw_only=True):
