@@ -66,6 +66,11 @@ def _add_estimate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--free-gib", type=float, help="free memory per GPU at startup, in GiB")
     p.add_argument("--vllm-version")
     p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs (none in the budget)")
+    p.add_argument(
+        "--entrypoint",
+        choices=("serve", "llm"),
+        help="serve (vllm serve, the default) or llm (the LLM(...) class: larger default batch)",
+    )
     p.add_argument("--json", action="store_true", help="print the Budget JSON contract only")
 
 

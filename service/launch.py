@@ -20,7 +20,7 @@ import re
 import shlex
 import tokenize
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 __all__ = ["Argument", "LaunchCommand", "LaunchForm", "canonical_flag", "parse_launch", "spelled_flag"]
@@ -78,6 +78,17 @@ class LaunchCommand:
     args: tuple[Argument, ...]
     flags: dict[str, tuple[str, ...]] = field(default_factory=dict)
     aliases: Mapping[str, str] = field(default_factory=dict)
+    callee: str | None = None  # the Python form's call: `LLM`, `EngineArgs`, `Namespace`, …
+
+    @property
+    def entrypoint(self) -> Literal["serve", "llm"] | None:
+        """`llm` for the `LLM(...)` class, `serve` for the API server; their defaults differ."""
+        if self.callee == "LLM":
+            return "llm"
+        words = " ".join(self.prefix)
+        if re.search(r"\bvllm serve\b|vllm\.entrypoints\.(openai\.)?api_server", words):
+            return "serve"
+        return None
 
     def value(self, flag: str) -> str | None:
         """The flag's last value as typed, or None when the flag is absent or a switch."""
@@ -106,8 +117,8 @@ def parse_launch(
     """Read `text` in whichever form it has; `switches` are flags known to take no value."""
     aliases = aliases or {}
     if (call := _python_call(text)) is not None:
-        form, tokens = call
-        return _split(form, [], tokens, aliases, switches, find_start=False)
+        form, callee, tokens = call
+        return replace(_split(form, [], tokens, aliases, switches, find_start=False), callee=callee)
     if _COMPOSE_COMMAND.search(text) and (compose := _compose(text)) is not None:
         env, tokens = compose
         return _split("compose", env, tokens, aliases, switches)
@@ -165,7 +176,7 @@ def _env_file(lines: list[str]) -> Iterator[tuple[str, str]]:
                 yield match.group(1), match.group(2)
 
 
-def _python_call(text: str) -> tuple[LaunchForm, list[str]] | None:
+def _python_call(text: str) -> tuple[LaunchForm, str, list[str]] | None:
     """`LLM(…)`/`EngineArgs(…)`/`Namespace(…)` keywords as `--flag value` words, read by `ast`."""
     match = _CALL.search(text)
     if match is None:
@@ -205,7 +216,7 @@ def _python_call(text: str) -> tuple[LaunchForm, list[str]] | None:
             and all(isinstance(v, (str, int, float)) for v in value)
         ):
             tokens += [flag, *map(str, value)]
-    return form, tokens
+    return form, match.group(1), tokens
 
 
 def _first_call(source: str) -> ast.Call | None:

@@ -94,6 +94,8 @@ class Facts(Wire, frozen=True, omit_defaults=True):
     max_num_batched_tokens: int | None = None
     block_size: int | None = None
     enforce_eager: bool | None = None
+    # `serve` (the API server) or `llm` (the LLM(...) class): their scheduler defaults differ
+    entrypoint: Literal["serve", "llm"] | None = None
     free_gib: float | None = None
     total_gib: float | None = None
     requested_gib: float | None = None
@@ -265,6 +267,7 @@ FACT_LABELS: dict[str, str] = {
     "dtype": "Dtype",
     "quantization": "Quantization",
     "kv_cache_dtype": "KV cache dtype",
+    "entrypoint": "Started with",
     "requested_tokens": "Requested tokens",
     "context_limit": "Context limit",
     "process_in_use_gib": "This process holds",
@@ -410,6 +413,9 @@ class EstimateRequest(Wire, frozen=True):
     free_gib: float | None = None
     vllm_version: str | None = None
     enforce_eager: bool | None = None
+    # How the engine is started: `serve` (`vllm serve`, the API server: the default) or `llm` (the
+    # `LLM(...)` class), whose scheduler defaults batch more tokens on the same GPU.
+    entrypoint: Literal["serve", "llm"] | None = None
     # Parameter counts per safetensors dtype read from the checkpoint's headers (e.g. {"BF16": 8030261248});
     # with it the weights are the checkpoint's bytes, not the architecture's parameter count.
     parameters: dict[str, int] | None = None

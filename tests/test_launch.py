@@ -111,14 +111,19 @@ def test_python_positional_model_and_booleans(packs: RulePacks) -> None:
     facts = diagnosis_parse(
         'LLM("facebook/opt-125m", enforce_eager=True, max_model_len=2048)', packs.fixes
     ).facts
-    assert facts == {"model": "facebook/opt-125m", "enforce_eager": True, "max_model_len": 2048}
+    assert facts == {
+        "model": "facebook/opt-125m",
+        "entrypoint": "llm",
+        "enforce_eager": True,
+        "max_model_len": 2048,
+    }
 
 
 def test_python_values_that_are_not_literals_state_nothing(packs: RulePacks) -> None:
     facts = diagnosis_parse(
         "LLM(model=path, max_model_len=n * 2, gpu_memory_utilization=0.5)", packs.fixes
     ).facts
-    assert facts == {"gpu_memory_utilization": 0.5}
+    assert facts == {"entrypoint": "llm", "gpu_memory_utilization": 0.5}
 
 
 def test_a_logged_namespace_is_what_vllm_accepted_so_it_has_no_flag_findings(packs: RulePacks) -> None:
@@ -158,3 +163,10 @@ def test_a_call_spread_over_lines_ends_at_its_own_closing_bracket(packs: RulePac
     text = 'from vllm import LLM\nllm = LLM(\n    model="m",\n    max_model_len=int("4096"),\n'
     text += "    block_size=32,\n)\nprint(llm)"
     assert parse_launch(text, packs.fixes.aliases).flags == {"--model": ("m",), "--block-size": ("32",)}
+
+
+def test_the_llm_class_and_the_api_server_are_told_apart() -> None:
+    assert parse_launch("llm = LLM(model='Qwen/Qwen2.5-7B', max_model_len=8192)").entrypoint == "llm"
+    assert parse_launch("vllm serve Qwen/Qwen2.5-7B --max-model-len 8192").entrypoint == "serve"
+    assert parse_launch("python -m vllm.entrypoints.openai.api_server --model x").entrypoint == "serve"
+    assert parse_launch("engine_args = EngineArgs(model='x')").entrypoint is None

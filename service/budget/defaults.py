@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from service.packs.catalog import DefaultsEra, EngineFacts, Stepped, fold_name, version_tuple
+from service.packs.catalog import DefaultsEra, EngineFacts, Stepped, TierDefaults, fold_name, version_tuple
 
 __all__ = ["default_utilization", "era_at", "scheduler_defaults"]
 
@@ -30,15 +30,21 @@ def default_utilization(engine: EngineFacts, version: Release) -> float:
 
 
 def scheduler_defaults(
-    engine: EngineFacts, version: Release, gpu_name: str | None, total_gib: float | None
+    engine: EngineFacts,
+    version: Release,
+    gpu_name: str | None,
+    total_gib: float | None,
+    *,
+    offline: bool = False,
 ) -> tuple[int, int] | None:
-    """(max_num_seqs, max_num_batched_tokens) `vllm serve` picks on this device and release.
+    """(max_num_seqs, max_num_batched_tokens) `vllm serve` (or, `offline`, the `LLM(...)` class)
+    picks on this device and release.
 
     None when the tier depends on what is not known: the GPU's memory, or its name.
     """
     tiers = era_at(engine.defaults, version).tiers
     if total_gib is None:
-        return (tiers[0].max_num_seqs, tiers[0].max_num_batched_tokens) if len(tiers) == 1 else None
+        return _pair(tiers[0], offline) if len(tiers) == 1 else None
     folded = fold_name(gpu_name) if gpu_name is not None else None
     for tier in tiers:
         if total_gib < tier.min_total_gib:
@@ -47,5 +53,10 @@ def scheduler_defaults(
             return None
         if folded is not None and any(fold_name(word) in folded for word in tier.exclude):
             continue
-        return tier.max_num_seqs, tier.max_num_batched_tokens
+        return _pair(tier, offline)
     raise AssertionError("the last tier has min_total_gib 0")
+
+
+def _pair(tier: TierDefaults, offline: bool) -> tuple[int, int]:
+    batched = tier.offline_max_num_batched_tokens if offline else None
+    return tier.max_num_seqs, batched or tier.max_num_batched_tokens

@@ -235,11 +235,19 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
     util = request.gpu_memory_utilization
     if util is None:
         util = default_utilization(engine, version_t)
-    defaults = scheduler_defaults(engine, version_t, gpu.spec.id if gpu.spec else gpu.name, gpu.total_gib)
+    offline = request.entrypoint == "llm"
+    device = gpu.spec.id if gpu.spec else gpu.name
+    defaults = scheduler_defaults(engine, version_t, device, gpu.total_gib, offline=offline)
+    served = scheduler_defaults(engine, version_t, device, gpu.total_gib)
     assert defaults is not None  # only None when no GPU name is known; the budget always has one
     seqs, batched = defaults
     max_num_seqs = request.max_num_seqs or seqs
     max_num_batched_tokens = min(request.max_num_batched_tokens or batched, max_num_seqs * max_model_len)
+    if offline and request.max_num_batched_tokens is None and served is not None and served[1] != batched:
+        notes.append(
+            f"LLM(...) schedules {batched} tokens per step by default where vllm serve schedules "
+            f"{served[1]}: its profile run, and so its activation peak, is larger."
+        )
     kv_bytes = request.kv_cache_memory_bytes
     if kv_bytes is not None and version_t < version_tuple(engine.kv_cache_memory_bytes_since):
         notes.append(

@@ -141,6 +141,7 @@ def budget_from_facts(
         free_gib=facts.free_gib,
         vllm_version=vllm_version or facts.vllm_version,
         enforce_eager=facts.enforce_eager,
+        entrypoint=facts.entrypoint,
     )
     try:
         return estimate(request, catalog)

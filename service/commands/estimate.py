@@ -94,6 +94,7 @@ def _request(args: argparse.Namespace) -> EstimateRequest:
         free_gib=args.free_gib,
         vllm_version=args.vllm_version,
         enforce_eager=True if getattr(args, "enforce_eager", False) else None,
+        entrypoint=getattr(args, "entrypoint", None),
     )
 
 

@@ -71,6 +71,8 @@ def parse_command(command: str, history: FixPack, version: str | None = None) ->
     launch = parse_launch(command, history.aliases, history.switches)
     if launch.model is not None:
         parsed.facts["model"] = launch.model
+    if launch.entrypoint == "llm":  # `serve` is what an unstated entry point is taken to be
+        parsed.facts["entrypoint"] = "llm"
     for arg in launch.args:
         if arg.name is None:
             continue

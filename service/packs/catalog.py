@@ -425,11 +425,16 @@ class Stepped(Entry, frozen=True):
 
 
 class TierDefaults(Entry, frozen=True):
-    """Scheduler defaults for the API server on devices of at least `min_total_gib`."""
+    """Scheduler defaults for the API server on devices of at least `min_total_gib`.
+
+    `offline_max_num_batched_tokens` is what the `LLM(...)` class takes instead (vLLM's
+    `UsageContext.LLM_CLASS`); absent where both entry points get the same value.
+    """
 
     min_total_gib: float
     max_num_seqs: int
     max_num_batched_tokens: int
+    offline_max_num_batched_tokens: int | None = None
     exclude: list[str] = msgspec.field(default_factory=list)
 
 

@@ -54,6 +54,8 @@ def _fact_types() -> dict[str, str]:
     for name, hint in get_type_hints(Facts).items():
         args = [a for a in get_args(hint) if a is not type(None)]
         base = args[0] if args else hint
+        if getattr(base, "__origin__", None) is Literal:
+            base = type(get_args(base)[0])
         out[name] = "list" if getattr(base, "__origin__", None) is list else base.__name__
     return out
 

@@ -445,3 +445,13 @@ def test_estimated_max_model_len_searches_up_to_a_configured_length_beyond_the_m
     )
     assert budget.max_model_len_fit == 6 * GIB // (48 * 1024 * 16) * 16
     assert not budget.fits
+
+
+def test_the_llm_class_profiles_a_larger_batch_than_vllm_serve(catalog: Catalog) -> None:
+    serve = estimate(EstimateRequest(model="meta-llama/Llama-3.1-8B-Instruct", gpu="H100"), catalog)
+    offline = estimate(
+        EstimateRequest(model="meta-llama/Llama-3.1-8B-Instruct", gpu="H100", entrypoint="llm"), catalog
+    )
+    assert offline.activation_peak_gib > serve.activation_peak_gib
+    assert offline.available_kv_gib < serve.available_kv_gib
+    assert any("LLM(...) schedules 16384 tokens" in note for note in offline.notes)
