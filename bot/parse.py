@@ -111,13 +111,17 @@ def unescape_slack(text: str) -> str:
 
 
 def split_log(text: str) -> tuple[str | None, str]:
-    """(log, prose): fenced blocks are the log; without fences, log-looking text is the log and only
+    """(log, prose): with fences, the log is the whole message, the person's words around the fenced
+    paste included, because the service reads those words as a channel of their own ("it crashed
+    while loading the weights" places a bare OOM); the prose returned (for host names and the
+    version) is the text outside the fences. Without fences, log-looking text is the log and only
     the short lines before its first log line are prose ("gpu-07 crashed:" then the paste)."""
     fenced = [m.group(1).strip("\n") for m in _FENCE.finditer(text)]
     if fenced:
         prose = _FENCE.sub(" ", text)
-        log = "\n".join(block for block in fenced if block.strip())
-        return (log or None), prose
+        if not any(block.strip() for block in fenced):
+            return None, prose
+        return (text.strip() if prose.strip() else "\n".join(b for b in fenced if b.strip())), prose
     lines = [line for line in text.splitlines() if line.strip()]
     is_log = [bool(_LOG_MARKER.search(line) or _COMMAND.match(line)) for line in lines]
     if not any(is_log):
@@ -129,7 +133,7 @@ def split_log(text: str) -> tuple[str | None, str]:
 def _command(log: str | None) -> str | None:
     if log is None:
         return None
-    lines = log.splitlines()
+    lines = log.replace("```", "\n").splitlines()
     for i, line in enumerate(lines):
         if _COMMAND.match(line):
             parts = [line.strip().removeprefix("$").strip()]

@@ -23,15 +23,20 @@ def test_link_without_label_keeps_the_url() -> None:
     assert unescape_slack("see <https://docs.vllm.ai/en/latest>") == "see https://docs.vllm.ai/en/latest"
 
 
-def test_fenced_log_is_the_log_and_the_prose_names_hosts() -> None:
+def test_fenced_log_keeps_the_words_around_it_and_the_prose_names_hosts() -> None:
     ask = parse_ask(f"<@U0BOT> crashed on gpu-07:\n```\nINFO 11-29 10:00:01 loading\n{OOM}\n```")
-    assert ask.log == f"INFO 11-29 10:00:01 loading\n{OOM}"
+    assert ask.log == f"crashed on gpu-07:\n```\nINFO 11-29 10:00:01 loading\n{OOM}\n```"
     assert ask.hosts == ("gpu-07",)
 
 
-def test_several_fences_are_joined_in_order() -> None:
-    ask = parse_ask("```first part```\nand then\n```second part```")
+def test_fences_alone_are_joined_in_order() -> None:
+    ask = parse_ask("```first part``````second part```")
     assert ask.log == "first part\nsecond part"
+
+
+def test_words_between_fences_stay_in_the_log_for_the_prose_channel() -> None:
+    ask = parse_ask("```first part```\nit crashed while loading the weights\n```second part```")
+    assert ask.log is not None and "crashed while loading the weights" in ask.log
 
 
 def test_unclosed_fence_still_yields_the_log() -> None:

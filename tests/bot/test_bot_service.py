@@ -62,6 +62,26 @@ async def test_log_mention_gets_a_threaded_reply_with_the_phase_and_fixes(
     ]
 
 
+BARE_OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
+    "GPU 0 has a total capacity of 23.58 GiB of which 1.12 GiB is free."
+)
+
+
+async def test_the_persons_words_around_a_fenced_paste_reach_the_service_and_place_it(
+    start_bot, slack: SlackStandin, service_url: str
+) -> None:
+    bot = await start_bot(service_url)
+
+    await bot.event(mention(f"it crashes while loading the weights:\n```\n{BARE_OOM}\n```"))
+
+    await slack.wait_for(lambda: len(slack.called("reactions.add")) == 2)
+    bare = await _diagnosis(service_url, DiagnoseRequest(log=BARE_OOM))
+    [reply] = slack.replies()
+    assert bare.phase != "weights_oom"  # the line alone does not say when it happened
+    assert str(reply["text"]).startswith("weights_oom: ")
+
+
 async def test_log_with_a_host_sends_the_snapshot_into_the_diagnosis(
     start_bot,
     slack: SlackStandin,
