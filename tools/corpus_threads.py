@@ -5,7 +5,8 @@ This collects every thread named anywhere the rounds left a trace: the `source:`
 tests/corpus/*.yaml and tests/diagnosis/healthy_excerpts/*.yaml, the `url`/`note` of
 tests/budget/realworld_numbers.yaml, the threads REALWORLD.md names (also the ones it skipped), and
 the vLLM thread number in an excerpt's file name (`gh2-10517-…`, `gh4-pr13596-…`: the healthy
-excerpts of the early rounds have no sidecar naming their source).
+excerpts of the early rounds have no sidecar naming their source; `gh3-miaai47-…` names another
+repository by an alias of its owner or name, matched by number and alias).
 A thread is `owner/repo#number`; issues, pull requests and discussions share GitHub's number space
 per repository, so the kind is not part of the key. A bare `#N` means vllm-project/vllm, the way the
 rounds write it.
@@ -19,7 +20,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Set
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -56,7 +57,9 @@ def _sources(root: Path) -> Iterator[tuple[Path, bool]]:
 
 def _keyed_text(path: Path) -> str:
     """Only the keys that name a thread: `source`, `note`, `url` (a log excerpt may cite anything)."""
-    keep = re.compile(r"^\s*-?\s*(?:source|note|url):.*(?:\n(?=[ \t]+\S)(?![ \t]*-?\s*\w+:).*)*", re.MULTILINE)
+    keep = re.compile(
+        r"^\s*-?\s*(?:source|note|url):.*(?:\n(?=[ \t]+\S)(?![ \t]*-?\s*\w+:).*)*", re.MULTILINE
+    )
     return "\n".join(m.group(0) for m in keep.finditer(path.read_text(encoding="utf-8")))
 
 
@@ -77,18 +80,20 @@ def aliased_stems(root: Path = REPO) -> set[tuple[str, str]]:
     repository, named by a short alias of it (the alias is part of the owner or repository name)."""
     found: set[tuple[str, str]] = set()
     for folder in (root / "tests" / "corpus", root / "tests" / "diagnosis" / "healthy_excerpts"):
-        found |= {(m.group(1), m.group(2)) for p in folder.glob("*.log") if (m := _ALIASED_STEM.match(p.name))}
+        found |= {
+            (m.group(1), m.group(2)) for p in folder.glob("*.log") if (m := _ALIASED_STEM.match(p.name))
+        }
     return found
 
 
-def _alias_hit(key: str, aliases: set[tuple[str, str]]) -> bool:
+def _alias_hit(key: str, aliases: Set[tuple[str, str]]) -> bool:
     name, number = key.split("#")
     compact = re.sub(r"[^a-z0-9]", "", name)
     return any(n == number and alias in compact for alias, n in aliases)
 
 
 def check(
-    candidates: Iterable[str], used: set[str], aliases: set[tuple[str, str]] = frozenset()
+    candidates: Iterable[str], used: Set[str], aliases: Set[tuple[str, str]] = frozenset()
 ) -> list[tuple[str, bool]]:
     """For each candidate (URL or `owner/repo#N`), whether an earlier round already used it."""
     out: list[tuple[str, bool]] = []
@@ -101,7 +106,9 @@ def check(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--check", nargs="+", metavar="THREAD", help="say whether these threads were used")
     args = parser.parse_args(argv)
     used = used_threads()
