@@ -24,7 +24,7 @@ CORPUS = Path(__file__).resolve().parent
 HEALTHY = CORPUS.parent / "healthy"
 HEALTHY_EXCERPTS = CORPUS.parent / "diagnosis" / "healthy_excerpts"
 # Rounds collected from public threads, scored before any classifier change (REALWORLD.md).
-HELD_OUT = re.compile(r"^gh4-")
+HELD_OUT = re.compile(r"^gh[45]-")
 COMMON_PHASES = ("startup_budget", "weights_oom", "kv_cache_capacity", "warmup_oom", "runtime_oom")
 VERSION = re.compile(r"^\d+\.\d+\.\d+(\.post\d+)?$")
 
@@ -190,7 +190,8 @@ def test_healthy_excerpt_sidecars_name_their_source(path: Path) -> None:
 
 
 def test_held_out_healthy_excerpts_have_sidecars() -> None:
-    missing = [p.stem for p in HEALTHY_EXCERPTS.glob("gh4-*.log") if not p.with_suffix(".yaml").exists()]
+    held_out = [p for p in HEALTHY_EXCERPTS.glob("gh*-*.log") if HELD_OUT.match(p.name)]
+    missing = [p.stem for p in held_out if not p.with_suffix(".yaml").exists()]
     assert not missing
 
 
