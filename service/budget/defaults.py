@@ -10,12 +10,20 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from service.packs.catalog import DefaultsEra, EngineFacts, Stepped, TierDefaults, fold_name, version_tuple
+from service.packs.catalog import (
+    DefaultsEra,
+    EngineFacts,
+    OverheadEra,
+    Stepped,
+    TierDefaults,
+    fold_name,
+    version_tuple,
+)
 
 __all__ = ["default_utilization", "era_at", "scheduler_defaults"]
 
 Release = tuple[int, int, int]
-_E = TypeVar("_E", DefaultsEra, Stepped)
+_E = TypeVar("_E", DefaultsEra, OverheadEra, Stepped)
 
 
 def era_at(entries: list[_E], version: Release) -> _E:

@@ -33,7 +33,8 @@ __all__ = [
     "ModelCatalog",
     "ModelSpec",
     "MoeSpec",
-    "Overheads",
+    "OverheadEra",
+    "OverheadFit",
     "QuantMethodSpec",
     "QuantSpec",
     "RopeSpec",
@@ -448,23 +449,39 @@ class DefaultsEra(Entry, frozen=True):
         _require(mins == sorted(mins, reverse=True) and mins[-1] == 0, "tiers go from largest to 0 GiB")
 
 
-class Overheads(Entry, frozen=True):
-    """Constants for what vLLM measures rather than computes; each estimate carries its uncertainty."""
+class OverheadFit(Entry, frozen=True):
+    """One measured overhead as tools/fit_overheads.py fitted it: coefficients for its terms
+    (service/budget/overheads.py says what each multiplies), the residual spread of the fit, and how
+    many logged runs it stands on (0: too few in this era, so the fit pooled every era's runs)."""
 
-    non_torch_gib: float
-    non_torch_tp_gib: float
-    non_torch_uncertainty: float
-    activation_bytes_per_token_intermediate: float
-    activation_bytes_per_token_hidden: float
-    activation_logits_bytes: float
-    activation_uncertainty: float
-    cuda_graph_base_gib: float
-    cuda_graph_per_layer_gib: float
-    cuda_graph_uncertainty: float
+    coefficients: list[float]
+    spread_gib: float
+    runs: int
 
     def __post_init__(self) -> None:
-        for name in self.__struct_fields__:
-            _require(getattr(self, name) >= 0, f"{name} cannot be negative")
+        _require(all(c >= 0 for c in self.coefficients), "overhead coefficients cannot be negative")
+        _require(self.spread_gib >= 0 and self.runs >= 0, "spread and runs cannot be negative")
+
+
+class OverheadEra(Entry, frozen=True):
+    """What vLLM measures rather than computes, fitted to the logged runs of the releases from
+    `since` to the next era; `kv_spread_gib` is the spread of the KV memory predicted from them."""
+
+    since: str
+    activation: OverheadFit
+    non_torch: OverheadFit
+    cuda_graph: OverheadFit
+    kv_spread_gib: float
+    kv_runs: int
+    # V0 turns chunked prefill on by default above this max_model_len and otherwise profiles a
+    # batch of max(max_model_len, max_num_batched_tokens) tokens; None: the engine always chunks
+    chunked_prefill_above_len: int | None = None
+
+    def __post_init__(self) -> None:
+        version_tuple(self.since)
+        _require(len(self.activation.coefficients) == 3, "activation has 3 terms")
+        _require(len(self.non_torch.coefficients) == 2, "non_torch has 2 terms")
+        _require(len(self.cuda_graph.coefficients) == 2, "cuda_graph has 2 terms")
 
 
 class EngineFacts(Entry, frozen=True):
@@ -486,13 +503,13 @@ class EngineFacts(Entry, frozen=True):
     marlin_min_thread_n: int
     marlin_min_thread_k: int
     defaults: list[DefaultsEra]
-    overheads: Overheads
+    overheads: list[OverheadEra]
 
     def __post_init__(self) -> None:
         for name in self.__struct_fields__:
             if name.endswith("_since") or name == "latest":
                 version_tuple(getattr(self, name))
-        for steps in (self.gpu_memory_utilization, self.defaults):
+        for steps in (self.gpu_memory_utilization, self.defaults, self.overheads):
             order = [version_tuple(s.since) for s in steps]
             _require(order == sorted(order), "version steps must be in release order")
 

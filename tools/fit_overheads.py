@@ -1,0 +1,377 @@
+"""Fit vLLM's measured overheads per era to the logged runs, and score the estimator on held-out runs.
+
+The runs are tests/budget/realworld_numbers.yaml; the eras and the terms each coefficient multiplies
+are rules/catalog/engines.yaml `overheads:` and service/budget/overheads.py. For each era and each
+overhead (activation peak, non-torch memory, CUDA graphs) the coefficients are the non-negative
+least-squares fit to the runs that logged that figure; an era with too few such runs takes the fit
+over every era's runs (`runs: 0`). The spreads are the fits' residual standard deviations; the KV
+spread is that of the KV memory the fitted overheads predict against the logged one.
+
+Leave-one-thread-out: each discussion's runs (a point's URL without its anchor) are predicted by a
+fit to every other discussion's runs; the tool prints the share of held-out runs whose predicted KV
+memory is within max(0.5 GiB, 10 %) of the logged figure, and of weights within 3 %.
+
+    python tools/fit_overheads.py              # the fit, its scores, and the `overheads:` YAML
+    python tools/fit_overheads.py --write      # also rewrite engines.yaml's `overheads:` block
+    python tools/fit_overheads.py --as-is      # score the catalog's coefficients without refitting
+
+Plain Python, not numpy: the systems are at most 3 x 3 and numpy is not a dependency of the project.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "budget"))
+
+from profiles import Point, load_points  # noqa: E402
+
+from service.budget import GIB, OverheadInputs, estimate, overhead_inputs  # noqa: E402
+from service.errors import InputError  # noqa: E402
+from service.packs.catalog import Catalog, OverheadEra, OverheadFit, load_catalog  # noqa: E402
+from service.schemas import EstimateRequest  # noqa: E402
+
+ENGINES = ROOT / "rules" / "catalog" / "engines.yaml"
+COMPONENTS = ("activation", "non_torch", "cuda_graph")
+KV_TOLERANCE_GIB, KV_TOLERANCE_SHARE, WEIGHT_TOLERANCE = 0.5, 0.10, 0.03
+SIGNIFICANT = 4  # digits kept of each coefficient
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One logged run as the fit sees it: the estimator's terms and the figures the log gave (GiB)."""
+
+    point: Point
+    inputs: OverheadInputs
+    targets: dict[str, float]
+    weights_estimated: float
+
+    @property
+    def era(self) -> str:
+        return self.inputs.era.since
+
+    def terms(self, component: str) -> tuple[float, ...]:
+        """The component's terms in GiB per coefficient (activation terms are elements: bytes / GIB)."""
+        values: tuple[float, ...] = getattr(self.inputs.terms, component)
+        return tuple(v / GIB for v in values) if component == "activation" else values
+
+
+def request_of(point: Point) -> EstimateRequest:
+    """The estimate request a logged run stands for: every input it states or names as inferred."""
+    return EstimateRequest(
+        model=point.model,
+        gpu=point.gpu,
+        gpu_total_gib=point.total_gpu_gib,
+        gpus=point.tp * point.pp,
+        tensor_parallel_size=point.tp,
+        pipeline_parallel_size=point.pp,
+        dtype=point.dtype,
+        quantization=point.quantization,
+        kv_cache_dtype=point.kv_cache_dtype,
+        block_size=point.block_size,
+        max_model_len=point.max_model_len,
+        gpu_memory_utilization=point.gpu_memory_utilization,
+        max_num_seqs=point.max_num_seqs,
+        max_num_batched_tokens=point.max_num_batched_tokens,
+        enforce_eager=point.enforce_eager,
+        vllm_version=point.vllm_version,
+    )
+
+
+def _targets(point: Point, inputs: OverheadInputs) -> dict[str, float]:
+    """The overheads the log states; a V0-style split without its activation line gives it as the
+    remainder of usable memory after weights, non-torch memory and the KV cache."""
+    found: dict[str, float] = {}
+    if point.non_torch_gib is not None:
+        found["non_torch"] = point.non_torch_gib
+    graph = point.cudagraph_gib if point.cudagraph_gib is not None else point.graph_capture_gib
+    if graph is not None and not point.enforce_eager:
+        found["cuda_graph"] = graph
+    if point.activation_gib is not None:
+        found["activation"] = point.activation_gib
+    elif None not in (point.total_gpu_gib, point.gpu_memory_utilization, point.weights_gib, point.kv_gib):
+        if "non_torch" in found and not inputs.graph_in_budget:
+            assert point.total_gpu_gib and point.gpu_memory_utilization and point.weights_gib and point.kv_gib
+            usable = point.total_gpu_gib * point.gpu_memory_utilization
+            found["activation"] = usable - point.weights_gib - found["non_torch"] - point.kv_gib
+    return found
+
+
+def samples(points: Sequence[Point], catalog: Catalog) -> list[Sample]:
+    """The runs whose model the estimator resolves, with their terms; others cannot be fitted."""
+    found: list[Sample] = []
+    for point in points:
+        if not point.model_in_catalog:
+            continue
+        try:
+            inputs = overhead_inputs(request_of(point), catalog, point.engine, point.chunked_prefill)
+        except InputError:
+            continue
+        found.append(Sample(point, inputs, _targets(point, inputs), inputs.weights / GIB))
+    return found
+
+
+# --- least squares ---------------------------------------------------------------------------
+
+
+def _solve(matrix: list[list[float]], vector: list[float]) -> list[float] | None:
+    """Gaussian elimination with partial pivoting; None when the system is singular."""
+    n = len(vector)
+    a = [row[:] + [vector[i]] for i, row in enumerate(matrix)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(a[r][col]))
+        if abs(a[pivot][col]) < 1e-12:
+            return None
+        a[col], a[pivot] = a[pivot], a[col]
+        for r in range(n):
+            if r != col:
+                factor = a[r][col] / a[col][col]
+                a[r] = [x - factor * y for x, y in zip(a[r], a[col], strict=True)]
+    return [a[i][n] / a[i][i] for i in range(n)]
+
+
+def nonnegative_least_squares(rows: Sequence[Sequence[float]], y: Sequence[float]) -> list[float]:
+    """Least squares with every coefficient at least zero: refit without the most negative term
+    until none is, and without terms that never vary from zero. Columns are scaled to unit size so
+    the normal equations stay well conditioned when terms count tens of millions of elements."""
+    k = len(rows[0])
+    scale = [max((abs(r[j]) for r in rows), default=0.0) for j in range(k)]
+    active = [j for j in range(k) if scale[j] > 0]
+    while active:
+        x = [[r[j] / scale[j] for j in active] for r in rows]
+        normal = [[sum(row[i] * row[j] for row in x) for j in range(len(active))] for i in range(len(active))]
+        right = [sum(row[i] * t for row, t in zip(x, y, strict=True)) for i in range(len(active))]
+        solution = _solve(normal, right)
+        if solution is None:
+            active.pop()  # collinear terms: the last (most specific) one goes
+            continue
+        worst = min(range(len(active)), key=lambda i: solution[i])
+        if solution[worst] >= 0:
+            coefficients = [0.0] * k
+            for j, c in zip(active, solution, strict=True):
+                coefficients[j] = c / scale[j]
+            return coefficients
+        active.pop(worst)
+    return [0.0] * k
+
+
+def _significant(value: float) -> float:
+    return 0.0 if value == 0 else round(value, SIGNIFICANT - 1 - math.floor(math.log10(abs(value))))
+
+
+def _fit_component(rows: Sequence[Sample], component: str) -> tuple[list[float], float, int]:
+    """(coefficients, residual spread GiB, runs) of one overhead over `rows` that logged it."""
+    used = [s for s in rows if component in s.targets]
+    if not used:
+        return [], 0.0, 0
+    x = [s.terms(component) for s in used]
+    y = [s.targets[component] for s in used]
+    coefficients = [_significant(c) for c in nonnegative_least_squares(x, y)]
+    residuals = [
+        t - sum(c * v for c, v in zip(coefficients, r, strict=True)) for r, t in zip(x, y, strict=True)
+    ]
+    free = max(1, len(used) - sum(1 for c in coefficients if c > 0))
+    return coefficients, round(math.sqrt(sum(e * e for e in residuals) / free), 3), len(used)
+
+
+def _enough(rows: Sequence[Sample], component: str, terms: int) -> bool:
+    """Whether an era has more runs that logged the component than the component has terms."""
+    return sum(1 for s in rows if component in s.targets) > terms
+
+
+def fit(data: Sequence[Sample], catalog: Catalog) -> list[OverheadEra]:
+    """The catalog's eras with coefficients and spreads fitted to `data`."""
+    eras: list[OverheadEra] = []
+    for era in catalog.engine.overheads:
+        mine = [s for s in data if s.era == era.since]
+        fits: dict[str, OverheadFit] = {}
+        for component in COMPONENTS:
+            size = len(getattr(era, component).coefficients)
+            pooled = not _enough(mine, component, size)
+            coefficients, spread, runs = _fit_component(
+                data if pooled else mine,
+                component,
+            )
+            fits[component] = OverheadFit(
+                coefficients=coefficients or [0.0] * size, spread_gib=spread, runs=0 if pooled else runs
+            )
+        draft = OverheadEra(
+            since=era.since,
+            chunked_prefill_above_len=era.chunked_prefill_above_len,
+            kv_spread_gib=0.0,
+            kv_runs=0,
+            **fits,
+        )
+        eras.append(draft)
+    # the KV spread of each era, from the fitted eras' predictions of its runs
+    errors = {era.since: [kv_error(s, _era_of(eras, s)) for s in data if s.era == era.since] for era in eras}
+    pooled_errors = [e for era_errors in errors.values() for e in era_errors if e is not None]
+    finished: list[OverheadEra] = []
+    for era in eras:
+        mine_errors = [e for e in errors[era.since] if e is not None]
+        use = mine_errors if len(mine_errors) > 1 else pooled_errors
+        spread = round(math.sqrt(sum(e * e for e in use) / max(1, len(use))), 3)
+        finished.append(_replace_kv(era, spread, len(mine_errors) if use is mine_errors else 0))
+    return finished
+
+
+def _replace_kv(era: OverheadEra, spread: float, runs: int) -> OverheadEra:
+    return OverheadEra(
+        since=era.since,
+        chunked_prefill_above_len=era.chunked_prefill_above_len,
+        activation=era.activation,
+        non_torch=era.non_torch,
+        cuda_graph=era.cuda_graph,
+        kv_spread_gib=spread,
+        kv_runs=runs,
+    )
+
+
+def _era_of(eras: Sequence[OverheadEra], sample: Sample) -> OverheadEra:
+    return next(e for e in eras if e.since == sample.era)
+
+
+# --- prediction and scores -------------------------------------------------------------------
+
+
+def _component(era: OverheadEra, sample: Sample, component: str) -> float:
+    fit_: OverheadFit = getattr(era, component)
+    return max(0.0, sum(c * t for c, t in zip(fit_.coefficients, sample.terms(component), strict=True)))
+
+
+def predicted_kv(sample: Sample, era: OverheadEra) -> float:
+    """KV memory (GiB) the era's overheads leave: requested - weights - activation - non-torch
+    (- CUDA graphs where profiled into the budget)."""
+    fixed = _component(era, sample, "activation") + _component(era, sample, "non_torch")
+    if sample.inputs.graph_in_budget:
+        fixed += _component(era, sample, "cuda_graph")
+    return sample.inputs.requested / GIB - sample.weights_estimated - fixed
+
+
+def kv_scored(sample: Sample) -> bool:
+    """Whether a run states what its KV memory depends on: the logged figure and the utilization."""
+    return sample.point.kv_gib is not None and sample.point.gpu_memory_utilization is not None
+
+
+def kv_error(sample: Sample, era: OverheadEra) -> float | None:
+    if not kv_scored(sample):
+        return None
+    assert sample.point.kv_gib is not None
+    return predicted_kv(sample, era) - sample.point.kv_gib
+
+
+def kv_within(sample: Sample, era: OverheadEra) -> bool:
+    assert sample.point.kv_gib is not None
+    logged = sample.point.kv_gib
+    return abs(predicted_kv(sample, era) - logged) <= max(KV_TOLERANCE_GIB, KV_TOLERANCE_SHARE * abs(logged))
+
+
+@dataclass(frozen=True)
+class Score:
+    within: int
+    runs: int
+
+    @property
+    def share(self) -> float:
+        return self.within / self.runs if self.runs else 0.0
+
+    def __str__(self) -> str:
+        return f"{self.within}/{self.runs} ({100 * self.share:.0f} %)"
+
+
+def kv_score(data: Sequence[Sample], eras_for: Callable[[Sample], Sequence[OverheadEra]]) -> Score:
+    scored = [s for s in data if kv_scored(s)]
+    return Score(sum(1 for s in scored if kv_within(s, _era_of(eras_for(s), s))), len(scored))
+
+
+def leave_one_thread_out(data: Sequence[Sample], catalog: Catalog) -> Score:
+    """KV within tolerance, each thread's runs predicted by a fit without that thread."""
+    by_thread = {s.point.thread for s in data if kv_scored(s)}
+    held_out = {t: fit([s for s in data if s.point.thread != t], catalog) for t in by_thread}
+    return kv_score(data, lambda s: held_out[s.point.thread])
+
+
+def weights_score(points: Sequence[Point], catalog: Catalog) -> Score:
+    """Estimated weights per GPU within 3 % of the logged figure (they do not depend on the fit)."""
+    within = runs = 0
+    for point in points:
+        if not point.model_in_catalog or point.weights_gib is None or point.skip_weights:
+            continue
+        try:
+            estimated = estimate(request_of(point), catalog).weights_gib
+        except InputError:
+            continue
+        runs += 1
+        within += abs(estimated - point.weights_gib) <= WEIGHT_TOLERANCE * point.weights_gib
+    return Score(within, runs)
+
+
+# --- output ----------------------------------------------------------------------------------
+
+
+def _flow(values: Sequence[float]) -> str:
+    return "[" + ", ".join(f"{v:g}" for v in values) + "]"
+
+
+def eras_yaml(eras: Sequence[OverheadEra]) -> str:
+    """The `overheads:` list as engines.yaml writes it."""
+    lines: list[str] = []
+    for era in eras:
+        lines.append(f'  - since: "{era.since}"')
+        if era.chunked_prefill_above_len is not None:
+            lines.append(f"    chunked_prefill_above_len: {era.chunked_prefill_above_len}")
+        for component in COMPONENTS:
+            f: OverheadFit = getattr(era, component)
+            lines.append(
+                f"    {component}: {{coefficients: {_flow(f.coefficients)}, "
+                f"spread_gib: {f.spread_gib:g}, runs: {f.runs}}}"
+            )
+        lines.append(f"    kv_spread_gib: {era.kv_spread_gib:g}")
+        lines.append(f"    kv_runs: {era.kv_runs}")
+    return "\n".join(lines) + "\n"
+
+
+def write_catalog(eras: Sequence[OverheadEra], path: Path = ENGINES) -> None:
+    """Replace the `overheads:` list, the last block of engines.yaml, keeping its comments."""
+    text = path.read_text()
+    head, marker, _ = text.partition("\noverheads:\n")
+    if not marker:
+        raise SystemExit(f"{path} has no `overheads:` block")
+    path.write_text(head + marker + eras_yaml(eras))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--write", action="store_true", help="rewrite engines.yaml's overheads block")
+    parser.add_argument("--as-is", action="store_true", help="score the catalog's coefficients, no refit")
+    args = parser.parse_args(argv)
+    catalog = load_catalog(ROOT / "rules")
+    points = load_points()
+    data = samples(points, catalog)
+    current = catalog.engine.overheads
+    print(
+        f"runs: {len(points)} in the dataset, {len(data)} resolvable, {sum(kv_scored(s) for s in data)} with KV"
+    )
+    print(f"weights within 3 %: {weights_score(points, catalog)}")
+    print(f"KV within max(0.5 GiB, 10 %), catalog as is: {kv_score(data, lambda s: current)}")
+    if args.as_is:
+        return 0
+    eras = fit(data, catalog)
+    print(f"KV within max(0.5 GiB, 10 %), fitted, in sample: {kv_score(data, lambda s: eras)}")
+    print(f"KV within max(0.5 GiB, 10 %), leave-one-thread-out: {leave_one_thread_out(data, catalog)}")
+    print("overheads:")
+    print(eras_yaml(eras), end="")
+    if args.write:
+        write_catalog(eras)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
