@@ -6,7 +6,7 @@ public surface: other packages (fixes, diagnosis, core) import these, never the 
 """
 
 from service.budget.defaults import default_utilization, scheduler_defaults
-from service.budget.overheads import OverheadTerms
+from service.budget.overheads import OverheadTerms, activation_bytes, component_bytes
 from service.budget.parallel import tensor_parallel_problem, valid_tensor_parallel_sizes
 from service.budget.plan import GIB, OverheadInputs, budget_from_facts, estimate, overhead_inputs
 from service.budget.resolve import find_gpu, find_model, find_quantization, in_catalog
@@ -15,6 +15,8 @@ from service.budget.weights import parameter_count
 
 __all__ = [
     "GIB",
+    "activation_bytes",
+    "component_bytes",
     "OverheadInputs",
     "OverheadTerms",
     "budget_from_facts",

@@ -16,7 +16,14 @@ from service.budget.defaults import era_at
 from service.budget.inputs import GIB, Run
 from service.packs.catalog import EngineFacts, OverheadEra, OverheadFit
 
-__all__ = ["OverheadTerms", "component_bytes", "overhead_era", "overhead_terms", "profile_tokens"]
+__all__ = [
+    "OverheadTerms",
+    "activation_bytes",
+    "component_bytes",
+    "overhead_era",
+    "overhead_terms",
+    "profile_tokens",
+]
 
 Engine = Literal["v0", "v1"]
 
@@ -25,11 +32,13 @@ Engine = Literal["v0", "v1"]
 class OverheadTerms:
     """What each coefficient of one GPU's overheads multiplies.
 
-    activation (elements, coefficients in bytes each): profile tokens × MLP width / TP (the MLP's
-    gate_up output and activation, or the routed experts' MoE workspace), profile tokens × hidden
-    size (residual and norm buffers), sampler warm-up rows × vocabulary / TP (fp32 logits and their
-    copies). non_torch (GiB): one, and one more when tensor or pipeline parallel starts NCCL and
-    custom all-reduce buffers. cuda_graph (GiB): one, and the decoder layers on the GPU; none eager.
+    activation (elements, coefficients in bytes each): the profile's forward pass, profile tokens ×
+    MLP width / TP (the MLP's gate_up output and activation, or the routed experts' MoE workspace)
+    and profile tokens × hidden size (residual and norm buffers); then the sampler warm-up, rows ×
+    vocabulary (fp32 logits and their copies, gathered whole on every GPU). The peak is the larger
+    of the two, as vLLM runs them one after the other. non_torch (GiB): one, and one more when
+    tensor or pipeline parallel starts NCCL and custom all-reduce buffers. cuda_graph (GiB): one,
+    and the decoder layers on the GPU; none when eager.
     """
 
     activation: tuple[float, float, float]
@@ -73,12 +82,18 @@ def overhead_terms(
     parallel = 1.0 if tp * run.pp > 1 else 0.0
     graphs = (0.0, 0.0) if run.enforce_eager else (1.0, float(layers))
     return OverheadTerms(
-        activation=(tokens * width / tp, float(tokens * model.hidden_size), rows * model.vocab_size / tp),
+        activation=(tokens * width / tp, float(tokens * model.hidden_size), float(rows * model.vocab_size)),
         non_torch=(1.0, parallel),
         cuda_graph=graphs,
     )
 
 
-def component_bytes(fit: OverheadFit, terms: tuple[float, ...], unit: int = GIB) -> int:
-    """Coefficients times terms, in bytes (`unit` is what one coefficient counts: GiB, or bytes)."""
-    return int(sum(c * t for c, t in zip(fit.coefficients, terms, strict=True)) * unit)
+def component_bytes(fit: OverheadFit, terms: tuple[float, ...]) -> int:
+    """Coefficients times terms (GiB each), in bytes."""
+    return int(sum(c * t for c, t in zip(fit.coefficients, terms, strict=True)) * GIB)
+
+
+def activation_bytes(fit: OverheadFit, terms: tuple[float, float, float]) -> int:
+    """The activation peak in bytes: the larger of the forward pass and the sampler warm-up."""
+    forward, hidden, sampler = fit.coefficients
+    return int(max(forward * terms[0] + hidden * terms[1], sampler * terms[2]))

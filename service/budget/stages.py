@@ -14,7 +14,7 @@ from service.budget.checkpoint import checkpoint_scale, scale_weights
 from service.budget.hybrid import hybrid_block_size, state_bytes
 from service.budget.inputs import GIB, Run
 from service.budget.kv import KvLayout, group_layout
-from service.budget.overheads import component_bytes, overhead_era, overhead_terms
+from service.budget.overheads import activation_bytes, component_bytes, overhead_era, overhead_terms
 from service.budget.startup import max_passing_utilization
 from service.budget.weights import Sharding, WeightBytes, pp_layer_counts, stage_weight_bytes
 from service.packs.catalog import Catalog, OverheadEra
@@ -161,7 +161,7 @@ def stage_budgets(run: Run, tp: int, catalog: Catalog) -> list[Stage]:
                 weights=w,
                 layout=_layout(run, tp, start, start + n, hybrid),
                 non_torch=max(0, component_bytes(era.non_torch, terms.non_torch)),
-                activation=max(0, component_bytes(era.activation, terms.activation, unit=1)),
+                activation=activation_bytes(era.activation, terms.activation),
                 cuda_graph=max(0, component_bytes(era.cuda_graph, terms.cuda_graph)),
                 graph_in_budget=in_budget,
                 era=era,
