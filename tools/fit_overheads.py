@@ -260,7 +260,7 @@ def fit(data: Sequence[Sample], catalog: Catalog) -> list[OverheadEra]:
         eras.append(
             OverheadEra(
                 since=era.since,
-                chunked_prefill_above_len=era.chunked_prefill_above_len,
+                whole_prompt_profile=era.whole_prompt_profile,
                 kv_spread_gib=0.0,
                 kv_runs=0,
                 **fits,
@@ -287,7 +287,7 @@ def _rms(values: Sequence[float]) -> float:
 def _replace_kv(era: OverheadEra, spread: float, runs: int) -> OverheadEra:
     return OverheadEra(
         since=era.since,
-        chunked_prefill_above_len=era.chunked_prefill_above_len,
+        whole_prompt_profile=era.whole_prompt_profile,
         activation=era.activation,
         non_torch=era.non_torch,
         cuda_graph=era.cuda_graph,
@@ -345,20 +345,27 @@ def kv_within(sample: Sample, era: OverheadEra) -> bool:
 
 @dataclass(frozen=True)
 class Score:
+    """Held-out (or in-sample) runs whose KV memory the estimate gets within tolerance, and the
+    mean absolute error in GiB."""
+
     within: int
     runs: int
+    mean_abs_gib: float = 0.0
 
     @property
     def share(self) -> float:
         return self.within / self.runs if self.runs else 0.0
 
     def __str__(self) -> str:
-        return f"{self.within}/{self.runs} ({100 * self.share:.0f} %)"
+        error = f", mean |error| {self.mean_abs_gib:.2f} GiB" if self.mean_abs_gib else ""
+        return f"{self.within}/{self.runs} ({100 * self.share:.0f} %){error}"
 
 
 def kv_score(data: Sequence[Sample], eras_for: Callable[[Sample], Sequence[OverheadEra]]) -> Score:
     scored = [s for s in data if kv_scored(s)]
-    return Score(sum(1 for s in scored if kv_within(s, _era_of(eras_for(s), s))), len(scored))
+    errors = [abs(kv_error(s, _era_of(eras_for(s), s)) or 0.0) for s in scored]
+    within = sum(1 for s in scored if kv_within(s, _era_of(eras_for(s), s)))
+    return Score(within, len(scored), round(sum(errors) / max(1, len(errors)), 2))
 
 
 def leave_one_group_out(data: Sequence[Sample], catalog: Catalog, group: Callable[[Point], str]) -> Score:
@@ -400,8 +407,8 @@ def eras_yaml(eras: Sequence[OverheadEra]) -> str:
     lines: list[str] = []
     for era in eras:
         lines.append(f'  - since: "{era.since}"')
-        if era.chunked_prefill_above_len is not None:
-            lines.append(f"    chunked_prefill_above_len: {era.chunked_prefill_above_len}")
+        if era.whole_prompt_profile:
+            lines.append("    whole_prompt_profile: true")
         for component in COMPONENTS:
             f: OverheadFit = getattr(era, component)
             lines.append(

@@ -52,24 +52,35 @@ def overhead_era(
     """The era whose coefficients hold at `version`; `kind` v0 picks the V0 engine's era when a run
     chose V0 (VLLM_USE_V1=0) on a release whose default is V1."""
     era = era_at(engine.overheads, version)
-    if kind == "v0" and era.chunked_prefill_above_len is None:
-        v0 = [e for e in engine.overheads if e.chunked_prefill_above_len is not None]
+    if kind == "v0" and not era.whole_prompt_profile:
+        v0 = [e for e in engine.overheads if e.whole_prompt_profile]
         return era_at(v0, version) if v0 else era
     return era
 
 
-def profile_tokens(run: Run, era: OverheadEra, chunked_prefill: bool | None = None) -> int:
+def profile_tokens(
+    run: Run, era: OverheadEra, engine: EngineFacts, chunked_prefill: bool | None = None
+) -> int:
     """Tokens of the profile batch: V0 without chunked prefill profiles whole prompts of
-    max(max_model_len, max_num_batched_tokens); with it, and always on V1, max_num_batched_tokens."""
-    above = era.chunked_prefill_above_len
-    if above is None:
+    max(max_model_len, max_num_batched_tokens); with it, and always on V1, max_num_batched_tokens.
+    Unless stated, V0 chunks by default only above a long-context length (from the release the
+    catalog names)."""
+    if not era.whole_prompt_profile:
         return run.max_num_batched_tokens
-    chunked = chunked_prefill if chunked_prefill is not None else run.max_model_len > above
+    chunked = chunked_prefill
+    if chunked is None:
+        long_context = run.max_model_len > engine.long_context_chunked_prefill_above_len
+        chunked = long_context and run.at_least(engine.long_context_chunked_prefill_since)
     return run.max_num_batched_tokens if chunked else max(run.max_model_len, run.max_num_batched_tokens)
 
 
 def overhead_terms(
-    run: Run, tp: int, layers: int, era: OverheadEra, chunked_prefill: bool | None = None
+    run: Run,
+    tp: int,
+    layers: int,
+    era: OverheadEra,
+    engine: EngineFacts,
+    chunked_prefill: bool | None = None,
 ) -> OverheadTerms:
     """The terms of one GPU holding `layers` decoder layers at tensor-parallel size `tp`."""
     model = run.model
@@ -77,7 +88,7 @@ def overhead_terms(
     if model.moe is not None:
         routed = model.moe.experts_per_token * model.moe.intermediate_size
         width = max(routed, width if model.moe.first_dense_layers else 0)
-    tokens = profile_tokens(run, era, chunked_prefill)
+    tokens = profile_tokens(run, era, engine, chunked_prefill)
     rows = min(run.max_num_seqs, tokens)
     parallel = 1.0 if tp * run.pp > 1 else 0.0
     graphs = (0.0, 0.0) if run.enforce_eager else (1.0, float(layers))

@@ -66,7 +66,7 @@ def overhead_inputs(
     stage, layers = stages[fullest], pp_layer_counts(run.model.num_hidden_layers, run.pp)[fullest]
     return OverheadInputs(
         era=era,
-        terms=overhead_terms(run, run.tp, layers, era, chunked_prefill),
+        terms=overhead_terms(run, run.tp, layers, era, catalog.engine, chunked_prefill),
         requested=requested_bytes(run, run.util, catalog),
         weights=stage.weights.total,
         graph_in_budget=stage.graph_in_budget,

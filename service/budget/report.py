@@ -60,7 +60,10 @@ def figure_sources(run: Run, stage: Stage, catalog: Catalog) -> dict[str, Figure
 
 
 def _fit_note(era: OverheadEra) -> str:
-    return f"± the spread of {era.kv_runs} logged runs of vLLM {era.since}+ around the fitted overheads"
+    """Where the KV figures' uncertainty comes from: the fit's spread on logged runs of the era."""
+    if era.kv_runs == 0:
+        return f"± the fitted overheads' spread on logged runs of the releases before vLLM {era.since}"
+    return f"± the fitted overheads' spread on {era.kv_runs} logged runs of vLLM {era.since} and later"
 
 
 def verdict(

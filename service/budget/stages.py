@@ -155,7 +155,7 @@ def stage_budgets(run: Run, tp: int, catalog: Catalog) -> list[Stage]:
     stages: list[Stage] = []
     start = 0
     for n, w in zip(pp_layer_counts(run.model.num_hidden_layers, run.pp), weights, strict=True):
-        terms = overhead_terms(run, tp, n, era)
+        terms = overhead_terms(run, tp, n, era, catalog.engine)
         stages.append(
             Stage(
                 weights=w,

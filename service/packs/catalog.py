@@ -473,9 +473,9 @@ class OverheadEra(Entry, frozen=True):
     cuda_graph: OverheadFit
     kv_spread_gib: float
     kv_runs: int
-    # V0 turns chunked prefill on by default above this max_model_len and otherwise profiles a
-    # batch of max(max_model_len, max_num_batched_tokens) tokens; None: the engine always chunks
-    chunked_prefill_above_len: int | None = None
+    # V0: without chunked prefill the profile batch holds whole prompts, max(max_model_len,
+    # max_num_batched_tokens) tokens; V1 always chunks, so it profiles max_num_batched_tokens
+    whole_prompt_profile: bool = False
 
     def __post_init__(self) -> None:
         version_tuple(self.since)
@@ -494,6 +494,8 @@ class EngineFacts(Entry, frozen=True):
     null_block_since: str
     null_block_check_since: str
     cudagraph_profiled_since: str
+    long_context_chunked_prefill_since: str
+    long_context_chunked_prefill_above_len: int
     hybrid_kv_cache_since: str
     kv_cache_memory_bytes_since: str
     pool_tokens_per_group_since: str
