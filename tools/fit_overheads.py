@@ -46,6 +46,7 @@ from service.budget import (  # noqa: E402
 from service.errors import InputError  # noqa: E402
 from service.packs.catalog import Catalog, OverheadEra, OverheadFit, load_catalog  # noqa: E402
 from service.schemas import EstimateRequest  # noqa: E402
+from service.versions import VersionRange  # noqa: E402
 
 ENGINES = ROOT / "rules" / "catalog" / "engines.yaml"
 COMPONENTS = ("activation", "non_torch", "cuda_graph")
@@ -66,8 +67,8 @@ class Sample:
     weights_estimated: float
 
     @property
-    def era(self) -> str:
-        return self.inputs.era.since
+    def era(self) -> VersionRange:
+        return self.inputs.era.versions
 
     def terms(self, component: str) -> tuple[float, ...]:
         """The component's terms in GiB per coefficient (activation terms are elements: bytes / GIB)."""
@@ -106,13 +107,17 @@ def _targets(point: Point, inputs: OverheadInputs) -> dict[str, float]:
     graph = point.cudagraph_gib if point.cudagraph_gib is not None else point.graph_capture_gib
     if graph is not None and not point.enforce_eager:
         found["cuda_graph"] = graph
+    total, util, weights, kv = (
+        point.total_gpu_gib,
+        point.gpu_memory_utilization,
+        point.weights_gib,
+        point.kv_gib,
+    )
     if point.activation_gib is not None:
         found["activation"] = point.activation_gib
-    elif None not in (point.total_gpu_gib, point.gpu_memory_utilization, point.weights_gib, point.kv_gib):
+    elif total is not None and util is not None and weights is not None and kv is not None:
         if "non_torch" in found and not inputs.graph_in_budget:
-            assert point.total_gpu_gib and point.gpu_memory_utilization and point.weights_gib and point.kv_gib
-            usable = point.total_gpu_gib * point.gpu_memory_utilization
-            found["activation"] = usable - point.weights_gib - found["non_torch"] - point.kv_gib
+            found["activation"] = total * util - weights - found["non_torch"] - kv
     return found
 
 
@@ -240,7 +245,7 @@ def fit(data: Sequence[Sample], catalog: Catalog) -> list[OverheadEra]:
     """
     eras: list[OverheadEra] = []
     for era in catalog.engine.overheads:
-        mine = [s for s in data if s.era == era.since]
+        mine = [s for s in data if s.era == era.versions]
         fits: dict[str, OverheadFit] = {}
         for component in COMPONENTS:
             size = len(getattr(era, component).coefficients)
@@ -259,7 +264,7 @@ def fit(data: Sequence[Sample], catalog: Catalog) -> list[OverheadEra]:
                 )
         eras.append(
             OverheadEra(
-                since=era.since,
+                versions=era.versions,
                 whole_prompt_profile=era.whole_prompt_profile,
                 kv_spread_gib=0.0,
                 kv_runs=0,
@@ -267,11 +272,13 @@ def fit(data: Sequence[Sample], catalog: Catalog) -> list[OverheadEra]:
             )
         )
     # the KV spread of each era, from the fitted eras' predictions of its runs
-    errors = {era.since: [kv_error(s, _era_of(eras, s)) for s in data if s.era == era.since] for era in eras}
+    errors = {
+        era.versions: [kv_error(s, _era_of(eras, s)) for s in data if s.era == era.versions] for era in eras
+    }
     pooled = [e for era_errors in errors.values() for e in era_errors if e is not None]
     finished: list[OverheadEra] = []
     for era in eras:
-        mine_errors = [e for e in errors[era.since] if e is not None]
+        mine_errors = [e for e in errors[era.versions] if e is not None]
         if len(mine_errors) > 1:
             spread, runs = _rms(mine_errors), len(mine_errors)
         else:
@@ -286,7 +293,7 @@ def _rms(values: Sequence[float]) -> float:
 
 def _replace_kv(era: OverheadEra, spread: float, runs: int) -> OverheadEra:
     return OverheadEra(
-        since=era.since,
+        versions=era.versions,
         whole_prompt_profile=era.whole_prompt_profile,
         activation=era.activation,
         non_torch=era.non_torch,
@@ -297,7 +304,7 @@ def _replace_kv(era: OverheadEra, spread: float, runs: int) -> OverheadEra:
 
 
 def _era_of(eras: Sequence[OverheadEra], sample: Sample) -> OverheadEra:
-    return next(e for e in eras if e.since == sample.era)
+    return next(e for e in eras if e.versions == sample.era)
 
 
 # --- prediction and scores -------------------------------------------------------------------
@@ -406,7 +413,9 @@ def eras_yaml(eras: Sequence[OverheadEra]) -> str:
     """The `overheads:` list as engines.yaml writes it."""
     lines: list[str] = []
     for era in eras:
-        lines.append(f'  - since: "{era.since}"')
+        bounds = {"introduced": era.versions.introduced, "removed": era.versions.removed}
+        given = ", ".join(f'{k}: "{v}"' for k, v in bounds.items() if v is not None)
+        lines.append(f"  - versions: {{{given}}}")
         if era.whole_prompt_profile:
             lines.append("    whole_prompt_profile: true")
         for component in COMPONENTS:
@@ -438,9 +447,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     points = load_points()
     data = samples(points, catalog)
     current = catalog.engine.overheads
-    print(
-        f"runs: {len(points)} in the dataset, {len(data)} resolvable, {sum(kv_scored(s) for s in data)} with KV"
-    )
+    with_kv = sum(kv_scored(s) for s in data)
+    print(f"runs: {len(points)} in the dataset, {len(data)} resolvable, {with_kv} with KV")
     print(f"weights within 3 %: {weights_score(points, catalog)}")
     print(f"KV within max(0.5 GiB, 10 %), catalog as is: {kv_score(data, lambda s: current)}")
     if args.as_is:

@@ -13,7 +13,6 @@ from typing import TypeVar
 from service.packs.catalog import (
     DefaultsEra,
     EngineFacts,
-    OverheadEra,
     Stepped,
     TierDefaults,
     fold_name,
@@ -23,7 +22,7 @@ from service.packs.catalog import (
 __all__ = ["default_utilization", "era_at", "scheduler_defaults"]
 
 Release = tuple[int, int, int]
-_E = TypeVar("_E", DefaultsEra, OverheadEra, Stepped)
+_E = TypeVar("_E", DefaultsEra, Stepped)
 
 
 def era_at(entries: list[_E], version: Release) -> _E:

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from service.budget.defaults import era_at
 from service.budget.inputs import GIB, Run
 from service.packs.catalog import EngineFacts, OverheadEra, OverheadFit
 
@@ -51,10 +50,10 @@ def overhead_era(
 ) -> OverheadEra:
     """The era whose coefficients hold at `version`; `kind` v0 picks the V0 engine's era when a run
     chose V0 (VLLM_USE_V1=0) on a release whose default is V1."""
-    era = era_at(engine.overheads, version)
+    era = next(e for e in engine.overheads if e.versions.contains(version))
     if kind == "v0" and not era.whole_prompt_profile:
         v0 = [e for e in engine.overheads if e.whole_prompt_profile]
-        return era_at(v0, version) if v0 else era
+        return v0[-1] if v0 else era
     return era
 
 

@@ -61,9 +61,13 @@ def figure_sources(run: Run, stage: Stage, catalog: Catalog) -> dict[str, Figure
 
 def _fit_note(era: OverheadEra) -> str:
     """Where the KV figures' uncertainty comes from: the fit's spread on logged runs of the era."""
+    low, high = era.versions.introduced, era.versions.removed
+    releases = " ".join(
+        part for part in ("vLLM", f"{low} and later" if low else "", f"before {high}" if high else "") if part
+    )
     if era.kv_runs == 0:
-        return f"± the fitted overheads' spread on logged runs of the releases before vLLM {era.since}"
-    return f"± the fitted overheads' spread on {era.kv_runs} logged runs of vLLM {era.since} and later"
+        return f"± the fitted overheads' spread on logged runs of the releases before {releases}"
+    return f"± the fitted overheads' spread on {era.kv_runs} logged runs of {releases}"
 
 
 def verdict(

@@ -16,6 +16,7 @@ import msgspec
 
 from service.errors import PackError
 from service.packs.loader import load_yaml_file
+from service.versions import VersionRange
 from service.versions import release as version_tuple  # re-exported: the one parser lives there
 
 __all__ = [
@@ -464,10 +465,10 @@ class OverheadFit(Entry, frozen=True):
 
 
 class OverheadEra(Entry, frozen=True):
-    """What vLLM measures rather than computes, fitted to the logged runs of the releases from
-    `since` to the next era; `kv_spread_gib` is the spread of the KV memory predicted from them."""
+    """What vLLM measures rather than computes, fitted to the logged runs of the releases in
+    `versions`; `kv_spread_gib` is the spread of the KV memory predicted from them."""
 
-    since: str
+    versions: VersionRange
     activation: OverheadFit
     non_torch: OverheadFit
     cuda_graph: OverheadFit
@@ -478,7 +479,6 @@ class OverheadEra(Entry, frozen=True):
     whole_prompt_profile: bool = False
 
     def __post_init__(self) -> None:
-        version_tuple(self.since)
         _require(len(self.activation.coefficients) == 3, "activation has 3 terms")
         _require(len(self.non_torch.coefficients) == 2, "non_torch has 2 terms")
         _require(len(self.cuda_graph.coefficients) == 2, "cuda_graph has 2 terms")
@@ -511,9 +511,14 @@ class EngineFacts(Entry, frozen=True):
         for name in self.__struct_fields__:
             if name.endswith("_since") or name == "latest":
                 version_tuple(getattr(self, name))
-        for steps in (self.gpu_memory_utilization, self.defaults, self.overheads):
+        for steps in (self.gpu_memory_utilization, self.defaults):
             order = [version_tuple(s.since) for s in steps]
             _require(order == sorted(order), "version steps must be in release order")
+        ranges = [era.versions for era in self.overheads]
+        _require(bool(ranges) and ranges[0].introduced is None, "the first overhead era starts open")
+        _require(ranges[-1].removed is None, "the last overhead era is open-ended")
+        for before, after in zip(ranges, ranges[1:], strict=False):
+            _require(before.removed == after.introduced, "overhead eras must follow one another")
 
 
 # --- the whole catalog -------------------------------------------------------------------------

@@ -4,7 +4,7 @@ the sampler warm-up scales, and that every estimate's uncertainty is its era's f
 from __future__ import annotations
 
 from service.budget import estimate
-from service.budget.defaults import era_at
+from service.budget.overheads import overhead_era
 from service.packs.catalog import Catalog, version_tuple
 from service.schemas import Budget, EstimateRequest
 
@@ -50,7 +50,7 @@ def test_the_sampler_warm_up_holds_whole_logits_on_every_gpu(catalog: Catalog) -
 def test_every_estimate_states_its_eras_fitted_spread(catalog: Catalog) -> None:
     for version in ("0.6.4", "0.11.0", "0.19.0", "0.29.0"):
         budget = _budget(catalog, version, 8192)
-        era = era_at(catalog.engine.overheads, version_tuple(version))
+        era = overhead_era(catalog.engine, version_tuple(version))
         sources = budget.sources
         assert sources["available_kv_gib"].uncertainty_gib == era.kv_spread_gib
         assert sources["activation_peak_gib"].uncertainty_gib == era.activation.spread_gib
