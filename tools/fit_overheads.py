@@ -107,18 +107,20 @@ def _targets(point: Point, inputs: OverheadInputs) -> dict[str, float]:
     graph = point.cudagraph_gib if point.cudagraph_gib is not None else point.graph_capture_gib
     if graph is not None and not point.enforce_eager:
         found["cuda_graph"] = graph
-    total, util, weights, kv = (
-        point.total_gpu_gib,
-        point.gpu_memory_utilization,
-        point.weights_gib,
-        point.kv_gib,
-    )
+    derivable = "non_torch" in found and not inputs.graph_in_budget
     if point.activation_gib is not None:
         found["activation"] = point.activation_gib
-    elif total is not None and util is not None and weights is not None and kv is not None:
-        if "non_torch" in found and not inputs.graph_in_budget:
-            found["activation"] = total * util - weights - found["non_torch"] - kv
+    elif derivable and (usable := _usable(point)) is not None and point.weights_gib is not None:
+        assert point.kv_gib is not None  # _usable needs it
+        found["activation"] = usable - point.weights_gib - found["non_torch"] - point.kv_gib
     return found
+
+
+def _usable(point: Point) -> float | None:
+    """total x utilization, when the log states both and a KV figure to subtract from it."""
+    if point.total_gpu_gib is None or point.gpu_memory_utilization is None or point.kv_gib is None:
+        return None
+    return point.total_gpu_gib * point.gpu_memory_utilization
 
 
 def samples(points: Sequence[Point], catalog: Catalog) -> list[Sample]:
