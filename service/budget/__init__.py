@@ -6,14 +6,19 @@ public surface: other packages (fixes, diagnosis, core) import these, never the 
 """
 
 from service.budget.defaults import default_utilization, scheduler_defaults
+from service.budget.overheads import OverheadTerms, activation_bytes, component_bytes
 from service.budget.parallel import tensor_parallel_problem, valid_tensor_parallel_sizes
-from service.budget.plan import GIB, budget_from_facts, estimate
+from service.budget.plan import GIB, OverheadInputs, budget_from_facts, estimate, overhead_inputs
 from service.budget.resolve import find_gpu, find_model, find_quantization, in_catalog
 from service.budget.startup import max_passing_utilization, passes_startup, requested_bytes
 from service.budget.weights import parameter_count
 
 __all__ = [
     "GIB",
+    "activation_bytes",
+    "component_bytes",
+    "OverheadInputs",
+    "OverheadTerms",
     "budget_from_facts",
     "default_utilization",
     "estimate",
@@ -22,6 +27,7 @@ __all__ = [
     "find_quantization",
     "in_catalog",
     "max_passing_utilization",
+    "overhead_inputs",
     "parameter_count",
     "passes_startup",
     "requested_bytes",

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from service.packs.catalog import DefaultsEra, EngineFacts, Stepped, TierDefaults, fold_name, version_tuple
+from service.packs.catalog import (
+    DefaultsEra,
+    EngineFacts,
+    Stepped,
+    TierDefaults,
+    fold_name,
+    version_tuple,
+)
 
 __all__ = ["default_utilization", "era_at", "scheduler_defaults"]
 

@@ -11,10 +11,13 @@ The work is split by kind: `inputs` resolves the request, `stages` does the per-
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import msgspec
 
 from service.budget.inputs import GIB, resolve
 from service.budget.kv import largest_fitting_length
+from service.budget.overheads import Engine, OverheadTerms, overhead_era, overhead_terms
 from service.budget.report import figure_sources, verdict
 from service.budget.searches import min_tensor_parallel, min_utilization
 from service.budget.stages import (
@@ -28,11 +31,46 @@ from service.budget.stages import (
     to_gib,
     with_checkpoint,
 )
+from service.budget.weights import pp_layer_counts
 from service.errors import InputError, InvalidConfigError, UnknownGpuError
-from service.packs.catalog import Catalog
+from service.packs.catalog import Catalog, OverheadEra
 from service.schemas import Budget, EstimateRequest, Facts
 
-__all__ = ["GIB", "budget_from_facts", "estimate"]
+__all__ = ["GIB", "OverheadInputs", "budget_from_facts", "estimate", "overhead_inputs"]
+
+
+@dataclass(frozen=True, slots=True)
+class OverheadInputs:
+    """What the overhead fit needs of one run: its era, the terms of its fullest GPU, and the
+    requested memory and weights (bytes) the KV budget is the remainder of."""
+
+    era: OverheadEra
+    terms: OverheadTerms
+    requested: int
+    weights: int
+    graph_in_budget: bool
+
+
+def overhead_inputs(
+    request: EstimateRequest,
+    catalog: Catalog,
+    kind: Engine | None = None,
+    chunked_prefill: bool | None = None,
+) -> OverheadInputs:
+    """The overhead terms of a request, as tools/fit_overheads.py fits them; `kind` and
+    `chunked_prefill` state what a logged run chose where the request cannot say it."""
+    run = with_checkpoint(resolve(request, catalog))
+    era = overhead_era(catalog.engine, run.version_t, kind)
+    stages = stage_budgets(run, run.tp, catalog)
+    fullest = max(range(len(stages)), key=lambda i: stages[i].weights.total)
+    stage, layers = stages[fullest], pp_layer_counts(run.model.num_hidden_layers, run.pp)[fullest]
+    return OverheadInputs(
+        era=era,
+        terms=overhead_terms(run, run.tp, layers, era, catalog.engine, chunked_prefill),
+        requested=requested_bytes(run, run.util, catalog),
+        weights=stage.weights.total,
+        graph_in_budget=stage.graph_in_budget,
+    )
 
 
 def estimate(request: EstimateRequest, catalog: Catalog) -> Budget:

@@ -6,9 +6,9 @@ arithmetic, catalog values, given, or estimates with their uncertainty.
 
 from __future__ import annotations
 
-from service.budget.inputs import GIB, Run
+from service.budget.inputs import Run
 from service.budget.stages import Stage, to_gib
-from service.packs.catalog import Catalog
+from service.packs.catalog import Catalog, OverheadEra
 from service.schemas import FigureSource, StartupCheck
 
 __all__ = ["figure_sources", "verdict"]
@@ -18,17 +18,13 @@ _QUANT_SPREAD = 0.03
 
 
 def figure_sources(run: Run, stage: Stage, catalog: Catalog) -> dict[str, FigureSource]:
-    o = catalog.engine.overheads
+    # Uncertainties are the residual spreads of the era's fit to logged runs (tools/fit_overheads.py)
+    era = stage.era
     given = run.kv_cache_memory_bytes is not None
-    spread = (
-        o.non_torch_uncertainty * GIB
-        + stage.activation * o.activation_uncertainty
-        + (stage.cuda_graph * o.cuda_graph_uncertainty if stage.graph_in_budget else 0)
-    )
     derived = (
         FigureSource(kind="exact", note="from the given kv_cache_memory_bytes")
         if given
-        else FigureSource(kind="estimated", uncertainty_gib=to_gib(spread))
+        else FigureSource(kind="estimated", uncertainty_gib=era.kv_spread_gib, note=_fit_note(era))
     )
     repack = _QUANT_SPREAD * stage.weights.quantized
     weights_note = (
@@ -48,13 +44,11 @@ def figure_sources(run: Run, stage: Stage, catalog: Catalog) -> dict[str, Figure
         "kv_bytes_per_token": FigureSource(kind="exact"),
         "kv_bytes_per_block": FigureSource(kind="exact"),
         "requested_gib": FigureSource(kind="exact", note="ceil(total × gpu_memory_utilization)"),
-        "non_torch_gib": FigureSource(kind="estimated", uncertainty_gib=o.non_torch_uncertainty),
-        "activation_peak_gib": FigureSource(
-            kind="estimated", uncertainty_gib=to_gib(stage.activation * o.activation_uncertainty)
-        ),
+        "non_torch_gib": FigureSource(kind="estimated", uncertainty_gib=era.non_torch.spread_gib),
+        "activation_peak_gib": FigureSource(kind="estimated", uncertainty_gib=era.activation.spread_gib),
         "cuda_graph_gib": FigureSource(
             kind="estimated",
-            uncertainty_gib=to_gib(stage.cuda_graph * o.cuda_graph_uncertainty),
+            uncertainty_gib=0.0 if stage.cuda_graph == 0 else era.cuda_graph.spread_gib,
             note=None if stage.graph_in_budget else "not subtracted from the KV budget in this version",
         ),
         "available_kv_gib": FigureSource(kind="given") if given else derived,
@@ -63,6 +57,17 @@ def figure_sources(run: Run, stage: Stage, catalog: Catalog) -> dict[str, Figure
         "max_model_len_fit": derived,
         "max_concurrency": derived,
     }
+
+
+def _fit_note(era: OverheadEra) -> str:
+    """Where the KV figures' uncertainty comes from: the fit's spread on logged runs of the era."""
+    low, high = era.versions.introduced, era.versions.removed
+    releases = " ".join(
+        part for part in ("vLLM", f"{low} and later" if low else "", f"before {high}" if high else "") if part
+    )
+    if era.kv_runs == 0:
+        return f"± the fitted overheads' spread on logged runs of the releases before {releases}"
+    return f"± the fitted overheads' spread on {era.kv_runs} logged runs of {releases}"
 
 
 def verdict(

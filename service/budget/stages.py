@@ -14,9 +14,10 @@ from service.budget.checkpoint import checkpoint_scale, scale_weights
 from service.budget.hybrid import hybrid_block_size, state_bytes
 from service.budget.inputs import GIB, Run
 from service.budget.kv import KvLayout, group_layout
+from service.budget.overheads import activation_bytes, component_bytes, overhead_era, overhead_terms
 from service.budget.startup import max_passing_utilization
 from service.budget.weights import Sharding, WeightBytes, pp_layer_counts, stage_weight_bytes
-from service.packs.catalog import Catalog
+from service.packs.catalog import Catalog, OverheadEra
 from service.schemas import StartupCheck
 
 __all__ = [
@@ -43,6 +44,8 @@ class Stage:
     activation: int
     cuda_graph: int
     graph_in_budget: bool
+    # the fitted overhead era the figures come from, with their spreads
+    era: OverheadEra
 
     @property
     def fixed(self) -> int:
@@ -105,20 +108,6 @@ def _layout(run: Run, tp: int, start: int, stop: int, hybrid: bool) -> KvLayout:
     )
 
 
-def _activation(run: Run, tp: int, catalog: Catalog) -> int:
-    model, o = run.model, catalog.engine.overheads
-    inter = model.intermediate_size
-    if model.moe is not None:
-        routed = model.moe.experts_per_token * model.moe.intermediate_size
-        inter = max(routed, inter if model.moe.first_dense_layers else 0)
-    per_token = (
-        o.activation_bytes_per_token_intermediate * inter / tp
-        + o.activation_bytes_per_token_hidden * model.hidden_size
-    )
-    logits = run.max_num_seqs * model.vocab_size / tp * o.activation_logits_bytes
-    return int(run.max_num_batched_tokens * per_token + logits)
-
-
 def _marlin_moe(run: Run) -> bool:
     """Whether vLLM runs this method's MoE experts through Marlin (GPUs below its capability)."""
     quant, spec = run.quant, run.gpu.spec
@@ -150,7 +139,7 @@ def _quant_bytes(run: Run, tp: int) -> float | None:
 
 
 def stage_budgets(run: Run, tp: int, catalog: Catalog) -> list[Stage]:
-    o = catalog.engine.overheads
+    era = overhead_era(catalog.engine, run.version_t)
     quant_bytes = _quant_bytes(run, tp)
     sharding = Sharding(
         tp=tp,
@@ -161,18 +150,22 @@ def stage_budgets(run: Run, tp: int, catalog: Catalog) -> list[Stage]:
     weights = stage_weight_bytes(run.model, sharding, run.pp, run.dtype_bytes, quant_bytes)
     if run.weight_scale is not None:
         weights = scale_weights(weights, run.weight_scale)
-    non_torch = int((o.non_torch_gib + (o.non_torch_tp_gib if tp * run.pp > 1 else 0)) * GIB)
-    activation = _activation(run, tp, catalog)
     in_budget = run.at_least(catalog.engine.cudagraph_profiled_since) and not run.enforce_eager
     hybrid = run.at_least(catalog.engine.hybrid_kv_cache_since)
     stages: list[Stage] = []
     start = 0
     for n, w in zip(pp_layer_counts(run.model.num_hidden_layers, run.pp), weights, strict=True):
-        graphs = (
-            0 if run.enforce_eager else int((o.cuda_graph_base_gib + o.cuda_graph_per_layer_gib * n) * GIB)
-        )
+        terms = overhead_terms(run, tp, n, era, catalog.engine)
         stages.append(
-            Stage(w, _layout(run, tp, start, start + n, hybrid), non_torch, activation, graphs, in_budget)
+            Stage(
+                weights=w,
+                layout=_layout(run, tp, start, start + n, hybrid),
+                non_torch=max(0, component_bytes(era.non_torch, terms.non_torch)),
+                activation=activation_bytes(era.activation, terms.activation),
+                cuda_graph=max(0, component_bytes(era.cuda_graph, terms.cuda_graph)),
+                graph_in_budget=in_budget,
+                era=era,
+            )
         )
         start += n
     return stages

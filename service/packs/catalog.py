@@ -16,6 +16,7 @@ import msgspec
 
 from service.errors import PackError
 from service.packs.loader import load_yaml_file
+from service.versions import VersionRange
 from service.versions import release as version_tuple  # re-exported: the one parser lives there
 
 __all__ = [
@@ -33,7 +34,8 @@ __all__ = [
     "ModelCatalog",
     "ModelSpec",
     "MoeSpec",
-    "Overheads",
+    "OverheadEra",
+    "OverheadFit",
     "QuantMethodSpec",
     "QuantSpec",
     "RopeSpec",
@@ -448,23 +450,38 @@ class DefaultsEra(Entry, frozen=True):
         _require(mins == sorted(mins, reverse=True) and mins[-1] == 0, "tiers go from largest to 0 GiB")
 
 
-class Overheads(Entry, frozen=True):
-    """Constants for what vLLM measures rather than computes; each estimate carries its uncertainty."""
+class OverheadFit(Entry, frozen=True):
+    """One measured overhead as tools/fit_overheads.py fitted it: coefficients for its terms
+    (service/budget/overheads.py says what each multiplies), the residual spread of the fit, and how
+    many logged runs it stands on (0: too few in this era, so the fit pooled every era's runs)."""
 
-    non_torch_gib: float
-    non_torch_tp_gib: float
-    non_torch_uncertainty: float
-    activation_bytes_per_token_intermediate: float
-    activation_bytes_per_token_hidden: float
-    activation_logits_bytes: float
-    activation_uncertainty: float
-    cuda_graph_base_gib: float
-    cuda_graph_per_layer_gib: float
-    cuda_graph_uncertainty: float
+    coefficients: list[float]
+    spread_gib: float
+    runs: int
 
     def __post_init__(self) -> None:
-        for name in self.__struct_fields__:
-            _require(getattr(self, name) >= 0, f"{name} cannot be negative")
+        _require(all(c >= 0 for c in self.coefficients), "overhead coefficients cannot be negative")
+        _require(self.spread_gib >= 0 and self.runs >= 0, "spread and runs cannot be negative")
+
+
+class OverheadEra(Entry, frozen=True):
+    """What vLLM measures rather than computes, fitted to the logged runs of the releases in
+    `versions`; `kv_spread_gib` is the spread of the KV memory predicted from them."""
+
+    versions: VersionRange
+    activation: OverheadFit
+    non_torch: OverheadFit
+    cuda_graph: OverheadFit
+    kv_spread_gib: float
+    kv_runs: int
+    # V0: without chunked prefill the profile batch holds whole prompts, max(max_model_len,
+    # max_num_batched_tokens) tokens; V1 always chunks, so it profiles max_num_batched_tokens
+    whole_prompt_profile: bool = False
+
+    def __post_init__(self) -> None:
+        _require(len(self.activation.coefficients) == 3, "activation has 3 terms")
+        _require(len(self.non_torch.coefficients) == 2, "non_torch has 2 terms")
+        _require(len(self.cuda_graph.coefficients) == 2, "cuda_graph has 2 terms")
 
 
 class EngineFacts(Entry, frozen=True):
@@ -477,6 +494,8 @@ class EngineFacts(Entry, frozen=True):
     null_block_since: str
     null_block_check_since: str
     cudagraph_profiled_since: str
+    long_context_chunked_prefill_since: str
+    long_context_chunked_prefill_above_len: int
     hybrid_kv_cache_since: str
     kv_cache_memory_bytes_since: str
     pool_tokens_per_group_since: str
@@ -486,7 +505,7 @@ class EngineFacts(Entry, frozen=True):
     marlin_min_thread_n: int
     marlin_min_thread_k: int
     defaults: list[DefaultsEra]
-    overheads: Overheads
+    overheads: list[OverheadEra]
 
     def __post_init__(self) -> None:
         for name in self.__struct_fields__:
@@ -495,6 +514,11 @@ class EngineFacts(Entry, frozen=True):
         for steps in (self.gpu_memory_utilization, self.defaults):
             order = [version_tuple(s.since) for s in steps]
             _require(order == sorted(order), "version steps must be in release order")
+        ranges = [era.versions for era in self.overheads]
+        _require(bool(ranges) and ranges[0].introduced is None, "the first overhead era starts open")
+        _require(ranges[-1].removed is None, "the last overhead era is open-ended")
+        for before, after in zip(ranges, ranges[1:], strict=False):
+            _require(before.removed == after.introduced, "overhead eras must follow one another")
 
 
 # --- the whole catalog -------------------------------------------------------------------------

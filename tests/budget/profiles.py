@@ -65,6 +65,8 @@ class Point(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=Tru
     model_in_catalog: bool = True
     skip_weights: str | None = None
     skip_pool: str | None = None
+    # why the logged KV memory cannot be compared with one GPU's estimate (tools/fit_overheads.py)
+    skip_kv: str | None = None
     note: str | None = None
 
     @property
@@ -79,6 +81,11 @@ class Point(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=Tru
             return f"{github['repo']}#{github['number']}"
         if github:
             return github["repo"]
+        return self.source
+
+    @property
+    def source(self) -> str:
+        """The URL without its anchor: one thread, one committed file or one page."""
         return self.url.split("#", 1)[0]
 
 

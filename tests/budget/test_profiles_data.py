@@ -43,9 +43,12 @@ def _int_pattern(value: int) -> str:
 
 
 def _gib_in(excerpt: str, value: float) -> bool:
-    """The figure followed by its unit, or anywhere in a quoted table whose header says "(GiB)"."""
+    """The figure followed by its unit, anywhere in a quoted table whose header says "(GiB)", or as
+    the value of a record's field whose name carries the unit (`"weight_memory_gib": 27.52`)."""
     unit = r"\s*(?:GiB|GB)\b" if "(GiB)" not in excerpt else ""
-    return re.search(_decimal_pattern(value) + unit, excerpt) is not None
+    if re.search(_decimal_pattern(value) + unit, excerpt) is not None:
+        return True
+    return re.search(r"_gib\"?\s*[:=]\s*" + _decimal_pattern(value), excerpt) is not None
 
 
 def test_threads_group_one_discussion_or_repository() -> None:
