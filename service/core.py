@@ -16,6 +16,7 @@ from service.errors import EmptyLogError, InputError
 from service.fingerprints import fingerprint
 from service.fixes import check_calculators
 from service.fixes.diagnosis import with_fixes
+from service.preflight import preflight
 from service.packs import RulePacks, load_packs
 from service.schemas import (
     Budget,
@@ -28,7 +29,7 @@ from service.schemas import (
     VllmServer,
 )
 
-__all__ = ["classify", "diagnose", "estimate", "load_rules"]
+__all__ = ["classify", "diagnose", "estimate", "load_rules", "preflight"]
 
 MAX_LOG_CHARS = 64 * 2**20
 

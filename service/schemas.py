@@ -17,6 +17,7 @@ __all__ = [
     "PHASES",
     "AgentRegistration",
     "Budget",
+    "CommandIssue",
     "DiagnoseRequest",
     "Diagnosis",
     "Engine",
@@ -33,6 +34,9 @@ __all__ = [
     "MigInstance",
     "OtherProcess",
     "Phase",
+    "Preflight",
+    "PreflightOutcome",
+    "PreflightRequest",
     "Severity",
     "Snapshot",
     "SnapshotError",
@@ -342,6 +346,8 @@ class VllmServer(Wire, frozen=True):
     # Any rather than object: the pack cache and OpenAPI need a JSON schema for it, and object has none
     model_config: dict[str, Any] | None = None
     model_parameters: dict[str, int] | None = None
+    # what the server's `GET /version` answered: the version pre-flight lints a command for
+    version: str | None = None
 
 
 class SnapshotError(Wire, frozen=True):
@@ -419,3 +425,46 @@ class EstimateRequest(Wire, frozen=True):
     # Parameter counts per safetensors dtype read from the checkpoint's headers (e.g. {"BF16": 8030261248});
     # with it the weights are the checkpoint's bytes, not the architecture's parameter count.
     parameters: dict[str, int] | None = None
+
+
+class PreflightRequest(Wire, frozen=True):
+    """Will `command` start on the host whose `snapshot` this is (or on an empty `gpu`), now?"""
+
+    command: Annotated[str, msgspec.Meta(min_length=1, max_length=65536)]
+    snapshot: Snapshot | None = None
+    gpu: str | None = None
+    model: str | None = None
+    vllm_version: str | None = None
+    top: Annotated[int, msgspec.Meta(ge=0, le=MAX_TOP)] = 3
+
+
+# --- pre-flight ----------------------------------------------------------------------------------
+
+# starts; rejected (vLLM's argument parser refuses a flag); refused (the startup check); fails (later)
+PreflightOutcome = Literal["starts", "rejected", "refused", "fails"]
+
+
+class CommandIssue(Wire, frozen=True):
+    """A flag of the command that vLLM does not accept in the version it is checked against."""
+
+    rule: str
+    flag: str
+    severity: Severity
+    message: str
+
+
+class Preflight(Wire, frozen=True):
+    """The answer of `POST /v1/preflight` and `vramdoc preflight --json`."""
+
+    outcome: PreflightOutcome
+    phase: Phase | None
+    verdict: str
+    host: str | None
+    gpus: list[int]
+    vllm_version: str
+    version_source: Literal["request", "snapshot", "assumed"]
+    issues: list[CommandIssue]
+    budget: Budget
+    fixes: list[Fix]
+    corrected_command: str | None
+    uncertain: list[str]
