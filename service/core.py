@@ -16,8 +16,8 @@ from service.errors import EmptyLogError, InputError
 from service.fingerprints import fingerprint
 from service.fixes import check_calculators
 from service.fixes.diagnosis import with_fixes
-from service.preflight import preflight
 from service.packs import RulePacks, load_packs
+from service.preflight import preflight
 from service.schemas import (
     Budget,
     DiagnoseRequest,

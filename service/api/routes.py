@@ -21,17 +21,26 @@ from litestar.params import Parameter
 from service import core
 from service.api.models import resolve_model
 from service.api.monitoring import DIAGNOSES
-from service.api.openapi import EstimateBodyOperation, LogBodyOperation
+from service.api.openapi import EstimateBodyOperation, LogBodyOperation, PreflightBodyOperation
 from service.api.problems import PROBLEM_MEDIA_TYPE, FieldError, Problem, ProblemError, decode_error
 from service.api.views import GpuEntry, Health, ModelInfo, Readiness, RulesInfo, loaded
 from service.models.chain import cite
 from service.packs import RulePacks
 from service.redact import redact
-from service.schemas import MAX_TOP, Budget, DiagnoseRequest, Diagnosis, EstimateRequest, Snapshot
+from service.schemas import (
+    MAX_TOP,
+    Budget,
+    DiagnoseRequest,
+    Diagnosis,
+    EstimateRequest,
+    Preflight,
+    PreflightRequest,
+    Snapshot,
+)
 
 __all__ = ["V1_HANDLERS", "health_handlers"]
 
-T = TypeVar("T", Diagnosis, Budget)
+T = TypeVar("T", Diagnosis, Budget, Preflight)
 
 
 # Logs above this size are diagnosed on a worker thread so health probes still answer meanwhile.
@@ -116,7 +125,7 @@ class LogHints(msgspec.Struct, frozen=True):
     top: int | None
 
 
-R = TypeVar("R", DiagnoseRequest, EstimateRequest)
+R = TypeVar("R", DiagnoseRequest, EstimateRequest, PreflightRequest)
 
 
 def _decode_body(body: bytes, type_: type[R]) -> R:
@@ -337,6 +346,42 @@ async def estimate(request: Request[Any, Any, Any], state: State) -> Response[Bu
     )
 
 
+def _redacted_preflight(req: PreflightRequest) -> PreflightRequest:
+    """The command is echoed (corrected) in the answer: scrub its tokens first, and the snapshot's."""
+    return msgspec.structs.replace(
+        req,
+        command=redact(req.command),
+        model=_redact_hint(req.model),
+        gpu=_redact_hint(req.gpu),
+        vllm_version=_redact_hint(req.vllm_version),
+        snapshot=_redact_snapshot(req.snapshot) if req.snapshot else None,
+    )
+
+
+@post(
+    "/preflight",
+    summary="Pre-flight a `vllm serve` command on a host: will it start there now, and if not, what will",
+    description=(
+        "Send the command and the host's snapshot (the agent's `GET /v1/snapshot`; the bot and "
+        "`vramdoc preflight --host` fetch it through the registry), or a catalog `gpu` to size it on "
+        "an empty GPU. The flags are checked for the host's vLLM version, the estimator sizes the "
+        "command on the GPUs' current free memory, and the answer gives the verdict, the corrected "
+        "command and what is uncertain."
+    ),
+    operation_class=PreflightBodyOperation,
+    status_code=200,
+    responses=_PROBLEMS,
+    response_headers=[_CACHE_HEADER],
+    tags=["budget"],
+)
+async def preflight(request: Request[Any, Any, Any], state: State) -> Response[Preflight]:
+    data = _redacted_preflight(_decode_body(await request.body(), PreflightRequest))
+    ready = loaded(state)
+    return await _answer(
+        state, "preflight", (msgspec.json.encode(data),), lambda: core.preflight(data, ready.packs), Preflight
+    )
+
+
 @get("/models", summary="Models in the catalog (ids and aliases accepted by `model`)", tags=["catalog"])
 async def models(state: State) -> list[ModelInfo]:
     return loaded(state).models
@@ -365,5 +410,5 @@ async def readyz(state: State) -> Readiness:
     return Readiness(status=status, rules_version=ready.packs.digest, redis=redis)
 
 
-V1_HANDLERS = [diagnose, classify, estimate, models, gpus, rules]
+V1_HANDLERS = [diagnose, classify, estimate, preflight, models, gpus, rules]
 health_handlers = [healthz, readyz]
