@@ -417,8 +417,8 @@ def render_preflight(result: Preflight) -> Message:
     where = f" on {result.host}" if result.host else ""
     gpus = f" (GPU {', '.join(map(str, result.gpus))})" if result.gpus else ""
     blocks: list[Block] = [
-        _header(f"{_OUTCOME_HEADERS[result.outcome]}{where}"),
-        _section(result.verdict + gpus),
+        _header(f"{_OUTCOME_HEADERS[result.outcome]}{where}{gpus}"),
+        _section(result.verdict),
     ]
     if result.corrected_command:
         blocks.append(_section(f"*Corrected command*\n```{result.corrected_command}```"))

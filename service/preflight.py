@@ -54,6 +54,11 @@ def _length(tokens: int) -> str:
     return f"{tokens // 1024}k" if tokens >= 1024 and tokens % 1024 == 0 else f"{tokens:,}"
 
 
+def _gib(value: float) -> str:
+    """GiB as vLLM prints them in the startup check: two decimals, trailing zeros dropped."""
+    return f"{round(value, 2):g}"
+
+
 def _served_version(snapshot: Snapshot | None) -> str | None:
     versions = {s.version for s in snapshot.vllm if s.version} if snapshot is not None else set()
     return versions.pop() if len(versions) == 1 else None
@@ -114,8 +119,8 @@ def _verdict(
     if outcome == "refused":
         check = budget.startup_check
         return (
-            f"refused at the startup check: {check.free_gib:g} GiB free < "
-            f"{budget.gpu_memory_utilization:g} × {budget.total_gib:g} GiB{advice}"
+            f"refused at the startup check: {_gib(check.free_gib or 0.0)} GiB free < "
+            f"{budget.gpu_memory_utilization:g} × {_gib(budget.total_gib)} GiB{advice}"
         )
     return f"fails after loading: {budget.verdict.rstrip('.')}{advice}"
 
