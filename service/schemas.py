@@ -17,6 +17,10 @@ __all__ = [
     "PHASES",
     "AgentRegistration",
     "Budget",
+    "CalibrationFigure",
+    "CalibrationGroup",
+    "CalibrationReport",
+    "CalibrationSample",
     "CommandIssue",
     "DiagnoseRequest",
     "Diagnosis",
@@ -468,3 +472,60 @@ class Preflight(Wire, frozen=True):
     fixes: list[Fix]
     corrected_command: str | None
     uncertain: list[str]
+
+
+# --- calibration -------------------------------------------------------------------------------
+
+
+class CalibrationSample(Wire, frozen=True):
+    """One pasted start-up: its configuration, what vLLM measured and what the estimator predicted
+    for the same inputs (GiB per GPU, keyed by Budget field). Numbers and ids only, never log text."""
+
+    key: str
+    model: str
+    family: str | None
+    gpu: str
+    total_gib: float
+    vllm_version: str | None
+    vllm_minor: str | None
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    dtype: str | None = None
+    quantization: str | None = None
+    kv_cache_dtype: str | None = None
+    block_size: int | None = None
+    gpu_memory_utilization: float | None = None
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    enforce_eager: bool | None = None
+    measured: dict[str, float] = msgspec.field(default_factory=dict)
+    predicted: dict[str, float] = msgspec.field(default_factory=dict)
+
+
+class CalibrationFigure(Wire, frozen=True):
+    """The estimator's error on one figure: predicted − measured, GiB."""
+
+    samples: int
+    mean_error_gib: float
+    mean_abs_error_gib: float
+    max_abs_error_gib: float
+
+
+class CalibrationGroup(Wire, frozen=True):
+    """The error by model family, GPU and vLLM minor; `enough` once estimates cite it."""
+
+    family: str | None
+    gpu: str
+    vllm_minor: str | None
+    samples: int
+    enough: bool
+    figures: dict[str, CalibrationFigure]
+
+
+class CalibrationReport(Wire, frozen=True):
+    """`GET /v1/calibration`: every group, and how many samples a group needs before it is cited."""
+
+    min_samples: int
+    samples: int
+    groups: list[CalibrationGroup]

@@ -26,6 +26,7 @@ from service.api.settings import Settings
 from service.api.stores import SharedState
 from service.api.team import TEAM_HANDLERS
 from service.api.views import Loaded
+from service.calibration_store import CalibrationStore
 from service.core import load_rules
 from service.packs import RulePacks
 from service.redis_link import connect_redis
@@ -36,7 +37,7 @@ __all__ = ["create_app", "create_app_from_env"]
 
 log = logging.getLogger("vramdoc.service")
 
-# team memory is read on request; a Redis that does not answer within this is reported, not awaited
+# team memory and calibration are read on request; a Redis slower than this is reported, not awaited
 _TEAM_REDIS_TIMEOUT_S = 1.0
 
 
@@ -49,21 +50,23 @@ def _lifespan(
         shared = SharedState(
             settings.redis_url, namespace=settings.redis_prefix, cache_max_entries=settings.cache_max_entries
         )
-        memory = None
+        client = None
+        memory, calibration = None, None
         if settings.redis_url is not None:
-            memory = TeamMemory(
-                connect_redis(settings.redis_url, timeout_s=_TEAM_REDIS_TIMEOUT_S),
-                key_prefix=f"{settings.redis_prefix}:",
-                retention_days=settings.memory_retention_days,
-            )
-        app.state.loaded = Loaded.build(settings, packs, shared, clock, memory=memory)
+            client = connect_redis(settings.redis_url, timeout_s=_TEAM_REDIS_TIMEOUT_S)
+            prefix, days = f"{settings.redis_prefix}:", settings.memory_retention_days
+            memory = TeamMemory(client, key_prefix=prefix, retention_days=days)
+            calibration = CalibrationStore(client, key_prefix=prefix, retention_days=days)
+        app.state.loaded = Loaded.build(
+            settings, packs, shared, clock, memory=memory, calibration=calibration
+        )
         log.info("vramdoc service ready: rules %s, redis %s", packs.digest, await shared.redis_status())
         try:
             yield
         finally:
             await shared.close()
-            if memory is not None:
-                await memory.close()
+            if client is not None:
+                await client.aclose()
 
     return lifespan
 

@@ -23,6 +23,7 @@ from service.api.models import resolve_model
 from service.api.monitoring import DIAGNOSES
 from service.api.openapi import EstimateBodyOperation, LogBodyOperation, PreflightBodyOperation
 from service.api.problems import PROBLEM_MEDIA_TYPE, FieldError, Problem, ProblemError, decode_error
+from service.api.team import calibrated_note, record_calibration
 from service.api.views import GpuEntry, Health, ModelInfo, Readiness, RulesInfo, loaded
 from service.models.chain import cite
 from service.packs import RulePacks
@@ -302,7 +303,9 @@ async def diagnose(
     top: _Top = None,
 ) -> Response[Diagnosis]:
     hints = LogHints(model, gpu, command, vllm_version, top)
-    return await _answer_log(request, state, "diagnose", hints, core.diagnose)
+    response = await _answer_log(request, state, "diagnose", hints, core.diagnose)
+    await record_calibration(loaded(state), response.content)
+    return response
 
 
 @post(
@@ -337,13 +340,18 @@ async def estimate(request: Request[Any, Any, Any], state: State) -> Response[Bu
     data = _redacted_estimate(_decode_body(await request.body(), EstimateRequest))
     ready = loaded(state)
     data, resolved = await resolve_model(ready, data)
-    return await _answer(
+    response = await _answer(
         state,
         "estimate",
         (msgspec.json.encode(data), msgspec.json.encode(resolved)),
         lambda: cite(core.estimate(data, ready.packs), resolved),
         Budget,
     )
+    note = await calibrated_note(ready, response.content, data.model)
+    if note is not None:
+        budget = response.content
+        response.content = msgspec.structs.replace(budget, notes=[*budget.notes, note])
+    return response
 
 
 def _redacted_preflight(req: PreflightRequest) -> PreflightRequest:
@@ -377,9 +385,14 @@ def _redacted_preflight(req: PreflightRequest) -> PreflightRequest:
 async def preflight(request: Request[Any, Any, Any], state: State) -> Response[Preflight]:
     data = _redacted_preflight(_decode_body(await request.body(), PreflightRequest))
     ready = loaded(state)
-    return await _answer(
+    response = await _answer(
         state, "preflight", (msgspec.json.encode(data),), lambda: core.preflight(data, ready.packs), Preflight
     )
+    note = await calibrated_note(ready, response.content.budget, data.model)
+    if note is not None:
+        result = response.content
+        response.content = msgspec.structs.replace(result, uncertain=[*result.uncertain, note])
+    return response
 
 
 @get("/models", summary="Models in the catalog (ids and aliases accepted by `model`)", tags=["catalog"])
