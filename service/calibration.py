@@ -75,7 +75,7 @@ def calibration_sample(diagnosis: Diagnosis, packs: RulePacks) -> CalibrationSam
         return None
     predicted = {figure: round(_predicted(budget, figure), 4) for figure in measured}
     parts = {
-        "model": budget.model,
+        "model": facts.model,
         "family": family_of(facts.model, packs),
         "gpu": budget.gpu,
         "total_gib": budget.total_gib,
