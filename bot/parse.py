@@ -33,7 +33,11 @@ _CHANNEL = re.compile(r"<#[A-Z0-9]+\|([^>]*)>")
 _LINK = re.compile(r"<((?:https?|mailto|ftp):[^>|]*)(?:\|([^>]*))?>")
 _FENCE = re.compile(r"```(.*?)(?:```|\Z)", re.DOTALL)
 _INLINE_CODE = re.compile(r"`([^`\n]+)`")
-_COMMAND = re.compile(r"^\s*(?:\$\s*)?(?:vllm\s+serve\b|python3?\s+-m\s+vllm\.entrypoints\.)", re.IGNORECASE)
+# a launch command, after any `KEY=value` environment words (`CUDA_VISIBLE_DEVICES=1 vllm serve …`)
+_COMMAND = re.compile(
+    r"^\s*(?:\$\s*)?(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*(?:vllm\s+serve\b|python3?\s+-m\s+vllm\.entrypoints\.)",
+    re.IGNORECASE,
+)
 _LOG_MARKER = re.compile(
     r"(?i)(?:error|warning|traceback|exception|out of memory|tried to allocate|raise)\b"
     r"|\bINFO\b|\d{2}:\d{2}:\d{2}|\d\s*GiB\b|File \"|gpu_memory_utilization=|max_model_len="

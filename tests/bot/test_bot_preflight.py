@@ -84,3 +84,25 @@ async def test_a_preflight_without_a_host_asks_for_one(
     await slack.wait_for(lambda: len(slack.called("reactions.add")) == 2)
 
     assert "Name the host to check it on" in str(slack.replies()[0]["text"])
+
+
+async def test_the_slash_command_runs_the_same_preflight_in_the_channel(
+    start_bot, slack: SlackStandin, service_url: str, gpu_07: dict[str, object]
+) -> None:
+    bot = await start_bot(service_url)
+    form = {
+        "token": "x",
+        "team_id": "T0001",
+        "channel_id": "C0CHANNEL",
+        "user_id": "U0PERSON",
+        "command": "/vramdoc",
+        "text": f"will `{COMMAND}` start on gpu-07?",
+        "response_url": "https://hooks.slack.com/commands/T0001/1/abc",
+        "trigger_id": "1.2.3",
+        "api_app_id": "A0001",
+    }
+
+    assert (await bot.form(form)).status_code == 200
+    await slack.wait_for(lambda: len(slack.replies()) == 1)
+
+    assert "Refused at the startup check on gpu-07" in json.dumps(slack.replies()[0]["blocks"])
