@@ -198,13 +198,15 @@ def test_fit_questions_about_a_host_still_name_the_host(text: str) -> None:
             None,
         ),
         (
-            "would vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8k run on gpu-08 with vllm 0.24?",
+            "would vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8k "
+            "run on gpu-08 with vllm 0.24?",
             "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8k",
             ("gpu-08",),
             "0.24",
         ),
         (
-            "can this start on node-3?\n```\nCUDA_VISIBLE_DEVICES=2 vllm serve Qwen/Qwen3-8B \\\n  --max-model-len 4096\n```",
+            "can this start on node-3?\n```\n"
+            "CUDA_VISIBLE_DEVICES=2 vllm serve Qwen/Qwen3-8B \\\n  --max-model-len 4096\n```",
             "CUDA_VISIBLE_DEVICES=2 vllm serve Qwen/Qwen3-8B \\\n  --max-model-len 4096",
             ("node-3",),
             None,
