@@ -29,6 +29,7 @@ __all__ = [
     "CALIBRATION_ERROR",
     "CALIBRATION_SAMPLES",
     "DIAGNOSES",
+    "PREFLIGHTS",
     "MetricsController",
     "RedactedAccessLog",
     "access_log_config",
@@ -44,6 +45,11 @@ DIAGNOSES = Counter(
     "vramdoc_diagnoses_total", "Diagnoses answered, by endpoint and root phase.", ["endpoint", "phase"]
 )
 
+PREFLIGHTS = Counter(
+    "vramdoc_preflights_total",
+    "Pre-flights answered, by outcome (starts, rejected, refused, fails).",
+    ["outcome"],
+)
 CALIBRATION_ERROR = Gauge(
     "vramdoc_calibration_error_gib",
     "The estimator's mean error (predicted - measured, GiB) on pasted vLLM profiles, by model family, "

@@ -20,7 +20,7 @@ from litestar.params import Parameter
 
 from service import core
 from service.api.models import resolve_model
-from service.api.monitoring import DIAGNOSES
+from service.api.monitoring import DIAGNOSES, PREFLIGHTS
 from service.api.openapi import EstimateBodyOperation, LogBodyOperation, PreflightBodyOperation
 from service.api.problems import PROBLEM_MEDIA_TYPE, FieldError, Problem, ProblemError, decode_error
 from service.api.team import calibrated_note, record_calibration
@@ -242,6 +242,8 @@ async def _answer(
         status = "miss" if key else "off"
     if isinstance(result, Diagnosis):
         DIAGNOSES.labels(endpoint, result.phase).inc()
+    elif isinstance(result, Preflight):
+        PREFLIGHTS.labels(result.outcome).inc()
     return Response(result, headers={"X-Cache": status})
 
 

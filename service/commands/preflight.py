@@ -1,8 +1,9 @@
 """`vramdoc preflight 'vllm serve …'`: will the command start on that host now (DESIGN §3.7 exit codes).
 
 The host's state comes from a snapshot file (`vramdoc snapshot --json` there), or from its agent:
-`--host gpu-07` looks the name up in the agent registry (VRAMDOC_REDIS_URL) and asks that agent with
-VRAMDOC_AGENT_TOKEN, exactly as the bot does; a name is a registry key, never a URL. Without either,
+`--host gpu-07` looks the name up in the agent registry (VRAMDOC_REDIS_URL) or the hosts file
+(VRAMDOC_HOSTS_FILE) and asks that agent with VRAMDOC_AGENT_TOKEN, with the bot's own directory and
+client; a name is a lookup key, never a URL. Without either,
 `--gpu` sizes it on an empty catalog GPU. Exit 0 it starts, 1 it does not, 2 bad input, so a deploy
 script can gate a rollout on it.
 """
@@ -15,15 +16,14 @@ import os
 import sys
 from pathlib import Path
 
-import httpx
 import msgspec
-from redis.exceptions import RedisError
 
+from bot.clients import AgentClient, HostFailure
+from bot.hosts import HostDirectory, load_hosts_file
 from service.core import load_rules, preflight
 from service.env_settings import read_agent_token
 from service.errors import InputError, PackError, SettingsError
 from service.redis_link import connect_redis
-from service.registry import get_agent
 from service.schemas import Preflight, PreflightRequest, Snapshot
 
 __all__ = ["fetch_snapshot", "render", "run"]
@@ -46,36 +46,28 @@ def _read_snapshot(path: str) -> Snapshot:
         raise InputError(f"The snapshot file {path} is not a snapshot ({exc}).") from exc
 
 
-async def fetch_snapshot(host: str, redis_url: str, token: str | None) -> Snapshot:
-    """The live snapshot of a registered host, from its agent; InputError naming what failed."""
-    redis = connect_redis(redis_url, timeout_s=_AGENT_TIMEOUT_S)
+async def fetch_snapshot(
+    host: str, redis_url: str | None, token: str | None, hosts_file: str | None
+) -> Snapshot:
+    """The live snapshot of a host the bot could reach (the registry, then the hosts file), asked the
+    way the bot asks it (bot.hosts, bot.clients); InputError with the bot's sentence when it fails."""
+    static = load_hosts_file(Path(hosts_file)) if hosts_file else {}
+    directory = HostDirectory(
+        connect_redis(redis_url, timeout_s=_AGENT_TIMEOUT_S) if redis_url else None, static
+    )
+    agents = AgentClient(token, timeout_s=_AGENT_TIMEOUT_S)
     try:
-        registration = await get_agent(redis, host)
-    except (RedisError, OSError) as exc:
-        raise HostUnreachableError(
-            f"The agent registry at VRAMDOC_REDIS_URL is unreachable ({exc})."
-        ) from exc
+        found = await directory.resolve((host,))
+        if not found.found:
+            why = "the agent registry is unreachable" if found.registry_down else "no agent registered it"
+            raise HostUnreachableError(f"I don't know the host {host} ({why}).")
+        (result,) = await agents.snapshots(found.found)
     finally:
-        await redis.aclose()
-    if registration is None:
-        raise HostUnreachableError(f"No agent is registered for {host}; is `vramdoc agent` running there?")
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    url = registration.url.rstrip("/") + "/v1/snapshot"
-    try:
-        async with httpx.AsyncClient(timeout=_AGENT_TIMEOUT_S, follow_redirects=False) as client:
-            response = await client.get(url, headers=headers)
-    except httpx.HTTPError as exc:
-        raise HostUnreachableError(f"The agent on {host} did not answer ({type(exc).__name__}).") from exc
-    if response.status_code != 200:
-        raise HostUnreachableError(
-            f"The agent on {host} answered HTTP {response.status_code} to the snapshot."
-        )
-    try:
-        return msgspec.json.decode(response.content, type=Snapshot)
-    except msgspec.DecodeError as exc:
-        raise HostUnreachableError(
-            f"The agent on {host} sent something that is not a snapshot ({exc})."
-        ) from exc
+        await agents.close()
+        await directory.close()
+    if isinstance(result, HostFailure):
+        raise HostUnreachableError(f"{result.reason}.")
+    return result
 
 
 def _snapshot(args: argparse.Namespace) -> Snapshot | None:
@@ -83,10 +75,14 @@ def _snapshot(args: argparse.Namespace) -> Snapshot | None:
         return _read_snapshot(args.snapshot)
     if not args.host:
         return None
-    redis_url = os.environ.get("VRAMDOC_REDIS_URL", "").strip()
-    if not redis_url:
-        raise InputError("--host needs the agent registry: set VRAMDOC_REDIS_URL (or pass --snapshot).")
-    return asyncio.run(fetch_snapshot(args.host, redis_url, read_agent_token(os.environ)))
+    redis_url = os.environ.get("VRAMDOC_REDIS_URL", "").strip() or None
+    hosts_file = os.environ.get("VRAMDOC_HOSTS_FILE", "").strip() or None
+    if redis_url is None and hosts_file is None:
+        raise InputError(
+            "--host needs the agent registry (VRAMDOC_REDIS_URL) or a hosts file (VRAMDOC_HOSTS_FILE); "
+            "or pass --snapshot."
+        )
+    return asyncio.run(fetch_snapshot(args.host, redis_url, read_agent_token(os.environ), hosts_file))
 
 
 def render(result: Preflight) -> str:

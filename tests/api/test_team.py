@@ -98,6 +98,7 @@ def test_preflight_answers_the_verdict_for_a_snapshot(serve: ServerFactory) -> N
     assert body["outcome"] == "refused" and body["host"] == "gpu-11"
     assert body["verdict"].startswith("refused at the startup check: 20 GiB free < 0.92 × 22.49 GiB")
     assert body["corrected_command"].startswith(COMMAND + " --gpu-memory-utilization 0.")
+    assert 'vramdoc_preflights_total{outcome="refused"}' in api.get("/metrics").text
 
 
 def test_preflight_bad_body_names_the_field(serve: ServerFactory, problem: ProblemCheck) -> None:

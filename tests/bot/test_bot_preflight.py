@@ -3,10 +3,12 @@ real Redis registry, and the real agent reading a fake NVML (a recorded H100 wit
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import pynvml
 import pytest
@@ -19,10 +21,12 @@ from slack_standin import SlackStandin
 from service.agent.app import AgentIdentity, create_app
 from service.agent.settings import AgentSettings
 from service.budget import GIB, max_passing_utilization
+from service.cli import main
 from service.fixes.limits import STARTUP_MARGIN_GIB
 
 COMMAND = "vllm serve Qwen/Qwen2.5-7B-Instruct --max-model-len 32768"
 NOTEBOOK_PID = 5117
+CLI_TOKEN = "c0ffee" * 8  # the command line applies the agent's token rules (32 characters or more)
 
 
 def _partly_used_h100() -> dict[str, object]:
@@ -36,25 +40,46 @@ def _partly_used_h100() -> dict[str, object]:
     return spec
 
 
+class Host(NamedTuple):
+    spec: dict[str, object]  # what the fake NVML reports
+    url: str  # where its agent listens
+
+
+StartHost = Callable[[str], Awaitable[Host]]
+
+
 @pytest.fixture
-async def gpu_07(
+async def start_gpu_07(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, redis_client: aioredis.Redis, key_prefix: str
-) -> AsyncIterator[dict[str, object]]:
-    """The real agent on gpu-07, registered in the registry under this test's prefix."""
-    spec = _partly_used_h100()
-    monkeypatch.setattr(pynvml, "nvmlLib", FakeNvmlLib(spec))
-    monkeypatch.setattr(pynvml, "_nvmlGetFunctionPointer_cache", {})
-    proc = build_proc(tmp_path / "proc", spec["proc"])
-    settings = AgentSettings(vllm_urls=(), proc_root=proc)
-    identity = AgentIdentity(host="gpu-07", url="http://127.0.0.1", token=AGENT_TOKEN)
-    url, stop = await serve(create_app(settings, identity, registry_prefix=f"{key_prefix}unused:"))
-    await register_agent(redis_client, key_prefix, "gpu-07", url)
-    yield spec
-    await stop()
+) -> AsyncIterator[StartHost]:
+    """Factory: the real agent on gpu-07 with a given token, registered under this test's prefix."""
+    stoppers: list[Callable[[], Awaitable[None]]] = []
+
+    async def start(token: str) -> Host:
+        spec = _partly_used_h100()
+        monkeypatch.setattr(pynvml, "nvmlLib", FakeNvmlLib(spec))
+        monkeypatch.setattr(pynvml, "_nvmlGetFunctionPointer_cache", {})
+        proc = build_proc(tmp_path / "proc", spec["proc"])
+        settings = AgentSettings(vllm_urls=(), proc_root=proc)
+        identity = AgentIdentity(host="gpu-07", url="http://127.0.0.1", token=token)
+        url, stop = await serve(create_app(settings, identity, registry_prefix=f"{key_prefix}unused:"))
+        stoppers.append(stop)
+        await register_agent(redis_client, key_prefix, "gpu-07", url)
+        return Host(spec, url)
+
+    yield start
+    for stop in stoppers:
+        await stop()
+
+
+@pytest.fixture
+async def gpu_07(start_gpu_07: StartHost) -> Host:
+    """gpu-07's agent with the token the test bot sends."""
+    return await start_gpu_07(AGENT_TOKEN)
 
 
 async def test_will_it_start_on_a_partly_used_gpu_gives_the_startup_verdict_with_the_exact_utilization(
-    start_bot, slack: SlackStandin, service_url: str, gpu_07: dict[str, object]
+    start_bot, slack: SlackStandin, service_url: str, gpu_07: Host
 ) -> None:
     bot = await start_bot(service_url)
 
@@ -63,7 +88,7 @@ async def test_will_it_start_on_a_partly_used_gpu_gives_the_startup_verdict_with
 
     (reply,) = slack.replies()
     text = json.dumps(reply["blocks"], ensure_ascii=False)
-    memory = gpu_07["devices"][0]["memory"]  # type: ignore[index]
+    memory = gpu_07.spec["devices"][0]["memory"]  # type: ignore[index]
     free, total = int(memory["free"]), int(memory["total"])
     utilization = max_passing_utilization(free, total, margin_bytes=round(STARTUP_MARGIN_GIB * GIB))
     assert utilization is not None and 0.5 < utilization < 0.92
@@ -87,7 +112,7 @@ async def test_a_preflight_without_a_host_asks_for_one(
 
 
 async def test_the_slash_command_runs_the_same_preflight_in_the_channel(
-    start_bot, slack: SlackStandin, service_url: str, gpu_07: dict[str, object]
+    start_bot, slack: SlackStandin, service_url: str, gpu_07: Host
 ) -> None:
     bot = await start_bot(service_url)
     form = {
@@ -106,3 +131,41 @@ async def test_the_slash_command_runs_the_same_preflight_in_the_channel(
     await slack.wait_for(lambda: len(slack.replies()) == 1)
 
     assert "Refused at the startup check on gpu-07" in json.dumps(slack.replies()[0]["blocks"])
+
+
+async def test_the_command_line_asks_the_hosts_agent_and_exits_1_when_it_would_be_refused(
+    start_gpu_07: StartHost,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    gpu_07 = await start_gpu_07(CLI_TOKEN)
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text(f"gpu-07: {gpu_07.url}\n")
+    monkeypatch.delenv("VRAMDOC_REDIS_URL", raising=False)
+    monkeypatch.setenv("VRAMDOC_HOSTS_FILE", str(hosts))
+    monkeypatch.setenv("VRAMDOC_AGENT_TOKEN", CLI_TOKEN)
+
+    # the agent answers on this event loop, so the blocking command runs in a thread
+    code = await asyncio.to_thread(main, ["preflight", COMMAND, "--host", "gpu-07", "--json"])
+
+    answer = json.loads(capsys.readouterr().out)  # --json: standard output is the contract only
+    assert code == 1 and answer["outcome"] == "refused" and answer["host"] == "gpu-07"
+    assert answer["corrected_command"].startswith(f"{COMMAND} --gpu-memory-utilization 0.")
+
+
+async def test_the_command_line_names_a_host_nobody_registered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text("gpu-01: http://127.0.0.1:9\n")
+    monkeypatch.delenv("VRAMDOC_REDIS_URL", raising=False)
+    monkeypatch.setenv("VRAMDOC_HOSTS_FILE", str(hosts))
+
+    code = await asyncio.to_thread(main, ["preflight", COMMAND, "--host", "gpu-99"])
+
+    assert code == 2
+    assert (
+        capsys.readouterr().err
+        == "vramdoc preflight: I don't know the host gpu-99 (no agent registered it).\n"
+    )
