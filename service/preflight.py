@@ -159,6 +159,16 @@ def _uncertain(
             notes.append(
                 f"The command needs {needed} GPUs and {request.snapshot.host} has {len(gpus)} usable."
             )
+        check = budget.startup_check
+        if check.passes is None and check.free_gib is not None:
+            notes.append(
+                f"vLLM {budget.vllm_version} runs no startup check: a busy GPU shows up later, as a "
+                "smaller KV cache or an out-of-memory error."
+            )
+        elif check.free_gib is None:
+            notes.append(
+                "The snapshot's free memory does not fit this GPU's size, so no startup check was run."
+            )
     estimated = budget.sources.get("available_kv_gib")
     if estimated is not None and estimated.kind == "estimated" and estimated.uncertainty_gib:
         notes.append(
@@ -168,6 +178,57 @@ def _uncertain(
     return notes + list(budget.notes)
 
 
+def _on_host(
+    request: PreflightRequest, facts: Facts, visible: str | None, needed: int
+) -> tuple[Facts, list[GpuInfo]]:
+    """The facts with the GPU it would start on (the one with least free memory: every rank checks its
+    own), and the GPUs it would use; or the named catalog GPU, assumed empty."""
+    if request.snapshot is not None:
+        gpus = _used_gpus(request.snapshot, visible, needed)
+        if not gpus:
+            raise NoGpuError(f"The snapshot of {request.snapshot.host} lists no GPU the command could use.")
+        worst = min(gpus, key=lambda gpu: gpu.free_gib)
+        return msgspec.structs.replace(
+            facts, gpu_name=worst.name, total_gib=worst.total_gib, free_gib=worst.free_gib
+        ), gpus
+    if request.gpu:
+        return msgspec.structs.replace(facts, gpu_name=request.gpu), []
+    raise NoGpuError("Pre-flight needs a host's snapshot (or at least a GPU name) to size the command on.")
+
+
+def _fixes(
+    request: PreflightRequest,
+    packs: RulePacks,
+    phase: Phase | None,
+    facts: Facts,
+    budget: Budget,
+    issues: Sequence[CommandIssue],
+) -> list[Fix]:
+    """The fixes a log of the predicted failure would get, a fix for a rejected flag first."""
+    if phase is None and not issues:
+        return []
+    ranked_as: Phase = phase or "not_memory"
+    findings = [Finding(rule=i.rule, phase=ranked_as, severity=i.severity, message=i.message) for i in issues]
+    known = msgspec.structs.replace(
+        facts, requested_gib=budget.requested_gib, estimated_max_model_len=budget.max_model_len_fit
+    )
+    fixes = rank_fixes(
+        FixRequest(
+            phase=ranked_as,
+            facts=known,
+            findings=findings,
+            budget=budget,
+            snapshot=request.snapshot,
+            engine_version=budget.vllm_version,
+            command=request.command,
+            top=request.top,
+        ),
+        packs.fixes,
+        CatalogLookup(packs.catalog),
+    )
+    return _rejected_first(fixes, issues)
+
+
 def preflight(request: PreflightRequest, packs: RulePacks) -> Preflight:
     """Whether `request.command` starts on the snapshot's host now, why not, and the command that would."""
     version = request.vllm_version or _served_version(request.snapshot)
@@ -175,7 +236,6 @@ def preflight(request: PreflightRequest, packs: RulePacks) -> Preflight:
         "request" if request.vllm_version else "snapshot" if version else "assumed"
     )
     parsed = parse_command(request.command, packs.fixes, version)
-    launch = parse_launch(request.command, packs.fixes.aliases, packs.fixes.switches)
     issues = [
         CommandIssue(rule=i.rule, flag=i.flag, severity=i.severity, message=i.message) for i in parsed.issues
     ]
@@ -184,52 +244,14 @@ def preflight(request: PreflightRequest, packs: RulePacks) -> Preflight:
     if not model:
         raise NoModelError("The command names no model: give it as `vllm serve <model> …` or `--model`.")
     needed = max(1, (facts.tensor_parallel_size or 1) * (facts.pipeline_parallel_size or 1))
-    gpus: list[GpuInfo] = []
-    if request.snapshot is not None:
-        gpus = _used_gpus(request.snapshot, launch.env_value("CUDA_VISIBLE_DEVICES"), needed)
-        if not gpus:
-            raise NoGpuError(f"The snapshot of {request.snapshot.host} lists no GPU the command could use.")
-        worst = min(gpus, key=lambda gpu: gpu.free_gib)
-        facts = msgspec.structs.replace(
-            facts, gpu_name=worst.name, total_gib=worst.total_gib, free_gib=worst.free_gib
-        )
-    elif request.gpu:
-        facts = msgspec.structs.replace(facts, gpu_name=request.gpu)
-    else:
-        raise NoGpuError(
-            "Pre-flight needs a host's snapshot (or at least a GPU name) to size the command on."
-        )
+    visible = parse_launch(request.command, packs.fixes.aliases).env_value("CUDA_VISIBLE_DEVICES")
+    facts, gpus = _on_host(request, facts, visible, needed)
     budget = budget_from_facts(facts, packs.catalog, model=model, vllm_version=version)
     if budget is None:
         find_model(packs.catalog, model)  # raises the unknown-model error with the closest names
         raise NoModelError(f"{model} cannot be sized on {facts.gpu_name}.")
-    phase = _phase(budget)
-    if request.snapshot is not None and len(gpus) < needed:
-        phase = "parallelism_config"
-    fixes: list[Fix] = []
-    if phase is not None or issues:
-        findings = [
-            Finding(rule=i.rule, phase=phase or "not_memory", severity=i.severity, message=i.message)
-            for i in issues
-        ]
-        known = msgspec.structs.replace(
-            facts, requested_gib=budget.requested_gib, estimated_max_model_len=budget.max_model_len_fit
-        )
-        fixes = rank_fixes(
-            FixRequest(
-                phase=phase or "not_memory",
-                facts=known,
-                findings=findings,
-                budget=budget,
-                snapshot=request.snapshot,
-                engine_version=budget.vllm_version,
-                command=request.command,
-                top=request.top,
-            ),
-            packs.fixes,
-            CatalogLookup(packs.catalog),
-        )
-        fixes = _rejected_first(fixes, issues)
+    phase = "parallelism_config" if request.snapshot is not None and len(gpus) < needed else _phase(budget)
+    fixes = _fixes(request, packs, phase, facts, budget, issues)
     fix = first_command_fix(fixes)
     outcome = _outcome(phase, issues)
     return Preflight(

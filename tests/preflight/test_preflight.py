@@ -158,3 +158,10 @@ def test_bad_input_is_one_sentence_and_exit_2(
 
     err = capsys.readouterr().err
     assert err.startswith("vramdoc preflight: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_version_before_the_startup_check_says_a_busy_gpu_shows_up_later(packs: RulePacks) -> None:
+    result = preflight(PreflightRequest(command=COMMAND, snapshot=_host(61.2), vllm_version="0.8.5"), packs)
+
+    assert result.budget.startup_check.passes is None and result.outcome != "refused"
+    assert any("runs no startup check" in note for note in result.uncertain)
