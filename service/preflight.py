@@ -38,7 +38,7 @@ from service.schemas import (
 
 VersionSource = Literal["request", "snapshot", "assumed"]
 
-__all__ = ["preflight"]
+__all__ = ["launch_model", "preflight"]
 
 
 class NoModelError(InputError):
@@ -229,6 +229,12 @@ def _fixes(
     return _rejected_first(fixes, issues)
 
 
+def launch_model(request: PreflightRequest, packs: RulePacks) -> str | None:
+    """The model the command serves (else the request's): what a shell resolves before a pre-flight."""
+    named = parse_command(request.command, packs.fixes).facts.get("model")
+    return named if isinstance(named, str) and named else request.model
+
+
 def preflight(request: PreflightRequest, packs: RulePacks) -> Preflight:
     """Whether `request.command` starts on the snapshot's host now, why not, and the command that would."""
     version = request.vllm_version or _served_version(request.snapshot)
@@ -246,7 +252,14 @@ def preflight(request: PreflightRequest, packs: RulePacks) -> Preflight:
     needed = max(1, (facts.tensor_parallel_size or 1) * (facts.pipeline_parallel_size or 1))
     visible = parse_launch(request.command, packs.fixes.aliases).env_value("CUDA_VISIBLE_DEVICES")
     facts, gpus = _on_host(request, facts, visible, needed)
-    budget = budget_from_facts(facts, packs.catalog, model=model, vllm_version=version)
+    budget = budget_from_facts(
+        facts,
+        packs.catalog,
+        model=model,
+        vllm_version=version,
+        config=request.config,
+        parameters=request.parameters,
+    )
     if budget is None:
         find_model(packs.catalog, model)  # raises the unknown-model error with the closest names
         raise NoModelError(f"{model} cannot be sized on {facts.gpu_name}.")

@@ -440,6 +440,9 @@ class PreflightRequest(Wire, frozen=True):
     model: str | None = None
     vllm_version: str | None = None
     top: Annotated[int, msgspec.Meta(ge=0, le=MAX_TOP)] = 3
+    # for a model the catalog lacks, as in EstimateRequest: its config.json and checkpoint totals
+    config: dict[str, object] | None = None
+    parameters: dict[str, int] | None = None
 
 
 # --- pre-flight ----------------------------------------------------------------------------------

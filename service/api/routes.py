@@ -24,8 +24,8 @@ from service.api.monitoring import DIAGNOSES, PREFLIGHTS
 from service.api.openapi import EstimateBodyOperation, LogBodyOperation, PreflightBodyOperation
 from service.api.problems import PROBLEM_MEDIA_TYPE, FieldError, Problem, ProblemError, decode_error
 from service.api.team import calibrated_note, record_calibration
-from service.api.views import GpuEntry, Health, ModelInfo, Readiness, RulesInfo, loaded
-from service.models.chain import cite
+from service.api.views import GpuEntry, Health, Loaded, ModelInfo, Readiness, RulesInfo, loaded
+from service.models.chain import ResolvedModel, cite
 from service.packs import RulePacks
 from service.redact import redact
 from service.schemas import (
@@ -368,6 +368,18 @@ def _redacted_preflight(req: PreflightRequest) -> PreflightRequest:
     )
 
 
+async def _resolved_preflight(
+    ready: Loaded, data: PreflightRequest
+) -> tuple[PreflightRequest, ResolvedModel]:
+    """The pre-flight with its model resolved as an estimate's is (catalog, config.json, the host's
+    agent, the HF cache, the Hub)."""
+    name = core.launch_model(data, ready.packs)
+    wanted = EstimateRequest(model=name, config=data.config, parameters=data.parameters)
+    snapshots = (data.snapshot,) if data.snapshot is not None else ()
+    wanted, resolved = await resolve_model(ready, wanted, snapshots)
+    return msgspec.structs.replace(data, config=wanted.config, parameters=wanted.parameters), resolved
+
+
 @post(
     "/preflight",
     summary="Pre-flight a `vllm serve` command on a host: will it start there now, and if not, what will",
@@ -387,8 +399,14 @@ def _redacted_preflight(req: PreflightRequest) -> PreflightRequest:
 async def preflight(request: Request[Any, Any, Any], state: State) -> Response[Preflight]:
     data = _redacted_preflight(_decode_body(await request.body(), PreflightRequest))
     ready = loaded(state)
+    data, resolved = await _resolved_preflight(ready, data)
+
+    def compute() -> Preflight:
+        result = core.preflight(data, ready.packs)
+        return msgspec.structs.replace(result, budget=cite(result.budget, resolved))
+
     response = await _answer(
-        state, "preflight", (msgspec.json.encode(data),), lambda: core.preflight(data, ready.packs), Preflight
+        state, "preflight", (msgspec.json.encode(data), msgspec.json.encode(resolved)), compute, Preflight
     )
     note = await calibrated_note(ready, response.content.budget, data.model)
     if note is not None:

@@ -20,11 +20,14 @@ import msgspec
 
 from bot.clients import AgentClient, HostFailure
 from bot.hosts import HostDirectory, load_hosts_file
-from service.core import load_rules, preflight
+from service.commands.estimate import model_cache
+from service.core import launch_model, load_rules, preflight
 from service.env_settings import read_agent_token
 from service.errors import InputError, PackError, SettingsError
+from service.models.chain import ModelResolver, ModelSettings, cite
+from service.packs import RulePacks
 from service.redis_link import connect_redis
-from service.schemas import Preflight, PreflightRequest, Snapshot
+from service.schemas import EstimateRequest, Preflight, PreflightRequest, Snapshot
 
 __all__ = ["fetch_snapshot", "render", "run"]
 
@@ -97,6 +100,19 @@ def render(result: Preflight) -> str:
     return "\n".join(lines)
 
 
+def _preflight(request: PreflightRequest, packs: RulePacks) -> Preflight:
+    """Resolve the command's model through the chain (catalog, the host's agent, HF cache, Hub) as
+    `vramdoc estimate` does, then pre-flight it."""
+    resolver = ModelResolver(ModelSettings.from_env(), model_cache())
+    snapshots = (request.snapshot,) if request.snapshot is not None else ()
+    wanted, resolved = resolver.prepare(
+        EstimateRequest(model=launch_model(request, packs)), packs.catalog, snapshots
+    )
+    request = msgspec.structs.replace(request, config=wanted.config, parameters=wanted.parameters)
+    result = preflight(request, packs)
+    return msgspec.structs.replace(result, budget=cite(result.budget, resolved))
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the verdict; exit 0 it starts, 1 it does not, 2 input error."""
     try:
@@ -107,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
             vllm_version=args.vllm_version,
             top=args.top,
         )
-        result = preflight(request, load_rules())
+        result = _preflight(request, load_rules())
     except (InputError, SettingsError) as exc:
         print(f"vramdoc preflight: {exc}", file=sys.stderr)
         return 2

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from pathlib import Path
 
 import msgspec
 import redis.asyncio as aioredis
@@ -12,6 +14,7 @@ from service.api.settings import Settings
 from service.schemas import Fingerprint, GpuInfo, PreflightRequest, Snapshot
 from service.team_memory import TeamMemory, ThreadRef
 
+CONFIGS = Path(__file__).resolve().parents[1] / "models" / "configs"
 TOKEN = "alpha-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 COMMAND = "vllm serve Qwen/Qwen2.5-7B-Instruct --max-model-len 32768"
@@ -107,3 +110,25 @@ def test_preflight_bad_body_names_the_field(serve: ServerFactory, problem: Probl
     body = problem(api.post("/v1/preflight", json={"command": COMMAND, "top": 99}), 400, "validation-error")
 
     assert "$.top" in str(body)
+
+
+def test_preflight_sizes_a_model_the_catalog_lacks_from_its_pasted_config(serve: ServerFactory) -> None:
+    api = serve(Settings(rate_limit=None))
+    config = json.loads((CONFIGS / "Qwen--Qwen3-8B.json").read_text())
+    request = PreflightRequest(
+        command="vllm serve acme/private-qwen --max-model-len 8192", gpu="H100", config=config
+    )
+
+    body = api.post("/v1/preflight", content=msgspec.json.encode(request)).json()
+
+    assert body["outcome"] == "starts"
+    assert body["budget"]["sources"]["model"]["kind"] == "given"
+
+
+def test_preflight_of_an_unknown_model_names_the_closest(serve: ServerFactory, problem: ProblemCheck) -> None:
+    api = serve(Settings(rate_limit=None))
+    request = PreflightRequest(command="vllm serve Qwen/Qwen2.5-7B-Instruc --max-model-len 8192", gpu="H100")
+
+    body = problem(api.post("/v1/preflight", content=msgspec.json.encode(request)), 422, "unknown-model")
+
+    assert "Qwen/Qwen2.5-7B-Instruct" in str(body)
