@@ -42,6 +42,8 @@ class RepliedTo(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Recent(msgspec.Struct, frozen=True, kw_only=True):
+    """One recurring failure: its fingerprint and what team memory holds about it."""
+
     fingerprint: Fingerprint
     sighting: Sighting
 
