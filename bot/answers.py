@@ -23,6 +23,7 @@ from bot.blocks import (
     render_diagnosis,
     render_error,
     render_help,
+    render_preflight,
     render_snapshots,
     scrub,
 )
@@ -33,7 +34,7 @@ from bot.parse import Ask, parse_ask
 from bot.settings import BotSettings
 from bot.state import State, ThreadContext
 from service.redact import redact
-from service.schemas import DiagnoseRequest, Diagnosis, Fingerprint, Snapshot
+from service.schemas import DiagnoseRequest, Diagnosis, Fingerprint, PreflightRequest, Snapshot
 
 __all__ = [
     "Backends",
@@ -222,6 +223,24 @@ async def hosts_message(backends: Backends, channel: str) -> Message:
     return render_help(sorted(known))
 
 
+async def preflight_message(backends: Backends, ask: Ask) -> Message:
+    """The pre-flight answer for the command on the first named host (its live snapshot)."""
+    if ask.preflight is None:
+        raise UserError("I found no launch command to check.")
+    if not ask.hosts:
+        raise UserError(
+            "Name the host to check it on, e.g. `will `vllm serve …` start on gpu-07?`; "
+            "mention me with `hosts` to see the registered ones."
+        )
+    snapshots, failures, notes = await _live(backends, ask.hosts[:1])
+    if failures:
+        raise UserError(f"I cannot check it on {failures[0].host}: {failures[0].reason}.")
+    if not snapshots:
+        raise UserError(notes[0] if notes else f"I found no snapshot of {ask.hosts[0]}.")
+    request = PreflightRequest(command=ask.preflight, snapshot=snapshots[0], vllm_version=ask.vllm_version)
+    return render_preflight(await backends.service.preflight(request))
+
+
 async def _remembered(
     backends: Backends, diagnosis: Diagnosis, *, this_one: bool
 ) -> tuple[Diagnosis, Fingerprint | None, str | None]:
@@ -374,7 +393,7 @@ async def _understand(
 ) -> None:
     """Fill `turn` from the message, its files and the thread; raises UserError when nothing is usable."""
     ask = turn.ask = parse_ask(text)
-    if ask.help or ask.list_hosts or ask.estimate is not None:
+    if ask.help or ask.list_hosts or ask.estimate is not None or ask.preflight is not None:
         return
     file_texts = await read_files(client, files, backends.settings)
     earlier = None
@@ -397,6 +416,8 @@ async def _reply(backends: Backends, place: Place, turn: _Turn) -> Message:
         return await hosts_message(backends, place.channel)
     if turn.ask is not None and turn.ask.estimate is not None:
         return render_budget(await backends.service.estimate(turn.ask.estimate))
+    if turn.ask is not None and turn.ask.preflight is not None:
+        return await preflight_message(backends, turn.ask)
     if turn.context is None:
         raise UserError("I found nothing to look at.")
     return await compose(backends, turn.context, turn=turn)

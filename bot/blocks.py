@@ -14,7 +14,7 @@ import msgspec
 from bot.clients import HostFailure
 from bot.slack_message import LIMITS, Block, Message, Upload, cut, limit_violations, recut
 from service.redact import redact, redact_value
-from service.schemas import FACT_LABELS, Budget, Diagnosis, Evidence, Facts, Fix, Snapshot
+from service.schemas import FACT_LABELS, Budget, Diagnosis, Evidence, Facts, Fix, Preflight, Snapshot
 
 __all__ = [
     "ACTION_FIXED_IT",
@@ -404,6 +404,32 @@ def render_snapshots(
     return _message(text, blocks, upload, failed=failed)
 
 
+_OUTCOME_HEADERS = {
+    "starts": ":large_green_circle: Starts",
+    "rejected": ":red_circle: Rejected by vLLM's arguments",
+    "refused": ":red_circle: Refused at the startup check",
+    "fails": ":red_circle: Fails after loading",
+}
+
+
+def render_preflight(result: Preflight) -> Message:
+    """The answer to "will this command start on gpu-07?": verdict, corrected command, fixes, doubts."""
+    where = f" on {result.host}" if result.host else ""
+    gpus = f" (GPU {', '.join(map(str, result.gpus))})" if result.gpus else ""
+    blocks: list[Block] = [
+        _header(f"{_OUTCOME_HEADERS[result.outcome]}{where}{gpus}"),
+        _section(result.verdict),
+    ]
+    if result.corrected_command:
+        blocks.append(_section(f"*Corrected command*\n```{result.corrected_command}```"))
+    blocks += [_fix_block(fix) for fix in result.fixes]
+    blocks += _budget_blocks(result.budget)
+    if result.uncertain:
+        blocks.append(_section("*Uncertain*\n" + "\n".join(f"• {note}" for note in result.uncertain)))
+    blocks.append(_context(f"vLLM {result.vllm_version} ({result.version_source}) · pre-flight"))
+    return _message(result.verdict, blocks, failed=False)
+
+
 def render_error(sentence: str) -> Message:
     """One sentence telling the person what went wrong and, where possible, what to do."""
     return _message(sentence, [_section(f":x: {sentence}")], failed=True)
@@ -414,8 +440,12 @@ HELP_TEXT = """*vramdoc* diagnoses vLLM GPU-memory failures.
 the decisive lines and ranked fixes.
 • Name a host (`gpu-07`, `on gpu-07 and gpu-08`): I show its live GPUs. With a log, the snapshot goes \
 into the diagnosis.
+• Ask before a launch: `will \\`vllm serve Qwen/Qwen2.5-72B-Instruct -tp 4\\` start on gpu-07?` checks \
+its flags for the host's vLLM and sizes it on the GPUs' free memory right now.
 • Ask a sizing question: `will Llama-3.1-70B fit on 2×A100-80GB at 32k?` or `estimate qwen2.5-7b on L4`.
 • Follow up in the same thread (e.g. a host name after a log): I combine it with what the thread gave.
+• `/vramdoc recent` (or `recent 30`) lists the team's most frequent failures, their hosts and the fix \
+that worked.
 • `/vramdoc help` shows this; the message shortcut *Diagnose with vramdoc* works on anyone's message."""
 
 

@@ -12,7 +12,15 @@ from typing import TypeVar
 import httpx
 import msgspec
 
-from service.schemas import Budget, DiagnoseRequest, Diagnosis, EstimateRequest, Snapshot
+from service.schemas import (
+    Budget,
+    DiagnoseRequest,
+    Diagnosis,
+    EstimateRequest,
+    Preflight,
+    PreflightRequest,
+    Snapshot,
+)
 
 __all__ = ["AgentClient", "HostFailure", "ServiceClient", "ServiceError"]
 
@@ -54,7 +62,7 @@ def _transport_reason(exc: httpx.HTTPError, timeout_s: float) -> str:
 
 
 class ServiceClient:
-    """Calls `POST /v1/diagnose` and `POST /v1/estimate` on the vramdoc service."""
+    """Calls `POST /v1/diagnose`, `/v1/estimate` and `/v1/preflight` on the vramdoc service."""
 
     def __init__(self, base_url: str, *, timeout_s: float = 15.0, token: str | None = None) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -86,6 +94,9 @@ class ServiceClient:
 
     async def estimate(self, request: EstimateRequest) -> Budget:
         return await self._post("/v1/estimate", request, Budget)
+
+    async def preflight(self, request: PreflightRequest) -> Preflight:
+        return await self._post("/v1/preflight", request, Preflight)
 
     async def close(self) -> None:
         await self._http.aclose()

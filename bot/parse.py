@@ -21,6 +21,7 @@ __all__ = [
     "Ask",
     "parse_ask",
     "parse_length",
+    "parse_preflight",
     "parse_sizing",
     "split_log",
     "unescape_slack",
@@ -32,7 +33,11 @@ _CHANNEL = re.compile(r"<#[A-Z0-9]+\|([^>]*)>")
 _LINK = re.compile(r"<((?:https?|mailto|ftp):[^>|]*)(?:\|([^>]*))?>")
 _FENCE = re.compile(r"```(.*?)(?:```|\Z)", re.DOTALL)
 _INLINE_CODE = re.compile(r"`([^`\n]+)`")
-_COMMAND = re.compile(r"^\s*(?:\$\s*)?(?:vllm\s+serve\b|python3?\s+-m\s+vllm\.entrypoints\.)", re.IGNORECASE)
+# a launch command, after any `KEY=value` environment words (`CUDA_VISIBLE_DEVICES=1 vllm serve …`)
+_COMMAND = re.compile(
+    r"^\s*(?:\$\s*)?(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*(?:vllm\s+serve\b|python3?\s+-m\s+vllm\.entrypoints\.)",
+    re.IGNORECASE,
+)
 _LOG_MARKER = re.compile(
     r"(?i)(?:error|warning|traceback|exception|out of memory|tried to allocate|raise)\b"
     r"|\bINFO\b|\d{2}:\d{2}:\d{2}|\d\s*GiB\b|File \"|gpu_memory_utilization=|max_model_len="
@@ -81,6 +86,15 @@ _UTIL = re.compile(
 _KV_FP8 = re.compile(r"(?i)\b(?:fp8\s+kv(?:[- ]cache)?|kv(?:[- ]cache)?\s*(?:dtype\s*)?[=:]?\s*(fp8\w*))\b")
 _QUANT = re.compile(r"(?i)\b(awq|gptq|fp8|bitsandbytes|bnb|gguf|int4|int8)\b")
 _DTYPE = re.compile(r"(?i)\b(bf16|bfloat16|fp16|float16|half|fp32|float32)\b")
+# "will `vllm serve …` start on gpu-07?": a launch question about a command, on a host
+_PREFLIGHT = re.compile(
+    r"(?i)\b(?:will|would|does|do|can|could)\b.*\b(?:start|run|launch|boot|come\s+up|work)\b"
+)
+# the command typed without code formatting: from `vllm serve` up to the question's verb
+_BARE_COMMAND = re.compile(
+    r"(?i)((?:\b[A-Z_][A-Z0-9_]*=\S+\s+)*(?:vllm\s+serve|python3?\s+-m\s+vllm\.entrypoints\.\S+)\b.*?)"
+    r"\s+(?:start|run|launch|boot|come\s+up|work)\b"
+)
 _VLLM_VERSION = re.compile(r"(?i)\bvllm\s*(?:==|v)?\s*(\d+\.\d+(?:\.\d+)?)\b")
 _GIB = re.compile(r"(?i)^(\d+(?:\.\d+)?)\s*gi?b$")
 _DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32"}
@@ -96,10 +110,12 @@ class Ask(msgspec.Struct, frozen=True, kw_only=True):
     vllm_version: str | None = None
     help: bool = False
     list_hosts: bool = False
+    # a pre-flight question: the command to check on `hosts`
+    preflight: str | None = None
 
     @property
     def empty(self) -> bool:
-        return not (self.log or self.hosts or self.estimate or self.help or self.list_hosts)
+        return not (self.log or self.hosts or self.estimate or self.help or self.list_hosts or self.preflight)
 
 
 def unescape_slack(text: str) -> str:
@@ -252,6 +268,25 @@ def parse_sizing(text: str) -> EstimateRequest | None:
     )
 
 
+def parse_preflight(text: str) -> tuple[str, str] | None:
+    """(command, the rest of the question) for "will `vllm serve …` start on gpu-07?", else None.
+
+    The command is a code span (inline or fenced) that starts like a launch command, else the words
+    from `vllm serve` up to the question's verb.
+    """
+    if not _PREFLIGHT.search(text):
+        return None
+    for span in (*_FENCE.finditer(text), *_INLINE_CODE.finditer(text)):
+        candidate = span.group(1).strip()
+        if _COMMAND.match(candidate):
+            rest = text[: span.start()] + " " + text[span.end() :]
+            return candidate, rest
+    bare = _BARE_COMMAND.search(text)
+    if bare is None:
+        return None
+    return bare.group(1).strip(), text[: bare.start(1)] + " " + text[bare.end(1) :]
+
+
 def parse_ask(text: str) -> Ask:
     """Read one message (Slack wire text or a slash command's text) into an Ask."""
     plain = unescape_slack(text).strip()
@@ -259,6 +294,15 @@ def parse_ask(text: str) -> Ask:
         return Ask(help=True)
     if plain.lower().strip(" ?!.") in _LIST_HOSTS:
         return Ask(list_hosts=True)
+    preflight = parse_preflight(plain) if len(plain.splitlines()) <= 8 else None
+    if preflight is not None:
+        command, rest = preflight
+        version = _VLLM_VERSION.search(rest)
+        return Ask(
+            preflight=redact(command),
+            hosts=_hosts(rest),
+            vllm_version=version.group(1) if version else None,
+        )
     if "```" not in plain and len(plain.splitlines()) <= 2:
         estimate = parse_sizing(plain)
         if estimate is not None:

@@ -1,6 +1,6 @@
 """The `vramdoc` command line: one parser, each subcommand's work in its own module.
 
-Exit codes (DESIGN §3.7): 0 nothing wrong / fits, 1 failure diagnosed / does not fit, 2 usage or
+Exit codes (DESIGN §3.7): 0 nothing wrong / fits / starts, 1 failure diagnosed / does not fit, 2 usage or
 input error. Handlers are imported lazily so `vramdoc diagnose` never pays for the web stack.
 """
 
@@ -22,6 +22,7 @@ EXIT_USAGE = 2
 _HANDLERS = {
     "diagnose": "service.commands.diagnose:run",
     "estimate": "service.commands.estimate:run",
+    "preflight": "service.commands.preflight:run",
     "rules": "service.commands.rules:run",
     "serve": "service.commands.serve:run",
     "agent": "service.agent.command:run_agent",
@@ -74,6 +75,18 @@ def _add_estimate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--json", action="store_true", help="print the Budget JSON contract only")
 
 
+def _add_preflight(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("preflight", help="will a `vllm serve ...` command start on a host right now?")
+    p.add_argument("launch", metavar="COMMAND", help="the launch command, quoted: 'vllm serve MODEL ...'")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--snapshot", help="the host's snapshot JSON file (`vramdoc snapshot --json` there)")
+    where.add_argument("--host", help="a registered host: its agent's live snapshot (VRAMDOC_REDIS_URL)")
+    where.add_argument("--gpu", help="without a host: a catalog GPU, assumed empty")
+    p.add_argument("--vllm-version", help="the host's vLLM version, when its vLLM server does not say")
+    p.add_argument("--top", type=int, default=3, help="how many fixes to show (default 3)")
+    p.add_argument("--json", action="store_true", help="print the Preflight JSON only")
+
+
 def _add_rules(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("rules", help="list rule packs or run every rule's own examples")
     p.add_argument("action", choices=["list", "test"])
@@ -117,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="vramdoc", description="Diagnose vLLM GPU-memory failures and rank exact fixes."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_diagnose, _add_estimate, _add_rules, _add_serve, _add_agent, _add_bot):
+    for add in (_add_diagnose, _add_estimate, _add_preflight, _add_rules, _add_serve, _add_agent, _add_bot):
         add(sub)
     return parser
 

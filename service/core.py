@@ -17,6 +17,7 @@ from service.fingerprints import fingerprint
 from service.fixes import check_calculators
 from service.fixes.diagnosis import with_fixes
 from service.packs import RulePacks, load_packs
+from service.preflight import launch_model, preflight
 from service.schemas import (
     Budget,
     DiagnoseRequest,
@@ -28,7 +29,7 @@ from service.schemas import (
     VllmServer,
 )
 
-__all__ = ["classify", "diagnose", "estimate", "load_rules"]
+__all__ = ["classify", "diagnose", "estimate", "launch_model", "load_rules", "preflight"]
 
 MAX_LOG_CHARS = 64 * 2**20
 

@@ -17,6 +17,11 @@ __all__ = [
     "PHASES",
     "AgentRegistration",
     "Budget",
+    "CalibrationFigure",
+    "CalibrationGroup",
+    "CalibrationReport",
+    "CalibrationSample",
+    "CommandIssue",
     "DiagnoseRequest",
     "Diagnosis",
     "Engine",
@@ -33,6 +38,9 @@ __all__ = [
     "MigInstance",
     "OtherProcess",
     "Phase",
+    "Preflight",
+    "PreflightOutcome",
+    "PreflightRequest",
     "Severity",
     "Snapshot",
     "SnapshotError",
@@ -342,6 +350,8 @@ class VllmServer(Wire, frozen=True):
     # Any rather than object: the pack cache and OpenAPI need a JSON schema for it, and object has none
     model_config: dict[str, Any] | None = None
     model_parameters: dict[str, int] | None = None
+    # what the server's `GET /version` answered: the version pre-flight lints a command for
+    version: str | None = None
 
 
 class SnapshotError(Wire, frozen=True):
@@ -419,3 +429,106 @@ class EstimateRequest(Wire, frozen=True):
     # Parameter counts per safetensors dtype read from the checkpoint's headers (e.g. {"BF16": 8030261248});
     # with it the weights are the checkpoint's bytes, not the architecture's parameter count.
     parameters: dict[str, int] | None = None
+
+
+class PreflightRequest(Wire, frozen=True):
+    """Will `command` start on the host whose `snapshot` this is (or on an empty `gpu`), now?"""
+
+    command: Annotated[str, msgspec.Meta(min_length=1, max_length=65536)]
+    snapshot: Snapshot | None = None
+    gpu: str | None = None
+    model: str | None = None
+    vllm_version: str | None = None
+    top: Annotated[int, msgspec.Meta(ge=0, le=MAX_TOP)] = 3
+    # for a model the catalog lacks, as in EstimateRequest: its config.json and checkpoint totals
+    config: dict[str, object] | None = None
+    parameters: dict[str, int] | None = None
+
+
+# --- pre-flight ----------------------------------------------------------------------------------
+
+# starts; rejected (vLLM's argument parser refuses a flag); refused (the startup check); fails (later)
+PreflightOutcome = Literal["starts", "rejected", "refused", "fails"]
+
+
+class CommandIssue(Wire, frozen=True):
+    """A flag of the command that vLLM does not accept in the version it is checked against."""
+
+    rule: str
+    flag: str
+    severity: Severity
+    message: str
+
+
+class Preflight(Wire, frozen=True):
+    """The answer of `POST /v1/preflight` and `vramdoc preflight --json`."""
+
+    outcome: PreflightOutcome
+    phase: Phase | None
+    verdict: str
+    host: str | None
+    gpus: list[int]
+    vllm_version: str
+    version_source: Literal["request", "snapshot", "assumed"]
+    issues: list[CommandIssue]
+    budget: Budget
+    fixes: list[Fix]
+    corrected_command: str | None
+    uncertain: list[str]
+
+
+# --- calibration -------------------------------------------------------------------------------
+
+
+class CalibrationSample(Wire, frozen=True):
+    """One pasted start-up: its configuration, what vLLM measured and what the estimator predicted
+    for the same inputs (GiB per GPU, keyed by Budget field). Numbers and ids only, never log text."""
+
+    key: str
+    model: str
+    family: str | None
+    gpu: str
+    total_gib: float
+    vllm_version: str | None
+    vllm_minor: str | None
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    dtype: str | None = None
+    quantization: str | None = None
+    kv_cache_dtype: str | None = None
+    block_size: int | None = None
+    gpu_memory_utilization: float | None = None
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    enforce_eager: bool | None = None
+    measured: dict[str, float] = msgspec.field(default_factory=dict)
+    predicted: dict[str, float] = msgspec.field(default_factory=dict)
+
+
+class CalibrationFigure(Wire, frozen=True):
+    """The estimator's error on one figure: predicted − measured, GiB."""
+
+    samples: int
+    mean_error_gib: float
+    mean_abs_error_gib: float
+    max_abs_error_gib: float
+
+
+class CalibrationGroup(Wire, frozen=True):
+    """The error by model family, GPU and vLLM minor; `enough` once estimates cite it."""
+
+    family: str | None
+    gpu: str
+    vllm_minor: str | None
+    samples: int
+    enough: bool
+    figures: dict[str, CalibrationFigure]
+
+
+class CalibrationReport(Wire, frozen=True):
+    """`GET /v1/calibration`: every group, and how many samples a group needs before it is cited."""
+
+    min_samples: int
+    samples: int
+    groups: list[CalibrationGroup]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal, TextIO, cast
 
 import httpx
+import msgspec
 from prometheus_client.parser import text_fd_to_metric_families
 
 from service.schemas import GpuInfo, MigInstance, SnapshotError, VllmServer
@@ -158,7 +159,22 @@ async def scrape_vllm(client: httpx.AsyncClient, url: str) -> VllmServer | Snaps
     server = vllm_server(url, samples)
     if server is None:
         return SnapshotError(source=source, reason=f"{target} has no vllm: metrics (not a vLLM server?)")
-    return server
+    return msgspec.structs.replace(server, version=await served_version(client, url))
+
+
+class _Version(msgspec.Struct):
+    version: str
+
+
+async def served_version(client: httpx.AsyncClient, url: str) -> str | None:
+    """What the server's `GET /version` says (vLLM's OpenAI server has it); None when it says nothing
+    usable: pre-flight then asks the person for the version instead."""
+    base = url.rstrip("/").removesuffix("/metrics")
+    try:
+        text = await _fetch(client, f"{base}/version")
+        return msgspec.json.decode(text, type=_Version).version.strip()[:64] or None
+    except Exception:  # any failure means "not known", which the answer says
+        return None
 
 
 async def scrape_vllm_servers(

@@ -24,14 +24,21 @@ from service.api.problems import exception_handlers
 from service.api.routes import V1_HANDLERS, health_handlers
 from service.api.settings import Settings
 from service.api.stores import SharedState
+from service.api.team import TEAM_HANDLERS
 from service.api.views import Loaded
+from service.calibration_store import CalibrationStore
 from service.core import load_rules
 from service.packs import RulePacks
+from service.redis_link import connect_redis
 from service.serving import StalledBodyGuard
+from service.team_memory import TeamMemory
 
 __all__ = ["create_app", "create_app_from_env"]
 
 log = logging.getLogger("vramdoc.service")
+
+# team memory and calibration are read on request; a Redis slower than this is reported, not awaited
+_TEAM_REDIS_TIMEOUT_S = 1.0
 
 
 def _lifespan(
@@ -43,12 +50,23 @@ def _lifespan(
         shared = SharedState(
             settings.redis_url, namespace=settings.redis_prefix, cache_max_entries=settings.cache_max_entries
         )
-        app.state.loaded = Loaded.build(settings, packs, shared, clock)
+        client = None
+        memory, calibration = None, None
+        if settings.redis_url is not None:
+            client = connect_redis(settings.redis_url, timeout_s=_TEAM_REDIS_TIMEOUT_S)
+            prefix, days = f"{settings.redis_prefix}:", settings.memory_retention_days
+            memory = TeamMemory(client, key_prefix=prefix, retention_days=days)
+            calibration = CalibrationStore(client, key_prefix=prefix, retention_days=days)
+        app.state.loaded = Loaded.build(
+            settings, packs, shared, clock, memory=memory, calibration=calibration
+        )
         log.info("vramdoc service ready: rules %s, redis %s", packs.digest, await shared.redis_status())
         try:
             yield
         finally:
             await shared.close()
+            if client is not None:
+                await client.aclose()
 
     return lifespan
 
@@ -61,7 +79,11 @@ def create_app(
     if settings.sentry_dsn:
         init_sentry(settings.sentry_dsn, settings.sentry_environment)
     # bench_handlers() is empty unless VRAMDOC_BENCH_TRIVIAL_POST=1 (bench/service.py's peer endpoint)
-    v1 = Router("/v1", route_handlers=[*V1_HANDLERS, *bench_handlers()], guards=[rate_limit, require_token])
+    v1 = Router(
+        "/v1",
+        route_handlers=[*V1_HANDLERS, *TEAM_HANDLERS, *bench_handlers()],
+        guards=[rate_limit, require_token],
+    )
     metrics = prometheus_config()
     app = Litestar(
         route_handlers=[v1, *health_handlers, MetricsController],

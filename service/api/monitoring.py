@@ -11,26 +11,32 @@ or breadcrumb passes through `redact`, because an exception message can quote a 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import sentry_sdk
 from litestar import Response, get
 from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
-from prometheus_client import CONTENT_TYPE_LATEST, Counter
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge
 from sentry_sdk.integrations.dedupe import DedupeIntegration
 from sentry_sdk.integrations.logging import LoggingIntegration, ignore_logger
 from uvicorn.config import LOGGING_CONFIG
 
 from service.redact import redact_value
+from service.schemas import CalibrationGroup
 
 __all__ = [
+    "CALIBRATION_ERROR",
+    "CALIBRATION_SAMPLES",
     "DIAGNOSES",
+    "PREFLIGHTS",
     "MetricsController",
     "RedactedAccessLog",
     "access_log_config",
     "init_sentry",
     "note_problem",
     "prometheus_config",
+    "publish_calibration",
     "report_failure",
     "scrub",
 ]
@@ -38,6 +44,33 @@ __all__ = [
 DIAGNOSES = Counter(
     "vramdoc_diagnoses_total", "Diagnoses answered, by endpoint and root phase.", ["endpoint", "phase"]
 )
+
+PREFLIGHTS = Counter(
+    "vramdoc_preflights_total",
+    "Pre-flights answered, by outcome (starts, rejected, refused, fails).",
+    ["outcome"],
+)
+CALIBRATION_ERROR = Gauge(
+    "vramdoc_calibration_error_gib",
+    "The estimator's mean error (predicted - measured, GiB) on pasted vLLM profiles, by model family, "
+    "GPU, vLLM minor and figure.",
+    ["family", "gpu", "vllm_minor", "figure"],
+)
+CALIBRATION_SAMPLES = Gauge(
+    "vramdoc_calibration_samples",
+    "Pasted vLLM profiles the estimator was compared with, by model family, GPU and vLLM minor.",
+    ["family", "gpu", "vllm_minor"],
+)
+
+
+def publish_calibration(groups: Sequence[CalibrationGroup]) -> None:
+    """Set the calibration gauges to the groups' current errors (every worker reads the same Redis)."""
+    for group in groups:
+        labels = (group.family or "unknown", group.gpu, group.vllm_minor or "unknown")
+        CALIBRATION_SAMPLES.labels(*labels).set(group.samples)
+        for figure, error in group.figures.items():
+            CALIBRATION_ERROR.labels(*labels, figure).set(error.mean_error_gib)
+
 
 _KEPT_REQUEST_KEYS = ("method", "url")
 

@@ -15,9 +15,9 @@ import msgspec
 from litestar.openapi.spec import OpenAPI, OpenAPIMediaType, Operation, Reference, RequestBody, Schema
 from litestar.openapi.spec.enums import OpenAPIType
 
-from service.schemas import DiagnoseRequest, EstimateRequest
+from service.schemas import DiagnoseRequest, EstimateRequest, PreflightRequest
 
-__all__ = ["EstimateBodyOperation", "LogBodyOperation", "add_request_components"]
+__all__ = ["EstimateBodyOperation", "LogBodyOperation", "PreflightBodyOperation", "add_request_components"]
 
 _REF_TEMPLATE = "#/components/schemas/{name}"
 
@@ -32,7 +32,9 @@ def _any_value(type_: type) -> dict[str, Any]:
 def add_request_components(openapi: OpenAPI) -> None:
     """Add the schemas of the request bodies and the types inside them (Snapshot, GpuInfo, ...)."""
     _, schemas = msgspec.json.schema_components(
-        [DiagnoseRequest, EstimateRequest], ref_template=_REF_TEMPLATE, schema_hook=_any_value
+        [DiagnoseRequest, EstimateRequest, PreflightRequest],
+        ref_template=_REF_TEMPLATE,
+        schema_hook=_any_value,
     )
     generated = openapi.components.schemas
     if generated is None:
@@ -71,6 +73,17 @@ class EstimateBodyOperation(Operation):
 
     def __post_init__(self) -> None:
         schema = Reference(ref=_REF_TEMPLATE.format(name="EstimateRequest"))
+        self.request_body = RequestBody(
+            content={"application/json": OpenAPIMediaType(schema=schema)}, required=True
+        )
+
+
+@dataclass
+class PreflightBodyOperation(Operation):
+    """Document the body as a JSON PreflightRequest."""
+
+    def __post_init__(self) -> None:
+        schema = Reference(ref=_REF_TEMPLATE.format(name="PreflightRequest"))
         self.request_body = RequestBody(
             content={"application/json": OpenAPIMediaType(schema=schema)}, required=True
         )

@@ -20,18 +20,28 @@ from litestar.params import Parameter
 
 from service import core
 from service.api.models import resolve_model
-from service.api.monitoring import DIAGNOSES
-from service.api.openapi import EstimateBodyOperation, LogBodyOperation
+from service.api.monitoring import DIAGNOSES, PREFLIGHTS
+from service.api.openapi import EstimateBodyOperation, LogBodyOperation, PreflightBodyOperation
 from service.api.problems import PROBLEM_MEDIA_TYPE, FieldError, Problem, ProblemError, decode_error
-from service.api.views import GpuEntry, Health, ModelInfo, Readiness, RulesInfo, loaded
-from service.models.chain import cite
+from service.api.team import calibrated_note, record_calibration
+from service.api.views import GpuEntry, Health, Loaded, ModelInfo, Readiness, RulesInfo, loaded
+from service.models.chain import ResolvedModel, cite
 from service.packs import RulePacks
 from service.redact import redact
-from service.schemas import MAX_TOP, Budget, DiagnoseRequest, Diagnosis, EstimateRequest, Snapshot
+from service.schemas import (
+    MAX_TOP,
+    Budget,
+    DiagnoseRequest,
+    Diagnosis,
+    EstimateRequest,
+    Preflight,
+    PreflightRequest,
+    Snapshot,
+)
 
 __all__ = ["V1_HANDLERS", "health_handlers"]
 
-T = TypeVar("T", Diagnosis, Budget)
+T = TypeVar("T", Diagnosis, Budget, Preflight)
 
 
 # Logs above this size are diagnosed on a worker thread so health probes still answer meanwhile.
@@ -116,7 +126,7 @@ class LogHints(msgspec.Struct, frozen=True):
     top: int | None
 
 
-R = TypeVar("R", DiagnoseRequest, EstimateRequest)
+R = TypeVar("R", DiagnoseRequest, EstimateRequest, PreflightRequest)
 
 
 def _decode_body(body: bytes, type_: type[R]) -> R:
@@ -232,6 +242,8 @@ async def _answer(
         status = "miss" if key else "off"
     if isinstance(result, Diagnosis):
         DIAGNOSES.labels(endpoint, result.phase).inc()
+    elif isinstance(result, Preflight):
+        PREFLIGHTS.labels(result.outcome).inc()
     return Response(result, headers={"X-Cache": status})
 
 
@@ -293,7 +305,9 @@ async def diagnose(
     top: _Top = None,
 ) -> Response[Diagnosis]:
     hints = LogHints(model, gpu, command, vllm_version, top)
-    return await _answer_log(request, state, "diagnose", hints, core.diagnose)
+    response = await _answer_log(request, state, "diagnose", hints, core.diagnose)
+    await record_calibration(loaded(state), response.content)
+    return response
 
 
 @post(
@@ -328,13 +342,77 @@ async def estimate(request: Request[Any, Any, Any], state: State) -> Response[Bu
     data = _redacted_estimate(_decode_body(await request.body(), EstimateRequest))
     ready = loaded(state)
     data, resolved = await resolve_model(ready, data)
-    return await _answer(
+    response = await _answer(
         state,
         "estimate",
         (msgspec.json.encode(data), msgspec.json.encode(resolved)),
         lambda: cite(core.estimate(data, ready.packs), resolved),
         Budget,
     )
+    note = await calibrated_note(ready, response.content, data.model)
+    if note is not None:
+        budget = response.content
+        response.content = msgspec.structs.replace(budget, notes=[*budget.notes, note])
+    return response
+
+
+def _redacted_preflight(req: PreflightRequest) -> PreflightRequest:
+    """The command is echoed (corrected) in the answer: scrub its tokens first, and the snapshot's."""
+    return msgspec.structs.replace(
+        req,
+        command=redact(req.command),
+        model=_redact_hint(req.model),
+        gpu=_redact_hint(req.gpu),
+        vllm_version=_redact_hint(req.vllm_version),
+        snapshot=_redact_snapshot(req.snapshot) if req.snapshot else None,
+    )
+
+
+async def _resolved_preflight(
+    ready: Loaded, data: PreflightRequest
+) -> tuple[PreflightRequest, ResolvedModel]:
+    """The pre-flight with its model resolved as an estimate's is (catalog, config.json, the host's
+    agent, the HF cache, the Hub)."""
+    name = core.launch_model(data, ready.packs)
+    wanted = EstimateRequest(model=name, config=data.config, parameters=data.parameters)
+    snapshots = (data.snapshot,) if data.snapshot is not None else ()
+    wanted, resolved = await resolve_model(ready, wanted, snapshots)
+    return msgspec.structs.replace(data, config=wanted.config, parameters=wanted.parameters), resolved
+
+
+@post(
+    "/preflight",
+    summary="Pre-flight a `vllm serve` command on a host: will it start there now, and if not, what will",
+    description=(
+        "Send the command and the host's snapshot (the agent's `GET /v1/snapshot`; the bot and "
+        "`vramdoc preflight --host` fetch it through the registry), or a catalog `gpu` to size it on "
+        "an empty GPU. The flags are checked for the host's vLLM version, the estimator sizes the "
+        "command on the GPUs' current free memory, and the answer gives the verdict, the corrected "
+        "command and what is uncertain."
+    ),
+    operation_class=PreflightBodyOperation,
+    status_code=200,
+    responses=_PROBLEMS,
+    response_headers=[_CACHE_HEADER],
+    tags=["budget"],
+)
+async def preflight(request: Request[Any, Any, Any], state: State) -> Response[Preflight]:
+    data = _redacted_preflight(_decode_body(await request.body(), PreflightRequest))
+    ready = loaded(state)
+    data, resolved = await _resolved_preflight(ready, data)
+
+    def compute() -> Preflight:
+        result = core.preflight(data, ready.packs)
+        return msgspec.structs.replace(result, budget=cite(result.budget, resolved))
+
+    response = await _answer(
+        state, "preflight", (msgspec.json.encode(data), msgspec.json.encode(resolved)), compute, Preflight
+    )
+    note = await calibrated_note(ready, response.content.budget, data.model)
+    if note is not None:
+        result = response.content
+        response.content = msgspec.structs.replace(result, uncertain=[*result.uncertain, note])
+    return response
 
 
 @get("/models", summary="Models in the catalog (ids and aliases accepted by `model`)", tags=["catalog"])
@@ -365,5 +443,5 @@ async def readyz(state: State) -> Readiness:
     return Readiness(status=status, rules_version=ready.packs.digest, redis=redis)
 
 
-V1_HANDLERS = [diagnose, classify, estimate, models, gpus, rules]
+V1_HANDLERS = [diagnose, classify, estimate, preflight, models, gpus, rules]
 health_handlers = [healthz, readyz]

@@ -65,6 +65,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     cache_ttl_s: Annotated[int, msgspec.Meta(ge=0)] = DEFAULT_CACHE_TTL_S
     cache_max_entries: Annotated[int, msgspec.Meta(ge=1)] = DEFAULT_CACHE_MAX_ENTRIES
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
+    # team memory and calibration samples in Redis: how long they are kept
+    memory_retention_days: Annotated[int, msgspec.Meta(ge=1)] = 30
+    # pasted profiles of one model family, GPU and vLLM minor before the estimator's note cites them
+    calibration_min_samples: Annotated[int, msgspec.Meta(ge=1)] = 5
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -106,5 +110,7 @@ _VARIABLES = {
     "max_body_bytes": EnvVar("VRAMDOC_MAX_BODY_BYTES", "a whole number of bytes, at least 1"),
     "cache_ttl_s": EnvVar("VRAMDOC_CACHE_TTL_S", "a whole number of seconds, at least 0"),
     "cache_max_entries": EnvVar("VRAMDOC_CACHE_MAX_ENTRIES", "a whole number of at least 1"),
+    "memory_retention_days": EnvVar("VRAMDOC_MEMORY_RETENTION_DAYS", "a whole number of days, at least 1"),
+    "calibration_min_samples": EnvVar("VRAMDOC_CALIBRATION_MIN_SAMPLES", "a whole number of at least 1"),
 }
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")

@@ -16,8 +16,10 @@ from litestar.datastructures import State
 
 from service.api.settings import Settings
 from service.api.stores import SharedState
+from service.calibration_store import CalibrationStore
 from service.models.chain import ModelResolver, ModelSettings
 from service.packs import RulePacks
+from service.team_memory import TeamMemory
 
 __all__ = [
     "GpuEntry",
@@ -89,13 +91,26 @@ class Loaded:
     )
     # Wall-clock seconds for the rate limiter's windows; tests inject one instead of sleeping.
     clock: Callable[[], float] = field(default=time.time)
+    # the bot's team memory in the shared Redis (None without Redis): what /v1/fingerprints lists
+    memory: TeamMemory | None = None
+    # the estimator's error on pasted profiles, in the same Redis (None without Redis)
+    calibration: CalibrationStore | None = None
 
     @classmethod
     def build(
-        cls, settings: Settings, packs: RulePacks, shared: SharedState, clock: Callable[[], float] = time.time
+        cls,
+        settings: Settings,
+        packs: RulePacks,
+        shared: SharedState,
+        clock: Callable[[], float] = time.time,
+        *,
+        memory: TeamMemory | None = None,
+        calibration: CalibrationStore | None = None,
     ) -> Loaded:
         models, gpus, rules = _catalog_views(packs)
-        return cls(settings, packs, shared, models, gpus, rules, clock=clock)
+        return cls(
+            settings, packs, shared, models, gpus, rules, clock=clock, memory=memory, calibration=calibration
+        )
 
 
 def loaded(state: State) -> Loaded:

@@ -20,7 +20,7 @@ from service.packs.catalog import Catalog, load_catalog
 from service.quantities import HumanNumberError, command_int
 from service.schemas import BUDGET_LABELS, Budget, EstimateRequest
 
-__all__ = ["human_bytes", "human_tokens", "parse_human_int", "render", "run"]
+__all__ = ["human_bytes", "human_tokens", "model_cache", "parse_human_int", "render", "run"]
 
 _BAR_WIDTH = 60
 
@@ -166,7 +166,7 @@ def _catalog() -> Catalog:
     return load_catalog(default_rules_dir())
 
 
-def _model_cache() -> DiskModelCache:
+def model_cache() -> DiskModelCache:
     """Resolved models under VRAMDOC_MODEL_CACHE_DIR, else the user's cache folder."""
     folder = os.environ.get("VRAMDOC_MODEL_CACHE_DIR")
     if folder:
@@ -177,7 +177,7 @@ def _model_cache() -> DiskModelCache:
 
 def _estimate(request: EstimateRequest, catalog: Catalog) -> Budget:
     """Resolve the model through the chain (catalog, config, local path, HF cache, Hub), then size it."""
-    resolver = ModelResolver(ModelSettings.from_env(), _model_cache())
+    resolver = ModelResolver(ModelSettings.from_env(), model_cache())
     request, resolved = resolver.prepare(request, catalog)
     return cite(estimate(request, catalog), resolved)
 

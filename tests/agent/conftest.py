@@ -38,6 +38,7 @@ METRICS = Path(__file__).parent / "fixtures" / "metrics"
 _PAGES: dict[str, tuple[int, bytes, float]] = {
     "/v0/metrics": (200, (METRICS / "vllm_v0_0.6.6.prom").read_bytes(), 0.0),
     "/v1/metrics": (200, (METRICS / "vllm_v1_0.11.0_two_engines.prom").read_bytes(), 0.0),
+    "/v1/version": (200, b'{"version": "0.11.0"}', 0.0),  # vLLM's OpenAI server answers GET /version
     "/v1-0.8/metrics": (200, (METRICS / "vllm_v1_0.8.5_old_name.prom").read_bytes(), 0.0),
     "/dcgm/metrics": (200, (METRICS / "dcgm_exporter_h100x2.prom").read_bytes(), 0.0),
     "/broken/metrics": (500, b"Internal Server Error", 0.0),

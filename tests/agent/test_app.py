@@ -108,6 +108,7 @@ def test_snapshot_with_the_token_returns_gpus_processes_and_vllm(agent_url: str,
     assert [p.pid for p in snapshot.gpus[0].processes] == [4242, 5117]
     [server] = snapshot.vllm
     assert (server.url, server.preemptions_total) == (f"{metrics_server}/v1", 2609)
+    assert server.version == "0.11.0"  # from the server's GET /version, for pre-flight
     assert snapshot.errors == []
 
 

@@ -90,6 +90,12 @@ async def test_v1_server_sums_engines_and_prefers_the_new_kv_metric(metrics_serv
     assert (server.requests_running, server.requests_waiting) == (125, 26)
     assert server.preemptions_total == 2609
     assert server.kv_cache_usage == 0.9835
+    assert server.version == "0.11.0"
+
+
+async def test_a_server_without_a_version_page_reports_no_version(metrics_server: str) -> None:
+    [server], errors = await scrape_vllm_servers([f"{metrics_server}/v1-0.8"], timeout_s=2.0)
+    assert errors == [] and server.version is None  # pre-flight then asks for it
 
 
 async def test_v1_before_092_reads_the_old_kv_metric_name(metrics_server: str) -> None:

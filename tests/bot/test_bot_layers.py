@@ -15,6 +15,7 @@ ALLOWED_SERVICE_MODULES = {
     "service.registry",
     "service.schemas",
     "service.serving",
+    "service.team_memory",
 }
 
 

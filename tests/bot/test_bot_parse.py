@@ -186,3 +186,49 @@ def test_fit_questions_about_a_host_still_name_the_host(text: str) -> None:
     ask = parse_ask(text)
     assert ask.estimate is None
     assert ask.hosts == ("gpu-07",)
+
+
+@pytest.mark.parametrize(
+    ("text", "command", "hosts", "version"),
+    [
+        (
+            "will `vllm serve Qwen/Qwen2.5-72B-Instruct -tp 4 --max-model-len 32768` start on gpu-07?",
+            "vllm serve Qwen/Qwen2.5-72B-Instruct -tp 4 --max-model-len 32768",
+            ("gpu-07",),
+            None,
+        ),
+        (
+            "would vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8k "
+            "run on gpu-08 with vllm 0.24?",
+            "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8k",
+            ("gpu-08",),
+            "0.24",
+        ),
+        (
+            "can this start on node-3?\n```\n"
+            "CUDA_VISIBLE_DEVICES=2 vllm serve Qwen/Qwen3-8B \\\n  --max-model-len 4096\n```",
+            "CUDA_VISIBLE_DEVICES=2 vllm serve Qwen/Qwen3-8B \\\n  --max-model-len 4096",
+            ("node-3",),
+            None,
+        ),
+    ],
+    ids=["inline-code", "bare-words", "fenced-continued"],
+)
+def test_a_launch_question_is_a_preflight_of_its_command_on_its_host(
+    text: str, command: str, hosts: tuple[str, ...], version: str | None
+) -> None:
+    ask = parse_ask(text)
+    assert (ask.preflight, ask.hosts, ask.vllm_version) == (command, hosts, version)
+    assert ask.log is None and ask.estimate is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "will Llama-3.1-70B fit on 2xA100-80GB at 32k?",
+        "why did `vllm serve x` crash on gpu-07?",
+        "will it start?",
+    ],
+)
+def test_questions_without_a_command_to_start_are_not_preflights(text: str) -> None:
+    assert parse_ask(text).preflight is None

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import msgspec
+import pytest
+
+from service.cli import main
 from service.core import diagnose
 from service.packs import RulePacks, load_packs
-from service.schemas import DiagnoseRequest, Snapshot, VllmServer
+from service.schemas import DiagnoseRequest, GpuInfo, Snapshot, VllmServer
 
 from .conftest import config
 
@@ -56,3 +61,32 @@ def test_the_agents_report_gives_the_budget_and_says_so() -> None:
     assert diagnosis.budget.sources["model"].note == "config.json the agent on gpu-7 read from disk"
     assert diagnosis.budget.sources["weights_gib"].kind == "exact"
     assert "request-hint-unknown" not in [f.rule for f in diagnosis.findings]
+
+
+def test_a_preflight_sizes_the_private_model_from_what_the_hosts_agent_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gpu = GpuInfo(
+        index=0,
+        uuid="GPU-0",
+        name="NVIDIA H100 80GB HBM3",
+        total_gib=79.65,
+        used_gib=0.5,
+        free_gib=79.15,
+        reserved_gib=0.5,
+        utilization_pct=0,
+        compute_capability="9.0",
+        mig_mode=False,
+    )
+    snapshot = msgspec.structs.replace(_snapshot(), gpus=[gpu])
+    path = tmp_path / "snap.json"
+    path.write_bytes(msgspec.json.encode(snapshot))
+
+    code = main(
+        ["preflight", f"vllm serve {PRIVATE} --max-model-len 8192", "--snapshot", str(path), "--json"]
+    )
+
+    answer = json.loads(capsys.readouterr().out)
+    assert code == 0 and answer["outcome"] == "starts"
+    assert "gpu-7" in answer["budget"]["sources"]["model"]["note"]
+    assert answer["budget"]["sources"]["weights_gib"]["kind"] == "exact"
