@@ -41,8 +41,12 @@ def web_client(settings: BotSettings) -> AsyncWebClient:
     )
 
 
-def build_backends(settings: BotSettings, *, key_prefix: str = "vramdoc:") -> Backends:
-    """State, host directory and HTTP clients from settings; the hosts file is read (and checked) here."""
+def build_backends(settings: BotSettings, *, key_prefix: str | None = None) -> Backends:
+    """State, host directory and HTTP clients from settings; the hosts file is read (and checked) here.
+
+    Keys live under the installation's VRAMDOC_REDIS_PREFIX, as the service's and the agents' do.
+    """
+    key_prefix = key_prefix if key_prefix is not None else f"{settings.redis_prefix}:"
     state = open_state(
         settings.redis_url,
         key_prefix=key_prefix,

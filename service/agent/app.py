@@ -19,7 +19,7 @@ from litestar import Litestar, Request, get
 from litestar.datastructures import State
 from litestar.response import Response
 
-from service.agent.registry import AGENT_KEY_PREFIX, Heartbeat, RegistrationBuilder
+from service.agent.registry import Heartbeat, RegistrationBuilder
 from service.agent.settings import AgentSettings
 from service.agent.snapshot import collect_snapshot, gpu_summary, read_gpus, utc_now
 from service.redis_link import connect_redis
@@ -128,9 +128,10 @@ async def _registration(app: Litestar) -> AsyncIterator[None]:
 
 
 def create_app(
-    settings: AgentSettings, identity: AgentIdentity, *, registry_prefix: str = AGENT_KEY_PREFIX
+    settings: AgentSettings, identity: AgentIdentity, *, registry_prefix: str | None = None
 ) -> Litestar:
-    """The agent app; `registry_prefix` only changes for test isolation."""
+    """The agent app; it registers under `<VRAMDOC_REDIS_PREFIX>:agent:` unless `registry_prefix`
+    says otherwise (test isolation)."""
     app = Litestar(
         route_handlers=[snapshot, healthz],
         lifespan=[_registration],
@@ -138,5 +139,5 @@ def create_app(
     )
     app.state.settings = settings
     app.state.identity = identity
-    app.state.registry_prefix = registry_prefix
+    app.state.registry_prefix = registry_prefix or f"{settings.redis_prefix}:agent:"
     return app

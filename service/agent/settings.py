@@ -43,6 +43,8 @@ class AgentSettings(msgspec.Struct, frozen=True, kw_only=True):
     vllm_urls: tuple[str, ...] = (DEFAULT_VLLM_URL,)
     dcgm_url: str | None = None
     redis_url: str | None = None
+    # the installation's Redis namespace, shared with the service and the bot (VRAMDOC_REDIS_PREFIX)
+    redis_prefix: str = "vramdoc"
     url: str | None = None
     heartbeat_s: Seconds = 15.0
     scrape_timeout_s: Seconds = 2.0
@@ -93,6 +95,7 @@ def load_settings(env: Mapping[str, str]) -> AgentSettings:
         vllm_urls=vllm_urls,
         dcgm_url=_http_url("VRAMDOC_AGENT_DCGM_URL", dcgm) if dcgm else None,
         redis_url=_redis_url(env.get("VRAMDOC_REDIS_URL", "").strip() or None),
+        redis_prefix=env.get("VRAMDOC_REDIS_PREFIX", "").strip() or "vramdoc",
         url=_http_url("VRAMDOC_AGENT_URL", url) if url else None,
     )
 

@@ -56,7 +56,9 @@ async def fetch_snapshot(
     way the bot asks it (bot.hosts, bot.clients); InputError with the bot's sentence when it fails."""
     static = load_hosts_file(Path(hosts_file)) if hosts_file else {}
     directory = HostDirectory(
-        connect_redis(redis_url, timeout_s=_AGENT_TIMEOUT_S) if redis_url else None, static
+        connect_redis(redis_url, timeout_s=_AGENT_TIMEOUT_S) if redis_url else None,
+        static,
+        key_prefix=f"{os.environ.get('VRAMDOC_REDIS_PREFIX', '').strip() or 'vramdoc'}:",
     )
     agents = AgentClient(token, timeout_s=_AGENT_TIMEOUT_S)
     try:

@@ -110,3 +110,8 @@ def test_urls_that_cannot_be_scraped_are_refused(url: str) -> None:
 def test_malformed_redis_url_is_one_sentence_not_a_startup_traceback(value: str) -> None:
     with pytest.raises(SettingsError, match="VRAMDOC_REDIS_URL must start with redis://"):
         load_settings({"VRAMDOC_REDIS_URL": value})
+
+
+def test_the_agent_registers_under_the_installations_redis_prefix() -> None:
+    assert load_settings({}).redis_prefix == "vramdoc"
+    assert load_settings({"VRAMDOC_REDIS_PREFIX": "team-b"}).redis_prefix == "team-b"

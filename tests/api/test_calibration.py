@@ -3,16 +3,21 @@ Redis), `GET /v1/calibration` and the Prometheus gauges publish the error, estim
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 import redis
-from conftest import ProblemCheck, ServerFactory
 
 from service.api.settings import Settings
 from service.core import diagnose
 from service.packs import RulePacks
 from service.schemas import DiagnoseRequest
+
+# the fixtures' types (tests/api/conftest.py); not imported, since `conftest` names a module per folder
+ServerFactory = Callable[[Settings], httpx.Client]
+ProblemCheck = Callable[[httpx.Response, int, str], dict[str, object]]
 
 HEALTHY = Path(__file__).resolve().parents[1] / "healthy"
 PROFILE_LOG = (HEALTHY / "v0.20-v1-cudagraph-profiling-advisory.log").read_text()

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import msgspec
 import redis.asyncio as aioredis
-from conftest import ProblemCheck, ServerFactory
 
 from service.api.settings import Settings
 from service.schemas import Fingerprint, GpuInfo, PreflightRequest, Snapshot
 from service.team_memory import TeamMemory, ThreadRef
+
+# the fixtures' types (tests/api/conftest.py); not imported, since `conftest` names a module per folder
+ServerFactory = Callable[[Settings], httpx.Client]
+ProblemCheck = Callable[[httpx.Response, int, str], dict[str, object]]
 
 CONFIGS = Path(__file__).resolve().parents[1] / "models" / "configs"
 TOKEN = "alpha-token"

@@ -177,3 +177,9 @@ def test_the_bot_applies_the_agents_token_rules(tmp_path: Path) -> None:
         load_settings(env)
     with pytest.raises(SettingsError, match="has 5 characters"):
         load_settings({"SLACK_BOT_TOKEN": "x", "SLACK_APP_TOKEN": "a", "VRAMDOC_AGENT_TOKEN": "short"})
+
+
+def test_the_bot_shares_the_installations_redis_prefix() -> None:
+    base = {"SLACK_BOT_TOKEN": "x", "SLACK_APP_TOKEN": "a"}
+    assert load_settings(base).redis_prefix == "vramdoc"
+    assert load_settings({**base, "VRAMDOC_REDIS_PREFIX": "team-b"}).redis_prefix == "team-b"
