@@ -215,8 +215,9 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
     if known is not None and known.phase is not None:  # the paste stops inside a function of one phase
         basis = f"a traceback cut inside {known.function}, which only raises {known.phase} errors"
         return Verdict(known.phase, 0.7, None, basis, [], first_exception)
-    if errors:
-        root = errors[0]
+    named = [h for h in errors if h.compiled.rule.severity == "error"]
+    if named:
+        root = named[0]
         basis = "an error that is not about GPU memory"
         return Verdict("not_memory", 0.6, root, basis, [root], root, taken_back=taken_back)
     wrappers = [h for h in hits if h.compiled.rule.kind == "wrapper" and h.compiled.rule.severity == "error"]
@@ -224,6 +225,10 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
         root = wrappers[0]
         basis = "only a wrapper error; its root cause is not in the excerpt"
         return Verdict("not_memory", 0.35, root, basis, [root], first_exception, taken_back=taken_back)
+    if errors:  # a traceback or a line logged as an error, with no exception line: still an error
+        root = errors[-1] if cut else errors[0]
+        basis = "a traceback cut before its exception line" if cut else "a line logged as an error"
+        return Verdict("not_memory", 0.4, root, basis, [root], root, taken_back=taken_back)
     seen_vllm = any(h.compiled.rule.kind in ("info", "version") for h in hits)
     confidence = 0.9 if seen_vllm else 0.5
     return Verdict("no_failure", confidence, None, "no failure signature", [], None, taken_back=taken_back)
