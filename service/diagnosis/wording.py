@@ -71,7 +71,9 @@ _EXCEPTION = re.compile(
     r"(?P<inner>\([A-Z]\w*\))?(?::\s*(?P<message>.*))?"
 )
 # An OpenAI-compatible error body: {"object": "error", "message": "...", "type": "BadRequestError"}
-_BODY_FIELD = re.compile(r"""["'](?P<key>message|type)["']\s*:\s*(?P<q>["'])(?P<value>(?:\\.|(?!(?P=q)).){0,400})(?P=q)""")
+_BODY_FIELD = re.compile(
+    r"""["'](?P<key>message|type)["']\s*:\s*(?P<q>["'])(?P<value>(?:\\.|(?!(?P=q)).){0,400})(?P=q)"""
+)
 HEAD_CHARS = 100
 
 
