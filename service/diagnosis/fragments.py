@@ -65,6 +65,8 @@ def find_fragments(
 
 def _candidate_lines(doc: Document, index: FragmentIndex) -> list[int]:
     numbers: list[int] = []
+    if index.prefilter is None:
+        return numbers
     text = doc.text
     pos, line_no, counted = 0, 1, 0
     while True:

@@ -17,8 +17,8 @@ from service.diagnosis.placement import HintFn, place
 from service.diagnosis.prose import ProseCue, is_negated_prose, read_prose
 from service.diagnosis.scan import Hit, present, scan_lines
 from service.packs import SignatureIndex
-from service.packs.fragments import FragmentIndex, empty_fragments
 from service.packs.evidence import EvidenceWeights
+from service.packs.fragments import FragmentIndex, empty_fragments
 from service.packs.prose import ProseVocabulary
 from service.packs.signatures import CompiledRule, Stage
 from service.schemas import Phase

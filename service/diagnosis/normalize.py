@@ -24,7 +24,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # IPython 8 prints a frame as `File ~/envs/x/vllm/worker/worker.py:123, in Worker.load_model(self)`;
 # written the way Python's own traceback does, every frame rule and the call-graph table read it.
 _IPYTHON_FRAME = re.compile(
-    r"(?m)^(?P<lead>[ \t>]*)File (?P<path>[^\s\"][^\s\"]*?\.py):(?P<line>\d+), in (?:[\w<>]+\.)*(?P<fn>[\w<>]+)(?:\(.*)?$"
+    r"(?m)^(?P<lead>[ \t>]*)File (?P<path>[^\s\"][^\s\"]*?\.py):(?P<line>\d+), "
+    r"in (?:[\w<>]+\.)*(?P<fn>[\w<>]+)(?:\(.*)?$"
 )
 # Slack escapes & < >; GitHub's HTML pages add quotes. One pass, so "&amp;lt;" becomes "&lt;".
 _ENTITIES = {"&lt;": "<", "&gt;": ">", "&amp;": "&", "&quot;": '"', "&#39;": "'", "&#x27;": "'"}

@@ -20,7 +20,8 @@ def _diagnose(packs: RulePacks, log: str) -> Diagnosis:
 
 
 FRAMES = (
-    'File "/opt/venv/lib/python3.10/site-packages/vllm/distributed/parallel_state.py", line 228, in __init__\n'
+    'File "/opt/venv/lib/python3.10/site-packages/vllm/distributed/parallel_state.py", '
+    "line 228, in __init__\n"
     "    self.pynccl_comm = PyNcclCommunicator(\n"
 )
 
@@ -46,12 +47,14 @@ FRAMES = (
             "---------------------------------------------------------------------------\n"
             "LocalEntryNotFoundError                   Traceback (most recent call last)\n"
             "Cell In[3], line 1\n----> 1 llm = LLM(model='meta-llama/Llama-3.1-8B-Instruct')\n"
-            "File ~/envs/x/lib/python3.11/site-packages/vllm/engine/arg_utils.py:98, in EngineArgs.create(self)\n",
+            "File ~/envs/x/lib/python3.11/site-packages/vllm/engine/arg_utils.py:98, "
+            "in EngineArgs.create(self)\n",
             "LocalEntryNotFoundError",
             id="ipython-cell",
         ),
         pytest.param(
-            '{"object":"error","message":"The model `llama3` does not exist.","type":"NotFoundError","param":null,"code":404}',
+            '{"object":"error","message":"The model `llama3` does not exist.",'
+            '"type":"NotFoundError","param":null,"code":404}',
             "NotFoundError: The model `llama3` does not exist.",
             id="openai-json-error-body",
         ),
@@ -84,9 +87,10 @@ def test_a_traceback_cut_before_its_exception_line_is_still_an_error(packs: Rule
 def test_ipython_frames_are_read_like_python_frames(packs: RulePacks) -> None:
     log = (
         "OutOfMemoryError                          Traceback (most recent call last)\n"
-        "File ~/envs/x/lib/python3.11/site-packages/vllm/worker/model_runner.py:1022, in GPUModelRunnerBase.load_model(self)\n"
-        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 224.00 MiB. GPU 0 has a total capacity of 23.68 GiB"
-        " of which 98.12 MiB is free.\n"
+        "File ~/envs/x/lib/python3.11/site-packages/vllm/worker/model_runner.py:1022, "
+        "in GPUModelRunnerBase.load_model(self)\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 224.00 MiB. "
+        "GPU 0 has a total capacity of 23.68 GiB of which 98.12 MiB is free.\n"
     )
     assert _diagnose(packs, log).phase == "weights_oom"
 
