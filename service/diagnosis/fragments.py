@@ -1,6 +1,6 @@
 """Knowing a vLLM message from a fragment of its template (service/packs/fragments.py).
 
-A line holding a seed (four words only templates of one phase contain) is aligned word by word with
+A line holding a seed (three or four words only templates of one phase contain) is aligned word by word with
 each template holding that seed; the template most of whose words the line shows wins, and how much
 of it was seen is the match's strength. The words between two matched literals, or right after the
 last one, are the template's holes: the template is rendered with them, and the rule that matches
@@ -17,7 +17,7 @@ from difflib import SequenceMatcher
 
 from service.diagnosis.normalize import Document, Line
 from service.diagnosis.scan import Hit, match_line
-from service.packs.fragments import HOLE_WORD, SEED_WORDS, FragmentIndex, words
+from service.packs.fragments import HOLE_WORD, SEED_SIZES, FragmentIndex, seeds_of, words
 from service.packs.inventory import pieces
 from service.packs.signatures import CompiledRule
 
@@ -88,14 +88,14 @@ def _best_template(line: Line, index: FragmentIndex, rules: dict[str, CompiledRu
     spans = words(text)
     tokens = [w for w, _, _ in spans]
     candidates: set[int] = set()
-    for i in range(len(tokens) - SEED_WORDS + 1):
-        candidates.update(index.table.seeds.get(" ".join(tokens[i : i + SEED_WORDS]), ()))
+    for seed in seeds_of(tokens):
+        candidates.update(index.table.seeds.get(seed, ()))
     best: tuple[float, int, dict[int, int]] | None = None
     for candidate in sorted(candidates):
         template = index.template_words[candidate]
         matcher = SequenceMatcher(None, tokens, template, autojunk=False)
         blocks = [b for b in matcher.get_matching_blocks() if b.size >= MIN_RUN]
-        if not blocks or max(b.size for b in blocks) < SEED_WORDS:
+        if not blocks or max(b.size for b in blocks) < min(SEED_SIZES):
             continue
         literal = sum(1 for w in template if w != HOLE_WORD)
         count = sum(b.size for b in blocks)
@@ -114,6 +114,13 @@ def _best_template(line: Line, index: FragmentIndex, rules: dict[str, CompiledRu
         return None
     values = _hole_values(text, spans, index.template_words[candidate], aligned)
     facts = _stated_facts(compiled, spec.text, spec.holes, values)
+    first = min(aligned)
+    if first > 0:  # the opening words are missing: put the template's own head back before the line's
+        restored = [
+            _head(spec.text, spec.holes, first, s) + text[spans[aligned[first]][1] :] for s in _STAND_INS
+        ]
+        for name, value in _agreed(compiled, restored[0], restored[1]).items():
+            facts.setdefault(name, value)
     return FragmentHit(Hit(compiled=compiled, line=line, facts=facts), round(min(1.0, seen), 3))
 
 
@@ -153,11 +160,33 @@ def _render(text: str, shapes: list[str], values: list[str | None], stand_in: di
     return "".join(out).split("\n", 1)[0]
 
 
+def _head(text: str, shapes: list[str], first_word: int, stand_in: dict[str, str]) -> str:
+    """The template's text before its word number `first_word` (holes as stand-ins)."""
+    out: list[str] = []
+    count = 0
+    for i, part in enumerate(pieces(text)):
+        part = unicodedata.normalize("NFKC", part)
+        for _, start, _ in words(part):
+            if count == first_word:
+                return "".join(out) + part[:start]
+            count += 1
+        out.append(part)
+        count += 1  # the hole after this piece
+        out.append(stand_in.get(shapes[i] if i < len(shapes) else "text", stand_in["text"]))
+    return "".join(out)
+
+
+def _agreed(compiled: CompiledRule, first_text: str, second_text: str) -> dict[str, object]:
+    """Facts the rule reads alike from both renderings: the ones the line itself states."""
+    first = match_line(compiled, first_text)
+    if not first:
+        return {}
+    second = match_line(compiled, second_text) or {}
+    return {name: value for name, value in first.items() if second.get(name) == value}
+
+
 def _stated_facts(
     compiled: CompiledRule, text: str, shapes: list[str], values: list[str | None]
 ) -> dict[str, object]:
-    first = match_line(compiled, _render(text, shapes, values, _STAND_INS[0]))
-    if not first:
-        return {}
-    second = match_line(compiled, _render(text, shapes, values, _STAND_INS[1])) or {}
-    return {name: value for name, value in first.items() if second.get(name) == value}
+    rendered = [_render(text, shapes, values, stand_in) for stand_in in _STAND_INS]
+    return _agreed(compiled, rendered[0], rendered[1])
