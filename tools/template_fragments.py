@@ -1,8 +1,8 @@
 """Write `rules/fragments/templates.json` from the template inventories (`rules/inventory/*.yaml`).
 
-The classifier knows a vLLM message cut or retold without its opening words by the runs of three and four words of
-its template (see service/packs/fragments.py). Rerun this after `tools/vllm_templates.py` or after a
-rule starts or stops matching a template.
+The classifier knows a vLLM message cut or retold without its opening words by the runs of three
+and four words of its template (see service/packs/fragments.py). Rerun this after
+`tools/vllm_templates.py` or after a rule starts or stops matching a template.
 
     python tools/template_fragments.py            # rewrite the table
     python tools/template_fragments.py --check    # exit 1 when the committed table is stale

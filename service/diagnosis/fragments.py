@@ -1,7 +1,7 @@
 """Knowing a vLLM message from a fragment of its template (service/packs/fragments.py).
 
-A line holding a seed (three or four words only templates of one phase contain) is aligned word by word with
-each template holding that seed; the template most of whose words the line shows wins, and how much
+A line holding a seed (three or four words only templates of one phase contain) is aligned word by
+word with each template holding that seed; the template most of whose words the line shows wins, and how much
 of it was seen is the match's strength. The words between two matched literals, or right after the
 last one, are the template's holes: the template is rendered with them, and the rule that matches
 the template reads its facts from that rendering. A hole the line does not show is rendered twice
