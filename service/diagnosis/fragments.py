@@ -17,7 +17,7 @@ from difflib import SequenceMatcher
 
 from service.diagnosis.normalize import Document, Line
 from service.diagnosis.scan import Hit, match_line
-from service.packs.fragments import HOLE_WORD, SEED_SIZES, FragmentIndex, seeds_of, words
+from service.packs.fragments import HOLE_WORD, SEED_SIZES, SEPARATORS, FragmentIndex, seeds_of, words
 from service.packs.inventory import pieces
 from service.packs.signatures import CompiledRule
 
@@ -50,8 +50,6 @@ def find_fragments(
     doc: Document, index: FragmentIndex, rules: dict[str, CompiledRule], skip: set[int]
 ) -> list[FragmentHit]:
     """Every line (not in `skip`) that shows a fragment of a decisive template, in line order."""
-    if index.prefilter is None:
-        return []
     found: list[FragmentHit] = []
     for number in _candidate_lines(doc, index):
         if number in skip:
@@ -64,20 +62,22 @@ def find_fragments(
 
 
 def _candidate_lines(doc: Document, index: FragmentIndex) -> list[int]:
+    """Numbers of the lines holding a seed (one RE2 pass over the text with separators as spaces)."""
     numbers: list[int] = []
-    if index.prefilter is None:
+    prefilter = index.prefilter
+    if prefilter is None:
         return numbers
-    text = doc.text
+    data = doc.text.translate(SEPARATORS).lower().encode("utf-8", errors="replace")
     pos, line_no, counted = 0, 1, 0
     while True:
-        match = index.prefilter.search(text, pos)
+        match = prefilter.search(data, pos)
         if match is None:
             return numbers
-        start = text.rfind("\n", 0, match.start()) + 1
-        line_no += text.count("\n", counted, start)
+        start = data.rfind(b"\n", 0, match.start()) + 1
+        line_no += data.count(b"\n", counted, start)
         counted = start
         numbers.append(line_no)
-        end = text.find("\n", match.start())
+        end = data.find(b"\n", match.start())
         if end < 0:
             return numbers
         pos = end + 1

@@ -15,6 +15,7 @@ import json
 import re
 import unicodedata
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import re2
@@ -26,6 +27,7 @@ from service.schemas import Phase
 
 __all__ = [
     "SEED_SIZES",
+    "SEPARATORS",
     "FragmentIndex",
     "FragmentTemplate",
     "Fragments",
@@ -40,6 +42,15 @@ SEED_SIZES = (3, 4)  # a seed is a run of this many words; a 4-word run may be o
 # where each of its 3-word runs is shared
 HOLE_WORD = "\x00"  # stands for a template's hole among its words: it matches no word of a line
 _WORD = re.compile(r"[a-z0-9_]+", re.IGNORECASE)
+# Every ASCII character that is not part of a word, and the full-width punctuation Chinese text uses,
+# as a space (one for one, so positions and line breaks stay where they were).
+SEPARATORS = str.maketrans(
+    {
+        c: " "
+        for c in [chr(i) for i in range(128) if not (chr(i).isalnum() or chr(i) in "_\n")]
+        + list("：，。（）；！？、「」【】《》“”‘’")
+    }
+)
 _DECISIVE = ("failure", "oom")
 FRAGMENTS_FILE = "fragments/templates.json"
 
@@ -61,16 +72,25 @@ class Fragments(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
 
 
 class FragmentIndex:
-    """The table, each template's words, and one RE2 pass that finds lines holding any seed."""
+    """The table, each template's words, and one RE2 pass that finds lines holding any seed.
 
-    __slots__ = ("prefilter", "table", "template_words")
+    The pass is compiled on first use: only a paste in which no rule found a failure needs it."""
+
+    __slots__ = ("_prefilter", "table", "template_words")
 
     def __init__(self, table: Fragments) -> None:
         self.table = table
         self.template_words = [template_words(t.text) for t in table.templates]
-        # between a seed's words any non-word text may stand (`：`, a quote, a line's own wrapping)
-        alternation = "|".join(s.replace(" ", r"[^A-Za-z0-9_]+") for s in table.seeds)
-        self.prefilter = re2.compile(f"(?i)(?:{alternation})", OPTIONS) if alternation else None
+        self._prefilter: Any = None
+
+    @property
+    def prefilter(self) -> Any:
+        """RE2 over a lower-cased text whose separators are all spaces (SEPARATORS): a seed's words
+        stand apart by one or more, so a quote, a bracket or a full-width `：` between them is no
+        obstacle. None when the table is empty."""
+        if self._prefilter is None and self.table.seeds:
+            self._prefilter = re2.compile("|".join(s.replace(" ", " +") for s in self.table.seeds), OPTIONS)
+        return self._prefilter
 
 
 def empty_fragments() -> FragmentIndex:
