@@ -152,3 +152,33 @@ def test_the_fragment_table_is_what_the_inventories_build() -> None:
     from template_fragments import main
 
     assert main(["--check"]) == 0
+
+
+def test_an_oom_above_request_handling_frames_is_a_serving_oom(packs: RulePacks) -> None:
+    log = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+        '  File "/usr/lib/python3/dist-packages/vllm/engine/async_llm_engine.py", line 772, in generate\n'
+        "    async for output in self._process_request(\n"
+        '  File "/usr/lib/python3/dist-packages/uvicorn/protocols/http/httptools_impl.py", line 399, in run_asgi\n'
+        "    result = await app(\n"
+    )
+    assert _diagnose(packs, log).phase == "runtime_oom"
+
+
+def test_frames_a_paste_ends_with_place_it_without_a_traceback_header(packs: RulePacks) -> None:
+    log = (
+        "the worker does not start:\n"
+        '  File "/usr/lib/python3/dist-packages/vllm/worker/worker.py", line 71, in init_model\n'
+        "    _check_if_gpu_supports_dtype(self.model_config.dtype)\n"
+        '  File "/usr/lib/python3/dist-packages/vllm/worker/worker.py", line 231, in _check_if_gpu_supports_dtype\n'
+        "    raise Val"
+    )
+    assert _diagnose(packs, log).phase == "dtype_unsupported"
+
+
+def test_a_tpu_allocation_failure_is_an_out_of_memory(packs: RulePacks) -> None:
+    log = (
+        "RESOURCE_EXHAUSTED: Error loading program 'jit_step': Attempting to reserve 6.14G at the bottom "
+        "of memory. That was not possible. There are 5.10G free, 0B reserved, and 5.10G reservable."
+    )
+    assert _diagnose(packs, log).phase in ("weights_oom", "warmup_oom", "runtime_oom")
