@@ -159,7 +159,7 @@ def test_an_oom_above_request_handling_frames_is_a_serving_oom(packs: RulePacks)
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
         '  File "/usr/lib/python3/dist-packages/vllm/engine/async_llm_engine.py", line 772, in generate\n'
         "    async for output in self._process_request(\n"
-        '  File "/usr/lib/python3/dist-packages/uvicorn/protocols/http/httptools_impl.py", line 399, in run_asgi\n'
+        '  File "/py/uvicorn/protocols/http/httptools_impl.py", line 399, in run_asgi\n'
         "    result = await app(\n"
     )
     assert _diagnose(packs, log).phase == "runtime_oom"
@@ -170,7 +170,7 @@ def test_frames_a_paste_ends_with_place_it_without_a_traceback_header(packs: Rul
         "the worker does not start:\n"
         '  File "/usr/lib/python3/dist-packages/vllm/worker/worker.py", line 71, in init_model\n'
         "    _check_if_gpu_supports_dtype(self.model_config.dtype)\n"
-        '  File "/usr/lib/python3/dist-packages/vllm/worker/worker.py", line 231, in _check_if_gpu_supports_dtype\n'
+        '  File "/py/vllm/worker/worker.py", line 231, in _check_if_gpu_supports_dtype\n'
         "    raise Val"
     )
     assert _diagnose(packs, log).phase == "dtype_unsupported"
