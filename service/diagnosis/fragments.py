@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
@@ -36,6 +37,10 @@ MIN_RUN = 2  # shorter runs of common words are chance, not the template
 # Less than this of a template is a coincidence of words (a command line's flag names), not its message
 MIN_WORDS = 5
 MIN_SHARE = 0.15
+# Work per paste stays bounded on any input: distinct candidate lines aligned, and hits kept (every
+# rank and retry may repeat the message; the first ones decide)
+MAX_LINES = 400
+MAX_HITS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,35 +56,47 @@ def find_fragments(
 ) -> list[FragmentHit]:
     """Every line (not in `skip`) that shows a fragment of a decisive template, in line order."""
     found: list[FragmentHit] = []
+    known: dict[str, FragmentHit | None] = {}  # identical lines are aligned once (DESIGN §6)
     for number in _candidate_lines(doc, index):
         if number in skip:
             continue
         line = doc.line(number)
+        if line.text in known:
+            earlier = known[line.text]
+            if earlier is not None:
+                found.append(FragmentHit(Hit(earlier.hit.compiled, line, earlier.hit.facts), earlier.seen))
+                if len(found) >= MAX_HITS:
+                    break
+            continue
+        if len(known) >= MAX_LINES:
+            break
         matched = _best_template(line, index, rules)
+        known[line.text] = matched
         if matched is not None:
             found.append(matched)
+        if len(found) >= MAX_HITS:
+            break
     return found
 
 
-def _candidate_lines(doc: Document, index: FragmentIndex) -> list[int]:
+def _candidate_lines(doc: Document, index: FragmentIndex) -> Iterator[int]:
     """Numbers of the lines holding a seed (one RE2 pass over the text with separators as spaces)."""
-    numbers: list[int] = []
     prefilter = index.prefilter
     if prefilter is None:
-        return numbers
+        return
     data = doc.text.translate(SEPARATORS).lower().encode("utf-8", errors="replace")
     pos, line_no, counted = 0, 1, 0
     while True:
         match = prefilter.search(data, pos)
         if match is None:
-            return numbers
+            return
         start = data.rfind(b"\n", 0, match.start()) + 1
         line_no += data.count(b"\n", counted, start)
         counted = start
-        numbers.append(line_no)
+        yield line_no
         end = data.find(b"\n", match.start())
         if end < 0:
-            return numbers
+            return
         pos = end + 1
 
 
