@@ -392,12 +392,12 @@ def _rounds(action: object, repeat: int) -> list[float]:
 
 
 def generated_data_cost(request: DiagnoseRequest) -> None:
-    """What the generated frame table (rules/frames/) and inventory (rules/inventory/) cost: the
-    same excerpt and the same pack load with and without them, measured in this run."""
+    """What the generated data (rules/frames/, rules/inventory/, rules/fragments/) costs: the same
+    excerpt and the same pack load with and without it, measured in this run."""
     root = default_rules_dir()
     with tempfile.TemporaryDirectory() as folder:
         bare = Path(folder) / "rules"
-        shutil.copytree(root, bare, ignore=shutil.ignore_patterns("frames", "inventory"))
+        shutil.copytree(root, bare, ignore=shutil.ignore_patterns("frames", "inventory", "fragments"))
         variants = {"without generated data": bare, "with generated data": root}
         loads = {name: _rounds(lambda r=path: load_packs(r), 3) for name, path in variants.items()}
         packs = {name: load_packs(path) for name, path in variants.items()}

@@ -103,6 +103,11 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
         "get_quant_config",
     ),
 }
+# Request handlers: the engine's API above the serving loop (V0 `AsyncLLMEngine.generate` ->
+# `_process_request`, V1 `AsyncLLM.generate`), which runs only once the engine serves. They are serving
+# frames themselves; what they call is not walked, since a request reaches every part of the engine.
+REQUEST_HANDLERS = ("generate", "_process_request", "add_request", "encode", "abort")
+REQUEST_FOLDERS = ("vllm/engine/", "vllm/v1/engine/")
 # Folders whose functions no stage's entry point calls: skipped to keep a rerun short.
 SKIPPED = re.compile(
     r"^vllm/(?:entrypoints|benchmarks|lora|multimodal|transformers_utils|tool_parsers|reasoning|third_party"
@@ -350,6 +355,9 @@ def stages_of(functions: list[Function]) -> dict[tuple[str, str], set[str]]:
                         seen.add(id(callee))
                         following.append(callee)
             frontier = following
+    for function in functions:
+        if function.name in REQUEST_HANDLERS and function.file.startswith(REQUEST_FOLDERS):
+            reached[(function.file, function.qualname)].add("serving")
     return reached
 
 

@@ -40,7 +40,7 @@ def classify_text(
         early = collect_facts(hits, set(), request_facts or {}, command, vllm_version, packs.fixes)
         return budget_hint(early.values, packs.catalog) or weights_hint(early.values, packs.catalog)
 
-    context = Context(doc, packs.signatures, hits, packs.evidence, packs.prose)
+    context = Context(doc, packs.signatures, hits, packs.evidence, packs.prose, packs.fragments)
     verdict = interpret(context, functools.cache(ask_hint))
     stated = next((str(h.facts["vllm_version"]) for h in hits if "vllm_version" in h.facts), None)
     matched_rules = [h.compiled.rule for h in hits]
@@ -53,6 +53,8 @@ def classify_text(
     if verdict.root is not None:
         decisive_lines.add(verdict.root.line.number)
         decisive_lines.update(h.line.number for h in hits if h.line.number == verdict.root.line.number)
+    if verdict.root is not None and all(h is not verdict.root for h in hits):  # known from its template
+        hits = sorted([*hits, verdict.root], key=lambda h: h.line.number)
     found = collect_facts(hits, decisive_lines, request_facts or {}, command, version_text, packs.fixes)
     facts = found.to_facts()
     title, summary = describe(verdict, facts)

@@ -88,13 +88,40 @@ def deepest_frame(
     return None
 
 
+def _frames_run_start(doc: Document) -> int | None:
+    """First line of the frames a paste ends with when it shows no traceback header (a paste cut
+    at both ends): the run of frame and code lines of one process back from the last line."""
+    total = len(doc.lines)
+    last = next((n for n in range(total, 0, -1) if doc.line(n).text.strip()), None)
+    if last is None:
+        return None
+    if last > 1 and not _FRAME.search(doc.line(last).text) and _FRAME.search(doc.line(last - 1).text):
+        last -= 1  # the remainder of a line the paste cut in the middle
+    source = doc.line(last).source
+    start, frames = last, 0
+    for number in range(last, 0, -1):
+        line = doc.line(number)
+        if line.source != source or not line.text.strip():
+            break
+        if _FRAME.search(line.text):
+            frames += 1
+        elif not doc.lines[number - 1].startswith((" ", "\t")) and not line.level and not line.source:
+            break
+        start = number
+    return start if frames >= 2 else None
+
+
 def cut_traceback(doc: Document) -> tuple[int, int, str] | None:
     """(header line, last line, process) of a traceback the paste cut before its exception line."""
     total = len(doc.lines)
     header = next((n for n in range(total, 0, -1) if TRACEBACK in doc.line(n).text), None)
-    if header is None:
-        return None
-    source = doc.line(header).source
+    if header is not None:
+        source = doc.line(header).source
+    else:
+        start = _frames_run_start(doc)
+        if start is None:
+            return None
+        header, source = start - 1, doc.line(start).source  # frames right below a missing header
     printed = [
         n
         for n in range(header + 1, total + 1)

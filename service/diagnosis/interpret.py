@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from service.diagnosis.fragments import FragmentHit, find_fragments
 from service.diagnosis.frames import cut_traceback, deepest_frame
 from service.diagnosis.normalize import Document, is_prose
 from service.diagnosis.placement import HintFn, place
@@ -17,6 +18,7 @@ from service.diagnosis.prose import ProseCue, is_negated_prose, read_prose
 from service.diagnosis.scan import Hit, present, scan_lines
 from service.packs import SignatureIndex
 from service.packs.evidence import EvidenceWeights
+from service.packs.fragments import FragmentIndex, empty_fragments
 from service.packs.prose import ProseVocabulary
 from service.packs.signatures import CompiledRule, Stage
 from service.schemas import Phase
@@ -81,8 +83,10 @@ class Context:
         hits: list[Hit],
         weights: EvidenceWeights,
         prose: ProseVocabulary,
+        fragments: FragmentIndex | None = None,
     ) -> None:
         self.doc = doc
+        self.fragments = fragments or empty_fragments()
         self.signatures = signatures
         self.hits = hits
         self.weights = weights
@@ -97,6 +101,10 @@ class Context:
         if known is None or known.stage not in _TABLE_STAGE:
             return None
         return _TABLE_STAGE[known.stage], known.function, known.line
+
+    def fragment_hits(self, skip: set[int]) -> list[FragmentHit]:
+        """Lines (not in `skip`) showing part of a decisive vLLM template without its rule matching."""
+        return find_fragments(self.doc, self.fragments, self.signatures.by_id, skip)
 
     def present(self) -> list[CompiledRule]:
         """Lazy-index rules matching anywhere in the document (one RE2 pass, cached)."""
@@ -205,6 +213,9 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
             basis = f"the person's words only; {basis}"
         decisive = [c[6] for c in candidates if c[3] == phase and c[0] == best[0]]
         return Verdict(phase, confidence, root, basis, decisive, first_exception, phases, taken_back)
+    seen = _from_fragments(ctx, {h.line.number for h in hits if h.compiled.rule.kind in ("failure", "oom")})
+    if seen is not None:
+        return seen
     errors = [h for h in hits if h.compiled.rule.kind == "exception" and h.line.number not in wrapped]
     cut = cut_traceback(ctx.doc)
     known = (
@@ -215,8 +226,9 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
     if known is not None and known.phase is not None:  # the paste stops inside a function of one phase
         basis = f"a traceback cut inside {known.function}, which only raises {known.phase} errors"
         return Verdict(known.phase, 0.7, None, basis, [], first_exception)
-    if errors:
-        root = errors[0]
+    named = [h for h in errors if h.compiled.rule.severity == "error"]
+    if named:
+        root = named[0]
         basis = "an error that is not about GPU memory"
         return Verdict("not_memory", 0.6, root, basis, [root], root, taken_back=taken_back)
     wrappers = [h for h in hits if h.compiled.rule.kind == "wrapper" and h.compiled.rule.severity == "error"]
@@ -224,6 +236,32 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
         root = wrappers[0]
         basis = "only a wrapper error; its root cause is not in the excerpt"
         return Verdict("not_memory", 0.35, root, basis, [root], first_exception, taken_back=taken_back)
+    if errors:  # a traceback or a line logged as an error, with no exception line: still an error
+        root = errors[-1] if cut else errors[0]
+        basis = "a traceback cut before its exception line" if cut else "a line logged as an error"
+        return Verdict("not_memory", 0.4, root, basis, [root], root, taken_back=taken_back)
     seen_vllm = any(h.compiled.rule.kind in ("info", "version") for h in hits)
     confidence = 0.9 if seen_vllm else 0.5
     return Verdict("no_failure", confidence, None, "no failure signature", [], None, taken_back=taken_back)
+
+
+def _from_fragments(ctx: Context, skip: set[int]) -> Verdict | None:
+    """A vLLM message cut or retold without its head (service/diagnosis/fragments.py): the earliest
+    in startup order decides, as strong as the share of its template the line shows."""
+    found = [
+        f for f in ctx.fragment_hits(skip) if not is_negated_prose(ctx.doc, f.hit.line.number, ctx.prose)
+    ]
+    if not found:
+        return None
+    best = min(found, key=lambda f: (PHASE_STAGE[f.hit.compiled.rule.phase or "not_memory"], -f.seen))
+    phase = best.hit.compiled.rule.phase
+    assert phase is not None
+    weights = ctx.weights
+    full = weights.weights["template_fragment"]
+    confidence = round(weights.floor + (full - weights.floor) * best.seen, 3)
+    basis = (
+        f"{round(best.seen * 100)}% of the words of vLLM's message for {_basis(best.hit.compiled.rule.title)}"
+    )
+    phases = {(f.hit.line.number, f.hit.rule_id): f.hit.compiled.rule.phase or phase for f in found}
+    decisive = [f.hit for f in found if f.hit.compiled.rule.phase == phase]
+    return Verdict(phase, confidence, best.hit, basis, decisive, best.hit, phases)

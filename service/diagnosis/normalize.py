@@ -21,6 +21,12 @@ _SLACK_LINK = re.compile(r"<((?:https?|mailto|ftp)://?[^|<>\s]*)(?:\|([^<>]*))?>
 _SLACK_REF = re.compile(r"<[@#!][^<>\s]*(?:\|([^<>]*))?>")
 _FENCE = re.compile(r"(?m)^[ \t]*```[\w+\-.]*[ \t]*$|```")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# IPython 8 prints a frame as `File ~/envs/x/vllm/worker/worker.py:123, in Worker.load_model(self)`;
+# written the way Python's own traceback does, every frame rule and the call-graph table read it.
+_IPYTHON_FRAME = re.compile(
+    r"(?m)^(?P<lead>[ \t>]*)File (?P<path>[^\s\"][^\s\"]*?\.py):(?P<line>\d+), "
+    r"in (?:[\w<>]+\.)*(?P<fn>[\w<>]+)(?:\(.*)?$"
+)
 # Slack escapes & < >; GitHub's HTML pages add quotes. One pass, so "&amp;lt;" becomes "&lt;".
 _ENTITIES = {"&lt;": "<", "&gt;": ">", "&amp;": "&", "&quot;": '"', "&#39;": "'", "&#x27;": "'"}
 _ENTITY = re.compile("|".join(re.escape(k) for k in _ENTITIES))
@@ -31,7 +37,7 @@ def _triggers() -> Any:
     options.log_errors = False
     pattern = (
         r"[\x00-\x09\x0b-\x1f\x7f]|\[0m|;0m|<(?:https?|mailto|ftp|[@#!])"
-        r"|&(?:lt|gt|amp|quot|#39|#x27);|```"
+        r"|&(?:lt|gt|amp|quot|#39|#x27);|```|File [^\s\"]+\.py:\d+, in "
     )
     return re2.compile(pattern, options)
 
@@ -46,7 +52,8 @@ _PREFIX = re.compile(
     | (?P<piped>(?P<plevel>DEBUG|INFO|WARNING|ERROR|CRITICAL)[ ]+\|[ ](?:[\w.\-]+[ ]\|[ ]?)?)  # fastchat
     | (?P<container>[A-Za-z0-9][\w.\-]*[ ]*\|[ ])                          # docker compose: vllm-1  |
     | (?P<iso>\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ ]+)
-    | \((?P<proc>[A-Za-z_][\w\-]*(?:[ ]rank=\d+)?[ ]pid=\d+(?:,[ ]ip=[\w.:\-]+)?)\)[ ]*
+    | \((?P<proc>(?:[A-Za-z_][\w\-]*(?:[ ]rank=\d+)?[ ])?pid=\d+(?:,[ ]ip=[\w.:\-]+)?
+        |raylet(?:,[ ]ip=[\w.:\-]+)?)\)[ ]*                              # vLLM, Ray actors, raylet
     | (?P<rank>\[rank\d+\]:[ ]*)
     | (?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)[ ]+\d{2}-\d{2}[ ]+\d{2}:\d{2}:\d{2}(?:\.\d+)?[ ]+
         (?:\[[^\]]*\][ ]*|[\w.\-]+:\d+\][ ]*)?
@@ -93,6 +100,8 @@ def _clean_once(text: str) -> str:
         text = _FENCE.sub("", text)
     if "\t" in text:
         text = text.replace("\t", "    ")
+    if ".py:" in text:
+        text = _IPYTHON_FRAME.sub(r'\g<lead>File "\g<path>", line \g<line>, in \g<fn>', text)
     if _CONTROL.search(text):
         text = _CONTROL.sub("", text)
     return text

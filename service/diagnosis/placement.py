@@ -233,6 +233,10 @@ def gather(ctx: StageLookup, failure: Hit, hint: HintFn) -> list[Clue]:
         ]
         if after:
             clues += _frame_clues(after, after[0].line.source, "frame_after", "inner_frame")
+        if not clues:  # the frames printed after it, as vLLM's call graph places them
+            known = ctx.table_frame(line.number + 1, line.number + _AFTER_WINDOW, line.source)
+            if known is not None:
+                clues.append(Clue("frame_after", known[0], f"traceback frame {known[1]} after it", known[2]))
     strong = any(c.kind in ("frame", "table_frame", "marker", "frame_after") for c in clues)
     if not strong:
         given = hint()  # only set when the weights alone cannot fit: then nothing else could run

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 from service.diagnosis.interpret import Verdict
 from service.schemas import Facts, Phase
 
-__all__ = ["PHASE_TITLES", "describe"]
+__all__ = ["PHASE_TITLES", "describe", "error_head"]
 
 PHASE_TITLES: dict[Phase, str] = {
     "startup_budget": "vLLM refused to start: not enough free GPU memory for the requested utilization",
@@ -63,11 +65,61 @@ def _number(value: object) -> str:
     return str(value)
 
 
+# The exception a line names: `torch.distributed.DistBackendError: NCCL error …`, `RayTaskError(X)`.
+_EXCEPTION = re.compile(
+    r"(?:^|(?<=[\s:>'\"(\[{|]))(?P<name>(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit))"
+    r"(?P<inner>\([A-Z]\w*\))?(?::\s*(?P<message>.*))?"
+)
+# An OpenAI-compatible error body: {"object": "error", "message": "...", "type": "BadRequestError"}
+_BODY_FIELD = re.compile(
+    r"""["'](?P<key>message|type)["']\s*:\s*(?P<q>["'])(?P<value>(?:\\.|(?!(?P=q)).){0,400})(?P=q)"""
+)
+HEAD_CHARS = 100
+
+
+def _shorten(text: str) -> str:
+    text = " ".join(text.split())
+    if len(text) <= HEAD_CHARS:
+        return text
+    cut = text.rfind(" ", 0, HEAD_CHARS)
+    return text[: cut if cut > HEAD_CHARS // 2 else HEAD_CHARS].rstrip(" ,.;:") + " …"
+
+
+def error_head(text: str) -> str:
+    """The exception and the head of its message, as a person would quote it in a reply.
+
+    From generic structure, not from known exceptions: a JSON error body's `type` and `message`,
+    the last exception a line names (a wrapper's message names the one it wraps first), or the line.
+    """
+    fields = {m.group("key"): m.group("value") for m in _BODY_FIELD.finditer(text)}
+    if "message" in fields:
+        kind = fields.get("type")
+        return _shorten(f"{kind}: {fields['message']}" if kind else fields["message"])
+    found = list(_EXCEPTION.finditer(text))
+    if not found:
+        return _shorten(text)
+    first = found[0]
+    message = (first.group("message") or "").strip()
+    # a squashed traceback: the exception line is the last one named, with its own message
+    last = found[-1]
+    if len(found) > 1 and last.group("message") and "Traceback (most recent" in text[: first.start() + 1]:
+        first, message = last, (last.group("message") or "").strip()
+    name = first.group("name") + (first.group("inner") or "")
+    return _shorten(f"{name}: {message}" if message else name)
+
+
 def describe(verdict: Verdict, facts: Facts) -> tuple[str, str]:
-    """(title, summary) for a verdict."""
+    """(title, summary) for a verdict; a verdict that is not about memory names its error."""
     title = PHASE_TITLES[verdict.phase]
-    if verdict.root is not None and verdict.root.compiled.rule.kind == "failure":
-        title = verdict.root.compiled.rule.title
+    root = verdict.root
+    if root is not None and root.compiled.rule.kind == "failure":
+        title = root.compiled.rule.title
+    elif root is not None and verdict.phase == "not_memory":
+        head = error_head(root.line.text)
+        if root.compiled.rule.kind == "wrapper":
+            title = f"An error whose root cause is not in the excerpt: {head}"
+        else:
+            title = f"Not a memory failure: {head}"
     numbers = []
     for name, template in _SHOWN:
         value = getattr(facts, name)

@@ -19,6 +19,7 @@ from service.errors import PackError
 from service.packs.catalog import Catalog, load_catalog
 from service.packs.evidence import EvidenceWeights, load_evidence
 from service.packs.fixes import FixPack, load_fix_recipes
+from service.packs.fragments import FragmentIndex, empty_fragments, load_fragments
 from service.packs.frames import FrameTable, empty_frames, load_frames
 from service.packs.prose import ProseVocabulary, load_prose
 from service.packs.signatures import OPTIONS, CompiledRule, compile_pack, pack_files
@@ -74,6 +75,7 @@ class RulePacks:
     fixes: FixPack
     evidence: EvidenceWeights
     prose: ProseVocabulary
+    fragments: FragmentIndex = field(default_factory=empty_fragments)
 
 
 def default_rules_dir() -> Path:
@@ -164,4 +166,5 @@ def load_packs(rules_dir: Path | None = None) -> RulePacks:
         fixes=fixes,
         evidence=evidence,
         prose=prose,
+        fragments=load_fragments(root),
     )

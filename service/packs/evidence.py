@@ -29,6 +29,7 @@ ClueKind = Literal[
     "prose",
     "marker_after",
     "rule",
+    "template_fragment",
 ]
 CLUE_KINDS: tuple[ClueKind, ...] = ClueKind.__args__  # type: ignore[attr-defined]
 

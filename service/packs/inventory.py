@@ -32,6 +32,7 @@ __all__ = [
     "Template",
     "dump_inventory",
     "load_inventories",
+    "pieces",
     "read_inventory",
     "render",
     "rules_matching",
@@ -115,6 +116,11 @@ def _pieces(text: str) -> list[str]:
             i += 1
     pieces.append("".join(current))
     return pieces
+
+
+def pieces(text: str) -> list[str]:
+    """The literal segments of a template, between its holes."""
+    return _pieces(text)
 
 
 def version_key(version: str) -> tuple[int, ...]:

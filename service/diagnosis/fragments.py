@@ -1,0 +1,209 @@
+"""Knowing a vLLM message from a fragment of its template (service/packs/fragments.py).
+
+A line holding a seed (three or four words only templates of one phase contain) is aligned word by
+word with each template holding that seed; the template most of whose words the line shows wins, and how much
+of it was seen is the match's strength. The words between two matched literals, or right after the
+last one, are the template's holes: the template is rendered with them, and the rule that matches
+the template reads its facts from that rendering. A hole the line does not show is rendered twice
+with two different stand-ins, and a fact that changes with them was never stated, so it is dropped.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+
+from service.diagnosis.normalize import Document, Line
+from service.diagnosis.scan import Hit, match_line
+from service.packs.fragments import HOLE_WORD, SEED_SIZES, SEPARATORS, FragmentIndex, seeds_of, words
+from service.packs.inventory import pieces
+from service.packs.signatures import CompiledRule
+
+__all__ = ["FragmentHit", "find_fragments"]
+
+# Stand-ins for a hole the line does not show, by hole shape; two sets, so a fact read from one is seen
+_STAND_INS: tuple[dict[str, str], dict[str, str]] = (
+    {"int": "909091", "float": "9090.91", "size": "9090.91 GiB", "text": "909091"},
+    {"int": "909092", "float": "9090.92", "size": "9090.92 GiB", "text": "909092"},
+)
+_MAX_HOLE = 120
+_FIRST_CHUNK = re.compile(r"\s*(\S+)")
+_LAST_CHUNK = re.compile(r"(\S+)\s*$")
+_TRIM = " \t()[]{}:,;'\"`"
+MIN_RUN = 2  # shorter runs of common words are chance, not the template
+# Less than this of a template is a coincidence of words (a command line's flag names), not its message
+MIN_WORDS = 5
+MIN_SHARE = 0.15
+# Work per paste stays bounded on any input: distinct candidate lines aligned, and hits kept (every
+# rank and retry may repeat the message; the first ones decide)
+MAX_LINES = 400
+MAX_HITS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class FragmentHit:
+    """A rule's message recognised from part of its template; `seen` is the share of its words."""
+
+    hit: Hit
+    seen: float
+
+
+def find_fragments(
+    doc: Document, index: FragmentIndex, rules: dict[str, CompiledRule], skip: set[int]
+) -> list[FragmentHit]:
+    """Every line (not in `skip`) that shows a fragment of a decisive template, in line order."""
+    found: list[FragmentHit] = []
+    known: dict[str, FragmentHit | None] = {}  # identical lines are aligned once (DESIGN §6)
+    for number in _candidate_lines(doc, index):
+        if number in skip:
+            continue
+        line = doc.line(number)
+        if line.text in known:
+            earlier = known[line.text]
+            if earlier is not None:
+                found.append(FragmentHit(Hit(earlier.hit.compiled, line, earlier.hit.facts), earlier.seen))
+                if len(found) >= MAX_HITS:
+                    break
+            continue
+        if len(known) >= MAX_LINES:
+            break
+        matched = _best_template(line, index, rules)
+        known[line.text] = matched
+        if matched is not None:
+            found.append(matched)
+        if len(found) >= MAX_HITS:
+            break
+    return found
+
+
+def _candidate_lines(doc: Document, index: FragmentIndex) -> Iterator[int]:
+    """Numbers of the lines holding a seed (one RE2 pass over the text with separators as spaces)."""
+    prefilter = index.prefilter
+    if prefilter is None:
+        return
+    data = doc.text.translate(SEPARATORS).lower().encode("utf-8", errors="replace")
+    pos, line_no, counted = 0, 1, 0
+    while True:
+        match = prefilter.search(data, pos)
+        if match is None:
+            return
+        start = data.rfind(b"\n", 0, match.start()) + 1
+        line_no += data.count(b"\n", counted, start)
+        counted = start
+        yield line_no
+        end = data.find(b"\n", match.start())
+        if end < 0:
+            return
+        pos = end + 1
+
+
+def _best_template(line: Line, index: FragmentIndex, rules: dict[str, CompiledRule]) -> FragmentHit | None:
+    text = unicodedata.normalize("NFKC", line.text)
+    spans = words(text)
+    tokens = [w for w, _, _ in spans]
+    candidates: set[int] = set()
+    for seed in seeds_of(tokens):
+        candidates.update(index.table.seeds.get(seed, ()))
+    best: tuple[float, int, dict[int, int]] | None = None
+    for candidate in sorted(candidates):
+        template = index.template_words[candidate]
+        matcher = SequenceMatcher(None, tokens, template, autojunk=False)
+        blocks = [b for b in matcher.get_matching_blocks() if b.size >= MIN_RUN]
+        if not blocks or max(b.size for b in blocks) < min(SEED_SIZES):
+            continue
+        literal = sum(1 for w in template if w != HOLE_WORD)
+        count = sum(b.size for b in blocks)
+        seen = count / literal
+        if count < MIN_WORDS or seen < MIN_SHARE:
+            continue
+        if best is None or seen > best[0]:
+            aligned = {b.b + k: b.a + k for b in blocks for k in range(b.size)}
+            best = (seen, candidate, aligned)
+    if best is None:
+        return None
+    seen, candidate, aligned = best
+    spec = index.table.templates[candidate]
+    compiled = rules.get(spec.rule)
+    if compiled is None:
+        return None
+    values = _hole_values(text, spans, index.template_words[candidate], aligned)
+    facts = _stated_facts(compiled, spec.text, spec.holes, values)
+    first = min(aligned)
+    if first > 0:  # the opening words are missing: put the template's own head back before the line's
+        restored = [
+            _head(spec.text, spec.holes, first, s) + text[spans[aligned[first]][1] :] for s in _STAND_INS
+        ]
+        for name, value in _agreed(compiled, restored[0], restored[1]).items():
+            facts.setdefault(name, value)
+    return FragmentHit(Hit(compiled=compiled, line=line, facts=facts), round(min(1.0, seen), 3))
+
+
+def _hole_values(
+    text: str, spans: list[tuple[str, int, int]], template: list[str], aligned: dict[int, int]
+) -> list[str | None]:
+    """The text the line shows in each hole: between the matched words around it, or right after
+    the word before it when the line stops there."""
+    values: list[str | None] = []
+    for j, word in enumerate(template):
+        if word != HOLE_WORD:
+            continue
+        before, after = aligned.get(j - 1), aligned.get(j + 1)
+        value: str | None = None
+        if before is not None and after is not None and after > before:
+            value = text[spans[before][2] : spans[after][1]]
+        elif before is not None:
+            chunk = _FIRST_CHUNK.match(text, spans[before][2])
+            value = chunk.group(1) if chunk else None
+        elif after is not None:
+            chunk = _LAST_CHUNK.search(text[: spans[after][1]])
+            value = chunk.group(1) if chunk else None
+        value = value.strip(_TRIM) if value is not None else None
+        values.append(value if value and len(value) <= _MAX_HOLE else None)
+    return values
+
+
+def _render(text: str, shapes: list[str], values: list[str | None], stand_in: dict[str, str]) -> str:
+    parts = pieces(text)
+    out: list[str] = []
+    for i, part in enumerate(parts):
+        out.append(part)
+        if i < len(parts) - 1:
+            given = values[i] if i < len(values) else None
+            shape = shapes[i] if i < len(shapes) else "text"
+            out.append(given if given is not None else stand_in.get(shape, stand_in["text"]))
+    return "".join(out).split("\n", 1)[0]
+
+
+def _head(text: str, shapes: list[str], first_word: int, stand_in: dict[str, str]) -> str:
+    """The template's text before its word number `first_word` (holes as stand-ins)."""
+    out: list[str] = []
+    count = 0
+    for i, part in enumerate(pieces(text)):
+        part = unicodedata.normalize("NFKC", part)
+        for _, start, _ in words(part):
+            if count == first_word:
+                return "".join(out) + part[:start]
+            count += 1
+        out.append(part)
+        count += 1  # the hole after this piece
+        out.append(stand_in.get(shapes[i] if i < len(shapes) else "text", stand_in["text"]))
+    return "".join(out)
+
+
+def _agreed(compiled: CompiledRule, first_text: str, second_text: str) -> dict[str, object]:
+    """Facts the rule reads alike from both renderings: the ones the line itself states."""
+    first = match_line(compiled, first_text)
+    if not first:
+        return {}
+    second = match_line(compiled, second_text) or {}
+    return {name: value for name, value in first.items() if second.get(name) == value}
+
+
+def _stated_facts(
+    compiled: CompiledRule, text: str, shapes: list[str], values: list[str | None]
+) -> dict[str, object]:
+    rendered = [_render(text, shapes, values, stand_in) for stand_in in _STAND_INS]
+    return _agreed(compiled, rendered[0], rendered[1])

@@ -1,0 +1,184 @@
+"""Any error in any format is seen, a non-memory error is named, and a vLLM message cut or retold
+without its head is still known from its template."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from service.core import classify
+from service.packs import RulePacks
+from service.schemas import DiagnoseRequest, Diagnosis
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _diagnose(packs: RulePacks, log: str) -> Diagnosis:
+    return classify(DiagnoseRequest(log=log), packs)
+
+
+FRAMES = (
+    'File "/opt/venv/lib/python3.10/site-packages/vllm/distributed/parallel_state.py", '
+    "line 228, in __init__\n"
+    "    self.pynccl_comm = PyNcclCommunicator(\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("log", "named"),
+    [
+        pytest.param(
+            "Traceback (most recent call last): "
+            + FRAMES.replace("\n", " ")
+            + "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
+            "RuntimeError: NCCL error: unhandled system error",
+            id="traceback-squashed-onto-one-line",
+        ),
+        pytest.param(
+            "> Traceback (most recent call last):\n> "
+            + FRAMES.replace("\n", "\n> ")
+            + "torch.distributed.DistBackendError: NCCL error in: ../ProcessGroupNCCL.cpp:1970",
+            "torch.distributed.DistBackendError: NCCL error in",
+            id="quoted-traceback",
+        ),
+        pytest.param(
+            "---------------------------------------------------------------------------\n"
+            "LocalEntryNotFoundError                   Traceback (most recent call last)\n"
+            "Cell In[3], line 1\n----> 1 llm = LLM(model='meta-llama/Llama-3.1-8B-Instruct')\n"
+            "File ~/envs/x/lib/python3.11/site-packages/vllm/engine/arg_utils.py:98, "
+            "in EngineArgs.create(self)\n",
+            "LocalEntryNotFoundError",
+            id="ipython-cell",
+        ),
+        pytest.param(
+            '{"object":"error","message":"The model `llama3` does not exist.",'
+            '"type":"NotFoundError","param":null,"code":404}',
+            "NotFoundError: The model `llama3` does not exist.",
+            id="openai-json-error-body",
+        ),
+        pytest.param(
+            "2025-03-01 10:00:00,123 - distilabel - ERROR - the step failed to connect to the server",
+            "the step failed to connect to the server",
+            id="python-logging-error-line",
+        ),
+        pytest.param(
+            "NCCL error：unhandled system error",
+            "NCCL error：unhandled system error",
+            id="subsystem-error-with-full-width-colon",
+        ),
+    ],
+)
+def test_an_error_in_any_format_is_not_memory_and_named(packs: RulePacks, log: str, named: str) -> None:
+    diagnosis = _diagnose(packs, log)
+    assert diagnosis.phase == "not_memory"
+    assert named in diagnosis.title
+
+
+def test_a_traceback_cut_before_its_exception_line_is_still_an_error(packs: RulePacks) -> None:
+    log = "".join(
+        f"(VllmWorkerProcess pid=9) ERROR 11-25 08:17:34 multiproc_worker_utils.py:229] {line}\n"
+        for line in ("Traceback (most recent call last):", *FRAMES.splitlines())
+    )
+    assert _diagnose(packs, log).phase == "not_memory"
+
+
+def test_ipython_frames_are_read_like_python_frames(packs: RulePacks) -> None:
+    log = (
+        "OutOfMemoryError                          Traceback (most recent call last)\n"
+        "File ~/envs/x/lib/python3.11/site-packages/vllm/worker/model_runner.py:1022, "
+        "in GPUModelRunnerBase.load_model(self)\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 224.00 MiB. "
+        "GPU 0 has a total capacity of 23.68 GiB of which 98.12 MiB is free.\n"
+    )
+    assert _diagnose(packs, log).phase == "weights_oom"
+
+
+@pytest.mark.parametrize(
+    ("line", "phase", "facts"),
+    [
+        pytest.param(
+            "maximum context length is 8192 tokens. However, your prompt contains 9000 input tokens",
+            "request_too_long",
+            {"context_limit": 8192, "requested_tokens": 9000},
+            id="opening-words-missing",
+        ),
+        pytest.param(
+            "we keep getting the error no available memory for the cache blocks when it starts",
+            "kv_cache_capacity",
+            {},
+            id="lower-cased-inside-a-sentence",
+        ),
+        pytest.param(
+            "Quantization scheme is not supported",
+            "quantization_config",
+            {},
+            id="cut-after-the-first-segment",
+        ),
+        pytest.param(
+            "报错：No available memory for the cache blocks。Try increasing `gpu_memory_utilization`",
+            "kv_cache_capacity",
+            {},
+            id="full-width-punctuation",
+        ),
+    ],
+)
+def test_a_message_cut_or_retold_is_known_from_its_template(
+    packs: RulePacks, line: str, phase: str, facts: dict[str, object]
+) -> None:
+    diagnosis = _diagnose(packs, line)
+    assert diagnosis.phase == phase
+    for name, value in facts.items():
+        assert getattr(diagnosis.facts, name) == value
+
+
+def test_more_of_the_template_seen_gives_more_confidence(packs: RulePacks) -> None:
+    short = _diagnose(packs, "no available memory for the cache blocks")
+    longer = _diagnose(
+        packs, "no available memory for the cache blocks. try increasing gpu_memory_utilization when"
+    )
+    assert short.phase == longer.phase == "kv_cache_capacity"
+    assert short.confidence < longer.confidence
+
+
+def test_a_hypothetical_retelling_is_no_failure(packs: RulePacks) -> None:
+    log = "If you get an error about no available memory for the cache blocks, raise gpu_memory_utilization."
+    assert _diagnose(packs, log).phase == "no_failure"
+
+
+def test_the_fragment_table_is_what_the_inventories_build() -> None:
+    sys.path.insert(0, str(REPO / "tools"))
+    from template_fragments import main
+
+    assert main(["--check"]) == 0
+
+
+def test_an_oom_above_request_handling_frames_is_a_serving_oom(packs: RulePacks) -> None:
+    log = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+        '  File "/usr/lib/python3/dist-packages/vllm/engine/async_llm_engine.py", line 772, in generate\n'
+        "    async for output in self._process_request(\n"
+        '  File "/py/uvicorn/protocols/http/httptools_impl.py", line 399, in run_asgi\n'
+        "    result = await app(\n"
+    )
+    assert _diagnose(packs, log).phase == "runtime_oom"
+
+
+def test_frames_a_paste_ends_with_place_it_without_a_traceback_header(packs: RulePacks) -> None:
+    log = (
+        "the worker does not start:\n"
+        '  File "/usr/lib/python3/dist-packages/vllm/worker/worker.py", line 71, in init_model\n'
+        "    _check_if_gpu_supports_dtype(self.model_config.dtype)\n"
+        '  File "/py/vllm/worker/worker.py", line 231, in _check_if_gpu_supports_dtype\n'
+        "    raise Val"
+    )
+    assert _diagnose(packs, log).phase == "dtype_unsupported"
+
+
+def test_a_tpu_allocation_failure_is_an_out_of_memory(packs: RulePacks) -> None:
+    log = (
+        "RESOURCE_EXHAUSTED: Error loading program 'jit_step': Attempting to reserve 6.14G at the bottom "
+        "of memory. That was not possible. There are 5.10G free, 0B reserved, and 5.10G reservable."
+    )
+    assert _diagnose(packs, log).phase in ("weights_oom", "warmup_oom", "runtime_oom")
