@@ -203,7 +203,7 @@ def _continues(line: str, previous: str) -> bool:
 class Document:
     """A cleaned log: whole text for fast scans, lines on demand with their original numbers."""
 
-    __slots__ = ("_cache", "_data", "lines", "text")
+    __slots__ = ("_cache", "_data", "_split", "lines", "text")
 
     def __init__(self, raw: str) -> None:
         data: bytes | None = raw.encode("utf-8", errors="replace")
@@ -219,6 +219,7 @@ class Document:
         self.text = raw
         self.lines = lines
         self._cache: dict[int, Line] = {}
+        self._split: dict[str, tuple[str, str, str]] = {}  # identical lines are split once
         self._data = data
 
     @property
@@ -235,7 +236,19 @@ class Document:
         """The normalized line with 1-based `number` (cached)."""
         cached = self._cache.get(number)
         if cached is None:
-            source, level, text = split_prefixes(self.lines[number - 1])
+            raw = self.lines[number - 1]
+            split = self._split.get(raw)
+            if split is None:
+                split = self._split[raw] = split_prefixes(raw)
+            source, level, text = split
+            cached = Line(number=number, source=source, level=level, text=text)
+            self._cache[number] = cached
+        return cached
+
+    def known_line(self, number: int, source: str, level: str, text: str) -> Line:
+        """Line `number` from prefixes already split (the scan's, for a line it has seen before)."""
+        cached = self._cache.get(number)
+        if cached is None:
             cached = Line(number=number, source=source, level=level, text=text)
             self._cache[number] = cached
         return cached
