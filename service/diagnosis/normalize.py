@@ -14,7 +14,7 @@ from typing import Any
 
 import re2
 
-__all__ = ["Document", "Line", "clean_text", "decode_bytes", "is_prose", "split_prefixes"]
+__all__ = ["Document", "Line", "clean_text", "decode_bytes", "is_prose", "run_of", "split_prefixes"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\x1b\[[0-9;]*$|\[(?:\d{1,3};)*\d{1,3}m")
 _SLACK_LINK = re.compile(r"<((?:https?|mailto|ftp)://?[^|<>\s]*)(?:\|([^<>]*))?>")
@@ -139,6 +139,19 @@ def split_prefixes(raw: str) -> tuple[str, str, str]:
     if text.endswith("**"):
         text = text[:-2].rstrip()
     return source, level, text
+
+
+_NEWLINE = ord("\n")
+
+
+def run_of(data: bytes, raw: bytes, end: int) -> tuple[int, int]:
+    """How many consecutive lines of `data` read `raw`, from the one ending at `end`, and where the
+    line after them starts: a paste of the same line over and over is read once and counted."""
+    repeats, pos, width, size = 1, end + 1, len(raw), len(data)
+    while pos < size and data.startswith(raw, pos) and (pos + width == size or data[pos + width] == _NEWLINE):
+        repeats += 1
+        pos += width + 1
+    return repeats, pos
 
 
 # Terminals hard-wrap long lines at their width, mid-word: every wrapped piece then has exactly

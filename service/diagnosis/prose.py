@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from service.diagnosis.normalize import Document, Line, is_prose
+from service.diagnosis.normalize import Document, Line, is_prose, run_of
 from service.packs.prose import ProseVocabulary
 from service.packs.signatures import Stage
 
@@ -58,14 +58,15 @@ def read_prose(doc: Document, vocabulary: ProseVocabulary) -> list[ProseCue]:
         end = data.find(b"\n", match.start())
         end = len(data) if end < 0 else end
         line_no += data.count(b"\n", counted, start)
-        counted = start
-        pos = end + 1
+        repeats, pos = run_of(data, data[start:end], end)
         line = doc.line(line_no)
+        first, line_no, counted = line_no, line_no + repeats, pos
         if line.source or line.level:
             continue  # a logger or process prefix: a program printed it
         if line.text not in read:
             read[line.text] = _affirmed(line, vocabulary)
-        cues.extend(ProseCue(line_no, stage, clause) for stage, clause in read[line.text])
+        for number in range(first, first + repeats):
+            cues.extend(ProseCue(number, stage, clause) for stage, clause in read[line.text])
     return cues
 
 

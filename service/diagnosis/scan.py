@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from service.diagnosis.normalize import Document, Line, split_prefixes
+from service.diagnosis.normalize import Document, Line, run_of, split_prefixes
 from service.packs import PatternIndex
 from service.packs.signatures import CompiledRule, convert_fact, other_process
 
@@ -235,7 +235,7 @@ class _Scanner:
                 return Scan(hits=hits, examined=examined, stopped_at=line_no)
             examined += 1
             raw = data[start:end]
-            repeats, pos = _run_of(data, raw, end)
+            repeats, pos = run_of(data, raw, end)
             hits.extend(self._hits_on_line(line_no, raw, repeats))
             line_no, counted_to = line_no + repeats, pos
         return Scan(hits=hits, examined=examined, stopped_at=None)
@@ -273,19 +273,6 @@ class _Scanner:
             if facts is not None:
                 matched.append((compiled, facts))
         return source, level, text, tuple(matched)
-
-
-def _run_of(data: bytes, raw: bytes, end: int) -> tuple[int, int]:
-    """How many times `raw` stands on consecutive lines from the one ending at `end`, and where the
-    line after the run starts."""
-    repeats, pos, width, size = 1, end + 1, len(raw), len(data)
-    while pos < size and data.startswith(raw, pos) and (pos + width == size or data[pos + width] == _NEWLINE):
-        repeats += 1
-        pos += width + 1
-    return repeats, pos
-
-
-_NEWLINE = ord("\n")
 
 
 def _message_bytes(raw: bytes, line: str, message: str) -> bytes:
