@@ -19,7 +19,9 @@ __all__ = ["Document", "Line", "clean_text", "decode_bytes", "is_prose", "run_of
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\x1b\[[0-9;]*$|\[(?:\d{1,3};)*\d{1,3}m")
 _SLACK_LINK = re.compile(r"<((?:https?|mailto|ftp)://?[^|<>\s]*)(?:\|([^<>]*))?>")
 _SLACK_REF = re.compile(r"<[@#!][^<>\s]*(?:\|([^<>]*))?>")
-_FENCE = re.compile(r"(?m)^[ \t]*```[\w+\-.]*[ \t]*$|```")
+# A fence's backticks; with the language tag when nothing else follows on its line. The whole line
+# goes when only blanks precede it (found from the backticks: a `^[ \t]*` lead costs a try per line).
+_FENCE = re.compile(r"```(?P<tag>[\w+\-.]*[ \t]*(?=\n|\Z))?")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # Slack escapes & < >; GitHub's HTML pages add quotes. One pass, so "&amp;lt;" becomes "&lt;".
 _ENTITIES = {"&lt;": "<", "&gt;": ">", "&amp;": "&", "&quot;": '"', "&#39;": "'", "&#x27;": "'"}
@@ -31,12 +33,13 @@ def _triggers() -> Any:
     options.log_errors = False
     pattern = (
         r"[\x00-\x09\x0b-\x1f\x7f]|\[0m|;0m|<(?:https?|mailto|ftp|[@#!])"
-        r"|&(?:lt|gt|amp|quot|#39|#x27);|```"
+        r"|&(?:lt|gt|amp|quot|#39|#x27);|```|\[(?:\d{1,3};)*\d{1,3}m"
     )
     return re2.compile(pattern, options)
 
 
-# Anything clean_text would change; a log without any is used as is (one fast RE2 pass instead).
+# Anything clean_text would change (exactly: each step of _clean_once needs one); a log without any
+# is used as is (one fast RE2 pass instead), and clean_text stops once none is left.
 _TRIGGERS = _triggers()
 
 # One alternation per prefix family; split_prefixes strips them repeatedly until none is left.
@@ -90,7 +93,7 @@ def _clean_once(text: str) -> str:
     if "&" in text:
         text = _ENTITY.sub(lambda m: _ENTITIES[m.group(0)], text)
     if "```" in text:
-        text = _FENCE.sub("", text)
+        text = _drop_fences(text)
     if "\t" in text:
         text = text.replace("\t", "    ")
     if _CONTROL.search(text):
@@ -98,12 +101,28 @@ def _clean_once(text: str) -> str:
     return text
 
 
+def _drop_fences(text: str) -> str:
+    pieces: list[str] = []
+    done = 0
+    for match in _FENCE.finditer(text):
+        start = match.start()
+        line_start = text.rfind("\n", 0, start) + 1
+        if match.group("tag") is not None and line_start >= done and not text[line_start:start].strip(" \t"):
+            start = line_start  # a fence line: the whole line goes, its newline stays
+        pieces.append(text[done:start])
+        done = match.end() if start == line_start and match.group("tag") is not None else match.start() + 3
+    if not pieces:
+        return text
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
 def clean_text(text: str) -> str:
     """Whole-text cleanup that keeps the number of lines; repeated to a fixed point (idempotent)."""
     while True:
         cleaned = _clean_once(text)
-        if cleaned == text:
-            return text
+        if cleaned == text or _TRIGGERS.search(cleaned.encode("utf-8", errors="replace")) is None:
+            return cleaned
         text = cleaned
 
 
