@@ -160,16 +160,23 @@ def split_prefixes(raw: str) -> tuple[str, str, str]:
     return source, level, text
 
 
-_NEWLINE = ord("\n")
-
-
 def run_of(data: bytes, raw: bytes, end: int) -> tuple[int, int]:
     """How many consecutive lines of `data` read `raw`, from the one ending at `end`, and where the
-    line after them starts: a paste of the same line over and over is read once and counted."""
-    repeats, pos, width, size = 1, end + 1, len(raw), len(data)
-    while pos < size and data.startswith(raw, pos) and (pos + width == size or data[pos + width] == _NEWLINE):
-        repeats += 1
-        pos += width + 1
+    line after them starts: a paste of the same line over and over is read once and counted.
+
+    Lines repeat exactly when the text is periodic with the line's length: blocks of a growing
+    number of lines are compared (in C) with the same block one line earlier.
+    """
+    size, period = len(data), len(raw) + 1
+    repeats, pos, step = 1, end + 1, 1
+    while step and pos < size:
+        stop = pos + step * period
+        if stop <= size and data[pos:stop] == data[pos - period : stop - period]:
+            repeats, pos, step = repeats + step, stop, step * 2
+        else:
+            step //= 2
+    if pos < size and size - pos == len(raw) and data.endswith(raw):
+        repeats, pos = repeats + 1, size + 1  # the last line, without a newline
     return repeats, pos
 
 
