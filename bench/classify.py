@@ -12,7 +12,9 @@ Rows, each min/median/max of 3 rounds and ratios of medians from the same run:
   that compiles the hyperscan database and scans the file;
 - logs: a sparse synthetic log (serving noise, one failure) and a dense log (tests/corpus/*.log
   concatenated and repeated), each at 2 MB and 20 MB;
-- a 2 MB paste of one repeated OOM line against a small (300-line) paste, and the dense 2 MB time.
+- a 2 MB paste of one repeated OOM line against a small (300-line) paste, and the dense 2 MB time;
+- redaction alone (`service.redact.redact`) on each 2 MB log and on the repeated-OOM paste;
+- `vramdoc diagnose` as a process on the 300-line paste against `python -c pass`.
 Targets (issue 15): dense 2 MB <= 100 ms in-process; repeated-OOM 2 MB <= 2x a small paste;
 classify >= 0.5x hyperscan on the dense log. hyperscan is optional (`--group bench`).
 BENCH_CLASSIFY_MB=2 runs the 2 MB logs only (default 2,20).
@@ -39,6 +41,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 from service.core import classify  # noqa: E402
 from service.packs import RulePacks, default_rules_dir, load_packs  # noqa: E402
+from service.redact import redact  # noqa: E402
 from service.schemas import DiagnoseRequest  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -365,6 +368,13 @@ def main() -> int:
         "one OOM line repeated to 2 MB", rounds(lambda: classify(repeated, packs)), len(repeated.log)
     )
     ratio = repeated_median / small_median
+    print("redaction alone (service.redact.redact):")
+    for label, text in [
+        *((k, v) for k, v in logs.items() if k.endswith(" 2 MB")),
+        ("repeated OOM 2 MB", repeated.log),
+    ]:
+        row(f"redact {label}", rounds(lambda t=text: redact(t)), len(text))
+    cli_ratio = diagnose_process_cost(small.log)
     dense = medians["dense 2 MB"] * 1000
     print("targets (issue 15):")
     print(f"  dense 2 MB in-process: {dense:.0f} ms (<= 100 ms: {verdict(dense <= 100)})")
@@ -376,8 +386,27 @@ def main() -> int:
                 f"  classify / hyperscan throughput, dense {size}: {share:.3f}x "
                 f"(>= 0.5x: {verdict(share >= 0.5)})"
             )
+    print(f"  vramdoc diagnose (300 lines) / python -c pass: {cli_ratio:.1f}x")
     generated_data_cost(small)
     return 0
+
+
+def diagnose_process_cost(log: str) -> float:
+    """`vramdoc diagnose FILE` on a typical paste as a whole process, against a bare interpreter."""
+    print("process on a 300-line paste:")
+    with tempfile.TemporaryDirectory() as folder:
+        log_file = Path(folder) / "paste.log"
+        log_file.write_text(log, encoding="utf-8")
+        bare = [sys.executable, "-c", "pass"]
+        cli = [sys.executable, "-m", "service.cli", "diagnose", str(log_file)]
+        peer = row("python -c pass", rounds(lambda: subprocess.run(bare, capture_output=True)), len(log))
+        ours = row(
+            "vramdoc diagnose",
+            rounds(lambda: subprocess.run(cli, cwd=REPO, capture_output=True, check=False)),
+            len(log),
+            peer,
+        )
+    return ours / peer
 
 
 def _rounds(action: object, repeat: int) -> list[float]:

@@ -105,7 +105,12 @@ EVIDENCE_WIDTH = 640
 
 
 def _evidence_lines(evidence: Iterable[Evidence], width: int = EVIDENCE_WIDTH) -> list[str]:
-    return [f"{e.line:>5} | {cut(e.text.rstrip(), width)}" for e in evidence]
+    return [f"{e.line:>5} | {cut(e.text.rstrip(), width)}{_repeated(e)}" for e in evidence]
+
+
+def _repeated(evidence: Evidence) -> str:
+    """How many identical lines (every rank, every retry) one shown line stands for."""
+    return f"  (×{evidence.repeats})" if evidence.repeats > 1 else ""
 
 
 def _fact_value(name: str, value: object) -> str:

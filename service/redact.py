@@ -72,6 +72,17 @@ _SPACE = r"[\s\x0b\x1c-\x1f\x{85}\pZ]"
 _UNNAMED = re.compile(r"\(\?P<\w+>")
 _CANDIDATE = re2.compile("|".join(_UNNAMED.sub("(?:", t.replace("{S}", _SPACE)) for t in _TEMPLATES))
 
+
+def _candidates(text: str) -> Iterable[tuple[int, int]]:
+    """Spans of every candidate; on ASCII text RE2 scans the bytes and byte offsets are the spans."""
+    if text.isascii():
+        for match in _CANDIDATE.finditer(text.encode("ascii")):
+            yield match.span()
+    else:
+        for match in _CANDIDATE.finditer(text):
+            yield match.span()
+
+
 # A line break between two token characters may be a terminal's hard wrap, unless the next line
 # starts a record of its own (a logger level, a timestamp, a traceback, a compose prefix).
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+/=.~%:@")
@@ -81,8 +92,26 @@ _RECORD_START = re.compile(
 )
 
 
+# Which patterns may match a segment (RE2 set, same candidate forms): only those run in Python `re`.
+_FORMS = tuple(_UNNAMED.sub("(?:", t.replace("{S}", _SPACE)) for t in _TEMPLATES)
+
+
+def _pattern_set() -> Any:
+    options = re2.Options()
+    options.log_errors = False
+    found = re2.Set.SearchSet(options)
+    for form in _FORMS:
+        found.Add(form)
+    found.Compile()
+    return found
+
+
+_MAY_MATCH = _pattern_set()
+
+
 def _secret_spans(segment: str) -> Iterable[tuple[int, int]]:
-    for pattern in _PATTERNS:
+    for index in sorted(_MAY_MATCH.Match(segment) or ()):
+        pattern = _PATTERNS[index]
         for match in pattern.finditer(segment):
             start, end = match.span("secret") if "secret" in pattern.groupindex else match.span()
             already = segment.startswith(REDACTED, start) or segment.startswith(REDACTED, max(start - 1, 0))
@@ -98,10 +127,10 @@ _CONTEXT = 1024
 def _candidate_segments(text: str) -> list[tuple[int, int]]:
     """Windows of the lines that hold a candidate, merged where they touch."""
     spans: list[tuple[int, int]] = []
-    for match in _CANDIDATE.finditer(text):
-        start = max(text.rfind("\n", 0, match.start()) + 1, match.start() - _CONTEXT)
-        end = text.find("\n", match.end())
-        end = min(len(text) if end == -1 else end, match.end() + _CONTEXT)
+    for found_start, found_end in _candidates(text):
+        start = max(text.rfind("\n", 0, found_start) + 1, found_start - _CONTEXT)
+        end = text.find("\n", found_end)
+        end = min(len(text) if end == -1 else end, found_end + _CONTEXT)
         if spans and start <= spans[-1][1]:
             spans[-1] = (spans[-1][0], max(end, spans[-1][1]))
         else:
@@ -119,15 +148,16 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
+_BREAK_BEFORE_TOKEN = re.compile(f"\n(?=[{re.escape(''.join(sorted(_TOKEN_CHARS)))}])")
+
+
 def _joined(text: str) -> tuple[str, list[int]]:
     """The text with every break between two token characters removed, and where each one was."""
-    lines = text.split("\n")
-    breaks: list[int] = []
-    position = -1
-    for line, following in zip(lines, lines[1:], strict=False):
-        position += len(line) + 1  # the index of the break after `line`
-        if line and following and line[-1] in _TOKEN_CHARS and following[0] in _TOKEN_CHARS:
-            breaks.append(position)
+    breaks = [
+        at
+        for match in _BREAK_BEFORE_TOKEN.finditer(text)
+        if (at := match.start()) and text[at - 1] in _TOKEN_CHARS
+    ]
     if not breaks:
         return text, []
     pieces = []
@@ -139,13 +169,16 @@ def _joined(text: str) -> tuple[str, list[int]]:
     return "".join(pieces), breaks
 
 
-def _to_raw(span: tuple[int, int], breaks: list[int], text: str) -> tuple[int, int]:
+def _to_raw(
+    span: tuple[int, int], breaks: list[int], text: str, joined_at: list[int] | None = None
+) -> tuple[int, int]:
     """A span of the joined view in raw positions, ending at the first break before a new record.
 
-    The k-th removed break sat before joined index breaks[k] - k; a joined index moves right by the
-    number of breaks removed before it.
+    The k-th removed break sat before joined index joined_at[k] = breaks[k] - k (computed once per
+    text by the caller); a joined index moves right by the number of breaks removed before it.
     """
-    joined_at = [position - k for k, position in enumerate(breaks)]
+    if joined_at is None:
+        joined_at = [position - k for k, position in enumerate(breaks)]
     start = span[0] + bisect.bisect_right(joined_at, span[0])
     end = span[1] - 1 + bisect.bisect_right(joined_at, span[1] - 1) + 1
     for k in range(bisect.bisect_left(breaks, start), bisect.bisect_left(breaks, end)):
@@ -159,7 +192,10 @@ def _spans_in(text: str, *, join: bool) -> list[tuple[int, int]]:
     found: list[tuple[int, int]] = []
     for seg_start, seg_end in _candidate_segments(view):
         found.extend((seg_start + s, seg_start + e) for s, e in _secret_spans(view[seg_start:seg_end]))
-    return [_to_raw(span, breaks, text) for span in found] if breaks else found
+    if not breaks:
+        return found
+    joined_at = [position - k for k, position in enumerate(breaks)]
+    return [_to_raw(span, breaks, text, joined_at) for span in found]
 
 
 def _replace(text: str, spans: list[tuple[int, int]]) -> str:

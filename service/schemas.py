@@ -140,6 +140,9 @@ class Evidence(Wire, frozen=True):
     line: int
     text: str
     rule: str | None = None
+    # how many matched lines read the same once per-process prefixes are stripped (every rank, every
+    # retry): the line is shown once and counted
+    repeats: int = 1
 
 
 class Finding(Wire, frozen=True):

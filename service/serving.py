@@ -11,6 +11,8 @@ but steady upload still gets through.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 from typing import Any
 
 import anyio
@@ -19,10 +21,57 @@ from litestar.exceptions import HTTPException
 from litestar.types import ASGIApp, Receive, ReceiveMessage, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-__all__ = ["HEADER_TIMEOUT_S", "KEEP_ALIVE_S", "HeaderDeadlineProtocol", "StalledBodyGuard", "server_options"]
+__all__ = [
+    "HEADER_TIMEOUT_S",
+    "KEEP_ALIVE_S",
+    "HeaderDeadlineProtocol",
+    "StalledBodyGuard",
+    "return_large_blocks",
+    "server_options",
+    "trim_freed_memory",
+]
 
 HEADER_TIMEOUT_S = 10.0
 KEEP_ALIVE_S = 5
+
+
+# glibc raises its mmap threshold each time a large block is freed (up to 32 MiB), so after the first
+# 2 MB paste later ones come from the heap, which it keeps; and each thread that diagnoses a large
+# log gets an arena of its own, kept as well: a burst of 16 pastes left a worker 100-200 MiB larger.
+# A fixed threshold keeps large blocks mmap-ed (freeing one returns it), the heap is trimmed at the
+# same size, and threads share one arena (they take turns under the GIL anyway).
+MMAP_THRESHOLD_BYTES = 128 * 1024
+MALLOC_ARENAS = 1
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+_M_ARENA_MAX = -8
+
+
+def _libc() -> Any:
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c"))
+    except OSError:
+        return None
+
+
+_LIBC = _libc()
+
+
+def return_large_blocks() -> None:
+    """Have the C allocator give large freed blocks back to the system (glibc; elsewhere a no-op)."""
+    mallopt = getattr(_LIBC, "mallopt", None)
+    if mallopt is not None:
+        mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
+        mallopt(_M_TRIM_THRESHOLD, MMAP_THRESHOLD_BYTES)
+        mallopt(_M_ARENA_MAX, MALLOC_ARENAS)
+
+
+def trim_freed_memory() -> None:
+    """Return the free pages inside the C heap to the system (after a large log; glibc only): the
+    request bodies arrive in chunks too small to be mmap-ed, and their free pages stay otherwise."""
+    trim = getattr(_LIBC, "malloc_trim", None)
+    if trim is not None:
+        trim(0)
 
 
 class HeaderDeadlineProtocol(HttpToolsProtocol):

@@ -30,7 +30,7 @@ from service.calibration_store import CalibrationStore
 from service.core import load_rules
 from service.packs import RulePacks
 from service.redis_link import connect_redis
-from service.serving import StalledBodyGuard
+from service.serving import StalledBodyGuard, return_large_blocks
 from service.team_memory import TeamMemory
 
 __all__ = ["create_app", "create_app_from_env"]
@@ -109,4 +109,5 @@ def create_app(
 
 def create_app_from_env() -> Litestar:
     """The factory `vramdoc serve` hands to uvicorn: each worker reads the same environment."""
+    return_large_blocks()
     return create_app(Settings.from_env())

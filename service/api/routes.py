@@ -38,6 +38,7 @@ from service.schemas import (
     PreflightRequest,
     Snapshot,
 )
+from service.serving import trim_freed_memory
 
 __all__ = ["V1_HANDLERS", "health_handlers"]
 
@@ -236,7 +237,9 @@ async def _answer(
         result = msgspec.json.decode(cached, type=type_)
         status = "hit"
     else:
-        result = await anyio.to_thread.run_sync(compute) if large else compute()
+        result = await anyio.to_thread.run_sync(compute, limiter=ready.large_logs) if large else compute()
+        if large:
+            trim_freed_memory()
         if key:
             await ready.shared.store(key, msgspec.json.encode(result), ttl_s)
         status = "miss" if key else "off"

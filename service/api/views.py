@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import cast
 
+import anyio
 import msgspec
 from litestar.datastructures import State
 
@@ -75,6 +76,9 @@ class GpuEntry(msgspec.Struct, frozen=True):
     aliases: list[str]
 
 
+LARGE_LOGS_AT_ONCE = 2
+
+
 @dataclass(frozen=True, slots=True)
 class Loaded:
     """Everything a worker loads at startup; read-only afterwards."""
@@ -95,6 +99,11 @@ class Loaded:
     memory: TeamMemory | None = None
     # the estimator's error on pasted profiles, in the same Redis (None without Redis)
     calibration: CalibrationStore | None = None
+    # Large logs diagnosed at once by this worker: the work is CPU-bound under the GIL, so more threads
+    # only hold more 2 MB documents in memory at the same time (issue 14: memory after a burst).
+    large_logs: anyio.CapacityLimiter = field(
+        default_factory=lambda: anyio.CapacityLimiter(LARGE_LOGS_AT_ONCE)
+    )
 
     @classmethod
     def build(

@@ -85,7 +85,8 @@ def render_report(diagnosis: Diagnosis) -> str:
         out += ["", "evidence:"]
         for item in diagnosis.evidence:
             marker = "»" if item.rule else " "
-            out.append(f" {marker}{item.line:>6} | {item.text[:240]}")
+            repeated = f"  (×{item.repeats} identical lines)" if item.repeats > 1 else ""
+            out.append(f" {marker}{item.line:>6} | {item.text[:240]}{repeated}")
     problems = [f for f in diagnosis.findings if f.severity != "info"]
     if problems:
         out += ["", "findings:"]

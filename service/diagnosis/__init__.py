@@ -12,7 +12,7 @@ from service.diagnosis.facts import collect_facts, infer_engine
 from service.diagnosis.hints import budget_hint, weights_hint
 from service.diagnosis.interpret import Context, interpret
 from service.diagnosis.normalize import Document
-from service.diagnosis.scan import present, scan
+from service.diagnosis.scan import present, scan_document
 from service.diagnosis.wording import describe
 from service.packs import RulePacks
 from service.schemas import Diagnosis, Phase
@@ -32,7 +32,8 @@ def classify_text(
 ) -> Diagnosis:
     """Classify one pasted log; request facts and a command fill what the log does not state."""
     doc = Document(log)
-    hits = scan(doc, packs.signatures.eager)
+    found_hits = scan_document(doc, packs.signatures.eager)
+    hits = found_hits.hits
 
     def ask_hint() -> Phase | None:
         if hint is not None:
@@ -65,7 +66,7 @@ def classify_text(
         summary=summary,
         evidence=collect_evidence(doc, verdict, hits, found.sources),
         facts=facts,
-        findings=collect_findings(verdict, hits, found.flag_issues),
+        findings=collect_findings(verdict, found_hits, found.flag_issues, len(doc)),
         budget=None,
         fixes=[],
         rules_version=packs.digest,

@@ -1,7 +1,9 @@
 """Evidence and findings: what a person needs to see to trust the verdict, secrets redacted.
 
 Evidence is the decisive lines, the lines the key facts came from, and the first exception with
-up to 30 lines before it (its traceback). Findings list every failure-type hit once per rule.
+up to 30 lines before it (its traceback); a line that reads the same as one already shown is counted
+on that one instead. Only shown lines are redacted. Findings list every failure-type hit once per
+rule, and say when the scan stopped at its bound.
 """
 
 from __future__ import annotations
@@ -9,11 +11,11 @@ from __future__ import annotations
 from service.diagnosis.command import FlagIssue
 from service.diagnosis.interpret import Verdict
 from service.diagnosis.normalize import Document
-from service.diagnosis.scan import Hit
+from service.diagnosis.scan import Hit, Scan
 from service.redact import redact
 from service.schemas import Evidence, Finding
 
-__all__ = ["collect_evidence", "collect_findings"]
+__all__ = ["SCAN_BOUND_RULE", "collect_evidence", "collect_findings"]
 
 CONTEXT_BEFORE = 30
 MAX_TEXT = 2000
@@ -41,21 +43,55 @@ def collect_evidence(
             if not line.source or before.source == line.source:
                 chosen.setdefault(before.number, None)
     by_line = {h.line.number: h.rule_id for h in hits}
-    evidence = []
+    evidence: list[Evidence] = []
+    shown: set[str] = set()
+    repeats = _repeats(hits)
     for number in sorted(chosen):
         text = doc.line(number).text
-        if not text.strip():
+        if not text.strip() or text in shown:
             continue
+        shown.add(text)
         rule = chosen[number] or by_line.get(number)
-        evidence.append(Evidence(line=number, text=redact(text[:MAX_TEXT]), rule=rule))
+        count = repeats.get(text, 1)
+        evidence.append(Evidence(line=number, text=redact(text[:MAX_TEXT]), rule=rule, repeats=count))
     return evidence
 
 
+def _repeats(hits: list[Hit]) -> dict[str, int]:
+    """How many matched lines read each message (a line with several hits counts once)."""
+    counts: dict[str, int] = {}
+    seen: set[int] = set()
+    for hit in hits:
+        if hit.line.number not in seen:
+            seen.add(hit.line.number)
+            counts[hit.line.text] = counts.get(hit.line.text, 0) + hit.repeats
+    return counts
+
+
+SCAN_BOUND_RULE = "vramdoc-scan-bound"
+
+
 def collect_findings(
-    verdict: Verdict, hits: list[Hit], flag_issues: list[tuple[FlagIssue, int | None]]
+    verdict: Verdict, found: Scan, flag_issues: list[tuple[FlagIssue, int | None]], total_lines: int
 ) -> list[Finding]:
-    """One finding per (rule, phase): failures, OOMs, wrappers, the root, and bad flags."""
+    """One finding per (rule, phase): failures, OOMs, wrappers, the root, and bad flags; first, when
+    the scan stopped at its bound, how far it read."""
+    hits = found.hits
     findings: list[Finding] = []
+    if found.stopped_at is not None:
+        message = (
+            f"Examined the first {found.examined} matching lines (up to line {found.stopped_at - 1} of "
+            f"{total_lines}); the rest of the log was not read."
+        )
+        findings.append(
+            Finding(
+                rule=SCAN_BOUND_RULE,
+                phase=verdict.phase,
+                severity="warning",
+                line=found.stopped_at,
+                message=message,
+            )
+        )
     seen: set[tuple[str, str]] = set()
     for hit in hits:
         rule = hit.compiled.rule

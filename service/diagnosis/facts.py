@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from service.diagnosis.command import FlagIssue, parse_command
+from service.diagnosis.command import FlagIssue, ParsedCommand, parse_command
 from service.diagnosis.scan import Hit
 from service.packs.fixes import FixPack
 from service.packs.signatures import SignatureRule
@@ -98,8 +98,12 @@ def collect_facts(
         for name, value in hit.facts.items():
             if name in FIRST_STATED and name != "command":
                 found.add(name, value, f"line {hit.line.number}")
+    parsed_by_text: dict[str, ParsedCommand] = {}  # the same command pasted again is parsed once
     for hit in _command_hits(hits):
-        parsed = parse_command(str(hit.facts["command"]), history, version)
+        text = str(hit.facts["command"])
+        if text not in parsed_by_text:
+            parsed_by_text[text] = parse_command(text, history, version)
+        parsed = parsed_by_text[text]
         for name, value in parsed.facts.items():
             found.add(name, value, f"line {hit.line.number}")
         found.flag_issues.extend((issue, hit.line.number) for issue in parsed.issues)

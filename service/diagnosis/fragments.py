@@ -195,10 +195,10 @@ def _head(text: str, shapes: list[str], first_word: int, stand_in: dict[str, str
 
 def _agreed(compiled: CompiledRule, first_text: str, second_text: str) -> dict[str, object]:
     """Facts the rule reads alike from both renderings: the ones the line itself states."""
-    first = match_line(compiled, first_text)
+    first = match_line(compiled, first_text.encode())
     if not first:
         return {}
-    second = match_line(compiled, second_text) or {}
+    second = match_line(compiled, second_text.encode()) or {}
     return {name: value for name, value in first.items() if second.get(name) == value}
 
 

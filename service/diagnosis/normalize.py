@@ -14,12 +14,14 @@ from typing import Any
 
 import re2
 
-__all__ = ["Document", "Line", "clean_text", "decode_bytes", "is_prose", "split_prefixes"]
+__all__ = ["Document", "Line", "clean_text", "decode_bytes", "is_prose", "run_of", "split_prefixes"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\x1b\[[0-9;]*$|\[(?:\d{1,3};)*\d{1,3}m")
 _SLACK_LINK = re.compile(r"<((?:https?|mailto|ftp)://?[^|<>\s]*)(?:\|([^<>]*))?>")
 _SLACK_REF = re.compile(r"<[@#!][^<>\s]*(?:\|([^<>]*))?>")
-_FENCE = re.compile(r"(?m)^[ \t]*```[\w+\-.]*[ \t]*$|```")
+# A fence's backticks; with the language tag when nothing else follows on its line. The whole line
+# goes when only blanks precede it (found from the backticks: a `^[ \t]*` lead costs a try per line).
+_FENCE = re.compile(r"```(?P<tag>[\w+\-.]*[ \t]*(?=\n|\Z))?")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # IPython 8 prints a frame as `File ~/envs/x/vllm/worker/worker.py:123, in Worker.load_model(self)`;
 # written the way Python's own traceback does, every frame rule and the call-graph table read it.
@@ -37,12 +39,13 @@ def _triggers() -> Any:
     options.log_errors = False
     pattern = (
         r"[\x00-\x09\x0b-\x1f\x7f]|\[0m|;0m|<(?:https?|mailto|ftp|[@#!])"
-        r"|&(?:lt|gt|amp|quot|#39|#x27);|```|File [^\s\"]+\.py:\d+, in "
+        r"|&(?:lt|gt|amp|quot|#39|#x27);|```|\[(?:\d{1,3};)*\d{1,3}m|File [^\s\"]+\.py:\d+, in "
     )
     return re2.compile(pattern, options)
 
 
-# Anything clean_text would change; a log without any is used as is (one fast RE2 pass instead).
+# Anything clean_text would change (exactly: each step of _clean_once needs one); a log without any
+# is used as is (one fast RE2 pass instead), and clean_text stops once none is left.
 _TRIGGERS = _triggers()
 
 # One alternation per prefix family; split_prefixes strips them repeatedly until none is left.
@@ -97,7 +100,7 @@ def _clean_once(text: str) -> str:
     if "&" in text:
         text = _ENTITY.sub(lambda m: _ENTITIES[m.group(0)], text)
     if "```" in text:
-        text = _FENCE.sub("", text)
+        text = _drop_fences(text)
     if "\t" in text:
         text = text.replace("\t", "    ")
     if ".py:" in text:
@@ -107,12 +110,28 @@ def _clean_once(text: str) -> str:
     return text
 
 
+def _drop_fences(text: str) -> str:
+    pieces: list[str] = []
+    done = 0
+    for match in _FENCE.finditer(text):
+        start = match.start()
+        line_start = text.rfind("\n", 0, start) + 1
+        if match.group("tag") is not None and line_start >= done and not text[line_start:start].strip(" \t"):
+            start = line_start  # a fence line: the whole line goes, its newline stays
+        pieces.append(text[done:start])
+        done = match.end() if start == line_start and match.group("tag") is not None else match.start() + 3
+    if not pieces:
+        return text
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
 def clean_text(text: str) -> str:
     """Whole-text cleanup that keeps the number of lines; repeated to a fixed point (idempotent)."""
     while True:
         cleaned = _clean_once(text)
-        if cleaned == text:
-            return text
+        if cleaned == text or _TRIGGERS.search(cleaned.encode("utf-8", errors="replace")) is None:
+            return cleaned
         text = cleaned
 
 
@@ -148,6 +167,26 @@ def split_prefixes(raw: str) -> tuple[str, str, str]:
     if text.endswith("**"):
         text = text[:-2].rstrip()
     return source, level, text
+
+
+def run_of(data: bytes, raw: bytes, end: int) -> tuple[int, int]:
+    """How many consecutive lines of `data` read `raw`, from the one ending at `end`, and where the
+    line after them starts: a paste of the same line over and over is read once and counted.
+
+    Lines repeat exactly when the text is periodic with the line's length: blocks of a growing
+    number of lines are compared (in C) with the same block one line earlier.
+    """
+    size, period = len(data), len(raw) + 1
+    repeats, pos, step = 1, end + 1, 1
+    while step and pos < size:
+        stop = pos + step * period
+        if stop <= size and data[pos:stop] == data[pos - period : stop - period]:
+            repeats, pos, step = repeats + step, stop, step * 2
+        else:
+            step //= 2
+    if pos < size and size - pos == len(raw) and data.endswith(raw):
+        repeats, pos = repeats + 1, size + 1  # the last line, without a newline
+    return repeats, pos
 
 
 # Terminals hard-wrap long lines at their width, mid-word: every wrapped piece then has exactly
@@ -212,7 +251,7 @@ def _continues(line: str, previous: str) -> bool:
 class Document:
     """A cleaned log: whole text for fast scans, lines on demand with their original numbers."""
 
-    __slots__ = ("_cache", "_data", "lines", "text")
+    __slots__ = ("_cache", "_data", "_split", "lines", "text")
 
     def __init__(self, raw: str) -> None:
         data: bytes | None = raw.encode("utf-8", errors="replace")
@@ -228,6 +267,7 @@ class Document:
         self.text = raw
         self.lines = lines
         self._cache: dict[int, Line] = {}
+        self._split: dict[str, tuple[str, str, str]] = {}  # identical lines are split once
         self._data = data
 
     @property
@@ -244,7 +284,19 @@ class Document:
         """The normalized line with 1-based `number` (cached)."""
         cached = self._cache.get(number)
         if cached is None:
-            source, level, text = split_prefixes(self.lines[number - 1])
+            raw = self.lines[number - 1]
+            split = self._split.get(raw)
+            if split is None:
+                split = self._split[raw] = split_prefixes(raw)
+            source, level, text = split
+            cached = Line(number=number, source=source, level=level, text=text)
+            self._cache[number] = cached
+        return cached
+
+    def known_line(self, number: int, source: str, level: str, text: str) -> Line:
+        """Line `number` from prefixes already split (the scan's, for a line it has seen before)."""
+        cached = self._cache.get(number)
+        if cached is None:
             cached = Line(number=number, source=source, level=level, text=text)
             self._cache[number] = cached
         return cached

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from service.diagnosis.normalize import Document, is_prose
+from service.diagnosis.normalize import Document, Line, is_prose, run_of
 from service.packs.prose import ProseVocabulary
 from service.packs.signatures import Stage
 
@@ -47,6 +47,7 @@ def _stage(clause: str, vocabulary: ProseVocabulary) -> Stage | None:
 def read_prose(doc: Document, vocabulary: ProseVocabulary) -> list[ProseCue]:
     """Every affirmative failure clause in the document's prose lines, in line order."""
     cues: list[ProseCue] = []
+    read: dict[str, list[tuple[Stage | None, str]]] = {}  # a line pasted again is read once
     data = doc.data
     pos, line_no, counted = 0, 1, 0
     while pos < len(data):
@@ -57,15 +58,27 @@ def read_prose(doc: Document, vocabulary: ProseVocabulary) -> list[ProseCue]:
         end = data.find(b"\n", match.start())
         end = len(data) if end < 0 else end
         line_no += data.count(b"\n", counted, start)
-        counted = start
-        pos = end + 1
+        repeats, pos = run_of(data, data[start:end], end)
         line = doc.line(line_no)
-        if not is_prose(line):
-            continue
-        for clause in _clauses(line.text, vocabulary):
-            if vocabulary.failure.search(clause) and not vocabulary.negation.search(clause):
-                cues.append(ProseCue(line_no, _stage(clause, vocabulary), clause.strip()))
+        first, line_no, counted = line_no, line_no + repeats, pos
+        if line.source or line.level:
+            continue  # a logger or process prefix: a program printed it
+        if line.text not in read:
+            read[line.text] = _affirmed(line, vocabulary)
+        for number in range(first, first + repeats):
+            cues.extend(ProseCue(number, stage, clause) for stage, clause in read[line.text])
     return cues
+
+
+def _affirmed(line: Line, vocabulary: ProseVocabulary) -> list[tuple[Stage | None, str]]:
+    """The failure clauses a prose line affirms, with the stage each names."""
+    if not is_prose(line):
+        return []
+    return [
+        (_stage(clause, vocabulary), clause.strip())
+        for clause in _clauses(line.text, vocabulary)
+        if vocabulary.failure.search(clause) and not vocabulary.negation.search(clause)
+    ]
 
 
 def is_negated_prose(doc: Document, number: int, vocabulary: ProseVocabulary) -> bool:

@@ -7,14 +7,25 @@ which patterns may apply, and just those full patterns run to extract facts.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from service.diagnosis.normalize import Document, Line
+from service.diagnosis.normalize import Document, Line, run_of, split_prefixes
 from service.packs import PatternIndex
 from service.packs.signatures import CompiledRule, convert_fact, other_process
 
-__all__ = ["Hit", "match_line", "parse_pairs", "present", "scan", "scan_lines"]
+__all__ = [
+    "MAX_EXAMINED_LINES",
+    "Hit",
+    "Scan",
+    "match_line",
+    "parse_pairs",
+    "present",
+    "scan",
+    "scan_document",
+    "scan_lines",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,10 +35,17 @@ class Hit:
     compiled: CompiledRule
     line: Line
     facts: dict[str, object]
+    repeats: int = 1  # identical lines this hit stands for (the same line pasted on consecutive lines)
 
     @property
     def rule_id(self) -> str:
         return self.compiled.rule.id
+
+
+# One pass over a `key=value` body: a key (word characters, maybe quoted) and its separator, then its
+# value read by jumping between quotes, brackets and commas instead of visiting every character.
+_KEY = re.compile(r"""([\w'"]+) *[=:] *""")
+_DELIMITER = re.compile(r"[,()\[\]{}]")
 
 
 def parse_pairs(body: str) -> dict[str, tuple[str, bool]]:
@@ -37,54 +55,43 @@ def parse_pairs(body: str) -> dict[str, tuple[str, bool]]:
     `LLM(model=path)` names a variable, not a model.
     """
     pairs: dict[str, tuple[str, bool]] = {}
-    i, size = 0, len(body)
-    while i < size:
-        start = i
-        while i < size and (body[i].isalnum() or body[i] in "_'\""):
-            i += 1
-        key = body[start:i].strip("'\"")
-        while i < size and body[i] == " ":
-            i += 1
-        if not key or i >= size or body[i] not in "=:":
-            i = max(i, start + 1)
-            continue
-        i += 1
-        while i < size and body[i] == " ":
-            i += 1
-        quoted = i < size and body[i] in "'\""
-        value, i = _read_value(body, i)
-        pairs.setdefault(key, (value, quoted))
+    at = 0
+    while (match := _KEY.search(body, at)) is not None:
+        key = match.group(1).strip("'\"")
+        at = match.end()
+        quoted = at < len(body) and body[at] in "'\""
+        value, at = _read_value(body, at)
+        if key:
+            pairs.setdefault(key, (value, quoted))
     return pairs
 
 
-def _read_value(body: str, i: int) -> tuple[str, int]:
-    size = len(body)
-    if i < size and body[i] in "'\"":
-        quote = body[i]
-        end = body.find(quote, i + 1)
-        end = size if end < 0 else end
-        return body[i + 1 : end], end + 1
+def _read_value(body: str, at: int) -> tuple[str, int]:
+    """The value starting at `at` and where reading goes on (past its closing quote or comma)."""
+    if at < len(body) and body[at] in "'\"":
+        end = body.find(body[at], at + 1)
+        end = len(body) if end < 0 else end
+        return body[at + 1 : end], end + 1
     depth = 0
-    start = i
-    while i < size:
-        char = body[i]
+    for delimiter in _DELIMITER.finditer(body, at):
+        char = delimiter.group()
         if char in "([{":
             depth += 1
-        elif char in ")]}":
-            if depth == 0:
-                break
+        elif depth and char != ",":
             depth -= 1
-        elif char == "," and depth == 0:
-            break
-        i += 1
-    return body[start:i].strip(), i + 1
+        elif not depth:
+            return body[at : delimiter.start()].strip(), delimiter.start() + 1
+    return body[at:].strip(), len(body) + 1
 
 
-def match_line(compiled: CompiledRule, text: str, only: set[int] | None = None) -> dict[str, object] | None:
-    """Facts stated by `text` under this rule, or None when no pattern matches.
+def match_line(
+    compiled: CompiledRule, text: bytes, only: frozenset[int] | None = None
+) -> dict[str, object] | None:
+    """Facts stated by `text` (UTF-8) under this rule, or None when no pattern matches.
 
     `only` names the patterns the prefilter set already matched on this line; a plain one (no
-    groups, no anchors) then needs no second run.
+    groups, no anchors) then needs no second run. Patterns run on bytes, so the RE2 wrapper neither
+    re-encodes the line nor maps offsets back to characters; only captured groups are decoded.
     """
     rule = compiled.rule
     if any(exclude.search(text) for exclude in compiled.excludes):
@@ -111,27 +118,30 @@ def match_line(compiled: CompiledRule, text: str, only: set[int] | None = None) 
         for name, raw in match.groupdict().items():
             if raw is None:
                 continue
+            value_text = raw.decode("utf-8", errors="replace")
             if name == "body":
-                _pair_facts(compiled, raw, facts)
+                _pair_facts(compiled, value_text, facts)
                 continue
             if name == "command":
-                facts.setdefault("command", raw)
+                facts.setdefault("command", value_text)
                 continue
             spec = rule.facts[name]
-            value = convert_fact(spec.fact, spec.unit, raw)
+            value = convert_fact(spec.fact, spec.unit, value_text)
             if value is not None:
                 facts.setdefault(spec.fact, value)
     return facts if matched else None
 
 
-def _list_facts(compiled: CompiledRule, regex: Any, text: str) -> list[object]:
+def _list_facts(compiled: CompiledRule, regex: Any, text: bytes) -> list[object]:
     facts = compiled.rule.facts
     pid_group = next(name for name, spec in facts.items() if spec.field == "pid")
     used_group = next(name for name, spec in facts.items() if spec.field == "used_gib")
     unit = facts[used_group].unit
     found: list[object] = []
     for match in regex.finditer(text):
-        record = other_process(match.group(pid_group) or "", match.group(used_group) or "", unit)
+        pid = (match.group(pid_group) or b"").decode("utf-8", errors="replace")
+        used = (match.group(used_group) or b"").decode("utf-8", errors="replace")
+        record = other_process(pid, used, unit)
         if record is not None:
             found.append(record)
     return found
@@ -147,9 +157,29 @@ def _pair_facts(compiled: CompiledRule, body: str, facts: dict[str, object]) -> 
             facts.setdefault(fact, converted)
 
 
+# The most matched lines one document may cost (a run of identical lines counts once); past it the
+# scan stops and the answer says how far it read (`Scan.stopped_at`).
+MAX_EXAMINED_LINES = 4000
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """The hits of one document, how many matched lines were examined, and where the scan stopped
+    when it reached MAX_EXAMINED_LINES (None when it read everything)."""
+
+    hits: list[Hit]
+    examined: int
+    stopped_at: int | None
+
+
 def scan(doc: Document, index: PatternIndex) -> list[Hit]:
-    """Every hit of `index`'s rules in the whole document, in line order."""
-    return _scan_bytes(doc, index, doc.data, 1)
+    """Every hit of `index`'s rules in the whole document, in line order (up to the bound)."""
+    return scan_document(doc, index).hits
+
+
+def scan_document(doc: Document, index: PatternIndex, limit: int = MAX_EXAMINED_LINES) -> Scan:
+    """The hits in the whole document, examining at most `limit` matched lines."""
+    return _Scanner(doc, index).run(doc.data, 1, limit)
 
 
 def scan_lines(doc: Document, index: PatternIndex, first: int, last: int) -> list[Hit]:
@@ -158,7 +188,7 @@ def scan_lines(doc: Document, index: PatternIndex, first: int, last: int) -> lis
     if first > last:
         return []
     data = "\n".join(doc.lines[first - 1 : last]).encode("utf-8", errors="replace")
-    return _scan_bytes(doc, index, data, first)
+    return _Scanner(doc, index).run(data, first, None).hits
 
 
 def present(doc: Document, index: PatternIndex) -> list[CompiledRule]:
@@ -169,39 +199,85 @@ def present(doc: Document, index: PatternIndex) -> list[CompiledRule]:
     return [index.rules[i] for i in sorted(found)]
 
 
-def _scan_bytes(doc: Document, index: PatternIndex, data: bytes, first_line: int) -> list[Hit]:
-    if index.prefilter is None:
-        return []
-    hits: list[Hit] = []
-    pos, line_no, counted_to = 0, first_line, 0
-    size = len(data)
-    search = index.prefilter.search
-    while pos < size:
-        match = search(data, pos)
-        if match is None:
-            break
-        begin = match.start()
-        start = data.rfind(b"\n", 0, begin) + 1
-        end = data.find(b"\n", begin)
-        end = size if end < 0 else end
-        line_no += data.count(b"\n", counted_to, start)
-        counted_to = start
-        hits.extend(_hits_on_line(doc, index, line_no, data[start:end]))
-        pos = end + 1
-    return hits
+# What one distinct line yields: its prefixes split off, and each matching rule with its facts.
+_LineResult = tuple[str, str, str, tuple[tuple[CompiledRule, dict[str, object]], ...]]
 
 
-def _hits_on_line(doc: Document, index: PatternIndex, number: int, raw: bytes) -> list[Hit]:
-    line = doc.line(number)
-    by_rule: dict[int, set[int]] = {}
-    for pattern_index in index.pattern_set.Match(raw) or ():
-        rule_index, regex_index = index.pattern_owner[pattern_index]
-        by_rule.setdefault(rule_index, set()).add(regex_index)
-    hits: list[Hit] = []
-    for rule_index in sorted(by_rule):
-        compiled = index.rules[rule_index]
-        text = line.text if compiled.rule.target == "message" else doc.lines[number - 1]
-        facts = match_line(compiled, text, by_rule[rule_index])
-        if facts is not None:
-            hits.append(Hit(compiled=compiled, line=line, facts=facts))
-    return hits
+class _Scanner:
+    """One scan of one document: each distinct line is examined once, each (rule, text) matched once,
+    and a run of identical lines becomes one hit that counts them."""
+
+    __slots__ = ("doc", "index", "lines", "rules")
+
+    def __init__(self, doc: Document, index: PatternIndex) -> None:
+        self.doc = doc
+        self.index = index
+        self.lines: dict[bytes, _LineResult] = {}
+        self.rules: dict[tuple[int, bytes, frozenset[int]], dict[str, object] | None] = {}
+
+    def run(self, data: bytes, first_line: int, limit: int | None) -> Scan:
+        if self.index.prefilter is None:
+            return Scan(hits=[], examined=0, stopped_at=None)
+        hits: list[Hit] = []
+        pos, line_no, counted_to, examined = 0, first_line, 0, 0
+        size = len(data)
+        search = self.index.prefilter.search
+        while pos < size:
+            match = search(data, pos)
+            if match is None:
+                break
+            begin = match.start()
+            start = data.rfind(b"\n", 0, begin) + 1
+            end = data.find(b"\n", begin)
+            end = size if end < 0 else end
+            line_no += data.count(b"\n", counted_to, start)
+            if limit is not None and examined >= limit:
+                return Scan(hits=hits, examined=examined, stopped_at=line_no)
+            examined += 1
+            raw = data[start:end]
+            repeats, pos = run_of(data, raw, end)
+            hits.extend(self._hits_on_line(line_no, raw, repeats))
+            line_no, counted_to = line_no + repeats, pos
+        return Scan(hits=hits, examined=examined, stopped_at=None)
+
+    def _hits_on_line(self, number: int, raw: bytes, repeats: int) -> list[Hit]:
+        result = self.lines.get(raw)
+        if result is None:
+            result = self._examine(number, raw)
+            self.lines[raw] = result
+        source, level, text, matched = result
+        line = self.doc.known_line(number, source, level, text)
+        return [Hit(compiled=c, line=line, facts=facts, repeats=repeats) for c, facts in matched]
+
+    def _examine(self, number: int, raw: bytes) -> _LineResult:
+        by_rule: dict[int, set[int]] = {}
+        for pattern_index in self.index.pattern_set.Match(raw) or ():
+            rule_index, regex_index = self.index.pattern_owner[pattern_index]
+            by_rule.setdefault(rule_index, set()).add(regex_index)
+        whole = self.doc.lines[number - 1]
+        source, level, text = split_prefixes(whole)
+        message: bytes | None = None
+        matched: list[tuple[CompiledRule, dict[str, object]]] = []
+        for rule_index in sorted(by_rule):
+            compiled = self.index.rules[rule_index]
+            if compiled.rule.target == "message":
+                message = _message_bytes(raw, whole, text) if message is None else message
+                target = message
+            else:
+                target = raw
+            only = frozenset(by_rule[rule_index])
+            key = (rule_index, target, only)
+            if key not in self.rules:
+                self.rules[key] = match_line(compiled, target, only)
+            facts = self.rules[key]
+            if facts is not None:
+                matched.append((compiled, facts))
+        return source, level, text, tuple(matched)
+
+
+def _message_bytes(raw: bytes, line: str, message: str) -> bytes:
+    """The message's UTF-8: a slice of the raw line when it is ASCII (as log lines mostly are)."""
+    if raw.isascii():
+        at = line.find(message)
+        return raw[at : at + len(message)]
+    return message.encode("utf-8", errors="replace")

@@ -194,7 +194,8 @@ def _proposals(ctx: FixContext, pack: FixPack) -> list[tuple[float, int, FixReci
         missing = ctx.missing(*recipe.needs)
         if missing and recipe.without_facts == "skip":
             continue
-        for proposal in CALCULATORS[recipe.calculator](replace(ctx, flag=flag)):
+        view = ctx if flag == ctx.flag else replace(ctx, flag=flag)  # most recipes name no flag: no copy
+        for proposal in CALCULATORS[recipe.calculator](view):
             if _flags_exist(proposal, pack, ctx.span):
                 found.append((recipe.rank / max(proposal.likelihood, 0.01), order, recipe, proposal))
     return sorted(found, key=lambda item: (item[0], item[1]))

@@ -22,7 +22,7 @@ from service.packs.fixes import FixPack, load_fix_recipes
 from service.packs.fragments import FragmentIndex, empty_fragments, load_fragments
 from service.packs.frames import FrameTable, empty_frames, load_frames
 from service.packs.prose import ProseVocabulary, load_prose
-from service.packs.signatures import OPTIONS, CompiledRule, compile_pack, pack_files
+from service.packs.signatures import COMBINED_OPTIONS, CompiledRule, compile_pack, pack_files
 
 __all__ = [
     "LAZY_KINDS",
@@ -96,8 +96,8 @@ def _digest(root: Path, files: list[Path]) -> str:
 
 def _pattern_index(rules: tuple[CompiledRule, ...]) -> PatternIndex:
     alternation = "|".join(f"(?:{p})" for r in rules for p in r.prefilter)
-    prefilter = re2.compile(f"(?m){alternation}", OPTIONS) if alternation else None
-    pattern_set = re2.Set.SearchSet(OPTIONS)
+    prefilter = re2.compile(f"(?m){alternation}", COMBINED_OPTIONS) if alternation else None
+    pattern_set = re2.Set.SearchSet(COMBINED_OPTIONS)
     owner: list[tuple[int, int]] = []
     for rule_index, compiled in enumerate(rules):
         for regex_index, pattern in enumerate(compiled.set_forms):

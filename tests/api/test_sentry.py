@@ -18,6 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.diagnosis.test_redact import _PLANTED, WRAP_WIDTHS, _pasted_log, hard_wrap, leaked
+
 SECRET = "hf_" + "SeNtRyPlAnTeDsEcReT0123456789ab"
 CORPUS_LOG = Path(__file__).parent.parent / "corpus" / "v0.32-kv-capacity-qwen.log"
 
@@ -205,3 +207,25 @@ def test_error_reaches_sentry_without_the_planted_secret(sentry_endpoint: tuple[
     assert b"[REDACTED]" in events[0]
     for envelope in received:
         assert SECRET.encode() not in envelope
+
+
+def test_no_wrapped_secret_reaches_sentry(sentry_endpoint: tuple[str, list[bytes]]) -> None:
+    """The hostile redaction test's planted secrets, hard-wrapped at the widths the bot test uses:
+    failing requests send events, answered ones breadcrumbs; no 8 secret characters in any."""
+    dsn, received = sentry_endpoint
+    hint = f"vllm serve m --hf-token {_PLANTED['hf']} --api-key {_PLANTED['apikey']}"
+    with _services(dsn) as [client]:
+        for width in WRAP_WIDTHS:
+            log = hard_wrap(_pasted_log(_PLANTED), width)
+            failed = client.post("/v1/boom", content=log, params={"command": hint})
+            answered = client.post(
+                "/v1/diagnose", content=log, params={"command": hint, "gpu": _PLANTED["aws"]}
+            )
+            assert (failed.status_code, answered.status_code) == (500, 200)
+        deadline = time.monotonic() + 15
+        while sum(b"RuntimeError" in e for e in received) < len(WRAP_WIDTHS) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert sum(b"RuntimeError" in e for e in received) == len(WRAP_WIDTHS)
+    sent = b"\n".join(received).decode("utf-8", "replace")
+    for name, secret in _PLANTED.items():
+        assert not leaked(secret, sent), name

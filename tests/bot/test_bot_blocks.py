@@ -219,3 +219,12 @@ def test_redaction_that_lengthens_text_still_keeps_slack_limits() -> None:
     message = render_diagnosis(diagnosis)
     assert limit_violations(message) == []
     assert "abcd" not in _all_strings(message)
+
+
+def test_a_line_repeated_on_every_rank_is_shown_once_with_its_count() -> None:
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    evidence = [Evidence(line=7, text=oom, rule="cuda-oom", repeats=16)]
+    message = render_diagnosis(msgspec.structs.replace(kv_capacity_diagnosis(), evidence=evidence))
+    shown = _all_strings(message)
+    assert shown.count(oom) == 1
+    assert "(×16)" in shown

@@ -18,6 +18,7 @@ from slack_standin import SlackStandin
 
 from bot.blocks import Message, limit_violations
 from service.schemas import Budget, DiagnoseRequest, Diagnosis, EstimateRequest
+from tests.diagnosis.test_redact import _PLANTED, WRAP_WIDTHS, _pasted_log, hard_wrap, leaked
 
 LOG = (Path(__file__).parent / "data" / "kv-capacity-qwen.log").read_text(encoding="utf-8")
 
@@ -233,3 +234,19 @@ async def test_show_all_fixes_after_the_thread_is_forgotten_says_so(
     assert reply["text"] == "I no longer remember this thread's log; paste it again and I will answer anew."
     assert reply["thread_ts"] == "1600000000.000001"
     assert slack.called("chat.update") == []
+
+
+async def test_no_wrapped_secret_reaches_slack_in_any_web_api_call(
+    start_bot, slack: SlackStandin, service_url: str
+) -> None:
+    bot = await start_bot(service_url)
+    hint = f"vllm serve m --hf-token {_PLANTED['hf']} --api-key {_PLANTED['apikey']}"
+    for n, width in enumerate(WRAP_WIDTHS, start=1):
+        log = hard_wrap(_pasted_log(_PLANTED), width)
+        ts = f"1700000{n:03d}.000100"
+        await bot.event(mention(f"{hint}\n```\n{log}\n```", ts=ts), event_id=f"EvWrap{n}")
+        await slack.wait_for(lambda n=n: len(slack.called("reactions.add")) >= 2 * n, timeout_s=60)
+    everything = json.dumps([c.args for c in slack.calls]) + repr(list(slack.uploads.values()))
+    assert len(slack.replies()) >= len(WRAP_WIDTHS)
+    for name, secret in _PLANTED.items():
+        assert not leaked(secret, everything), name

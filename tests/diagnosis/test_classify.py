@@ -9,7 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.core import classify
+from service.diagnosis.evidence import SCAN_BOUND_RULE
 from service.diagnosis.facts import FactSet
+from service.diagnosis.scan import MAX_EXAMINED_LINES
 from service.errors import EmptyLogError
 from service.packs import RulePacks
 from service.schemas import DiagnoseRequest, Diagnosis
@@ -196,12 +198,34 @@ def test_arbitrary_bytes_never_raise(packs: RulePacks, data: bytes) -> None:
         assert classify(DiagnoseRequest(log=text), packs).phase
 
 
-def test_thousands_of_repeated_ooms_are_diagnosed_from_the_first_ones(run_classify: Classify) -> None:
+def test_thousands_of_repeated_ooms_are_shown_once_and_counted(run_classify: Classify) -> None:
     log = "INFO:     Application startup complete.\n" + "\n".join([OOM] * 3000)
     diagnosis = run_classify(log)
     assert diagnosis.phase == "runtime_oom"
-    assert [e.line for e in diagnosis.evidence] == [1, 2, 3, 4, 5, 6]
+    assert [(e.line, e.repeats) for e in diagnosis.evidence] == [(1, 1), (2, 3000)]
     assert len(diagnosis.findings) < 5
+
+
+def test_the_same_oom_from_every_rank_is_one_evidence_line_counted_per_rank(run_classify: Classify) -> None:
+    ranks = "\n".join(f"[rank{rank}]: {OOM}" for rank in range(8))
+    diagnosis = run_classify(f"INFO:     Application startup complete.\n{ranks}\n{ranks}")
+    oom_lines = [e for e in diagnosis.evidence if "CUDA out of memory" in e.text]
+    assert [(e.line, e.repeats) for e in oom_lines] == [(2, 16)]
+    assert diagnosis.facts.tried_to_allocate_gib == 1.95
+
+
+def test_a_log_past_the_scan_bound_says_how_far_it_was_read(run_classify: Classify) -> None:
+    distinct = "\n".join(OOM.replace("1.95 GiB", f"{n}.5 MiB") for n in range(MAX_EXAMINED_LINES + 10))
+    diagnosis = run_classify(distinct)
+    bound = [f for f in diagnosis.findings if f.rule == SCAN_BOUND_RULE]
+    assert len(bound) == 1
+    assert bound[0].line == MAX_EXAMINED_LINES + 1
+    assert f"first {MAX_EXAMINED_LINES} matching lines" in (bound[0].message or "")
+
+
+def test_a_log_within_the_bound_has_no_bound_finding(run_classify: Classify) -> None:
+    diagnosis = run_classify("\n".join([OOM] * 3000))
+    assert all(f.rule != SCAN_BOUND_RULE for f in diagnosis.findings)
 
 
 def test_a_value_of_the_wrong_type_is_dropped_not_raised() -> None:

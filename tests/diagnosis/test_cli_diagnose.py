@@ -143,3 +143,16 @@ def test_top_above_the_api_cap_is_a_usage_error(tmp_path: Path, capsys: pytest.C
     log.write_text("INFO vLLM API server version 0.11.0\n")
     assert main(["diagnose", "--top", "999", str(log)]) == 2
     assert "--top must be between 0 and 50" in capsys.readouterr().err
+
+
+def test_human_output_counts_a_line_pasted_many_times(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    oom = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB. GPU 0 has a total capacity "
+        "of 23.55 GiB of which 1.02 GiB is free.\n"
+    )
+    main(["diagnose", _write(tmp_path, "INFO:     Application startup complete.\n" + oom * 40)])
+    evidence = capsys.readouterr().out.split("evidence:")[1]
+    assert evidence.count("| torch.OutOfMemoryError") == 1
+    assert "(×40 identical lines)" in evidence

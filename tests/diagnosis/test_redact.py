@@ -161,6 +161,11 @@ def _pasted_log(secrets: dict[str, str]) -> str:
     )
 
 
+# Widths spread over the hypothesis range below, for the end-to-end checks (the bot's Slack calls,
+# Sentry events) where a round trip per example is too slow for hypothesis' many examples.
+WRAP_WIDTHS = (12, 17, 29, 41, 64, 80, 111, 140)
+
+
 def hard_wrap(text: str, width: int) -> str:
     """What a terminal does to long lines: cut every `width` characters, mid-word."""
     return "\n".join(
