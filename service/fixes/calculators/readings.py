@@ -180,6 +180,6 @@ def no_cache_blocks(ctx: FixContext) -> bool:
     f = ctx.facts
     if f.num_gpu_blocks == 0 or (f.available_kv_cache_gib is not None and f.available_kv_cache_gib <= 0):
         return True
-    texts = [x.rule for x in ctx.findings] + list(ctx.lines)
-    markers = ("no-cache-blocks", "no-blocks", "No available memory for the cache blocks", "GPU blocks: -1")
+    texts = [x.rule for x in ctx.findings] + [line.lower() for line in ctx.lines]  # also retold in words
+    markers = ("no-cache-blocks", "no-blocks", "no available memory for the cache blocks", "gpu blocks: -1")
     return any(marker in t for t in texts for marker in markers)
