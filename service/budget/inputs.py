@@ -174,7 +174,8 @@ def _quantization(
         method = native
     if method is not None and gpu.spec is not None and method.min_compute_capability is not None:
         major, minor = method.min_compute_capability.split(".")
-        if gpu.spec.capability < (int(major), int(minor)):
+        capability = gpu.spec.capability
+        if capability is not None and capability < (int(major), int(minor)):
             notes.append(
                 f"{method.id} needs compute capability {method.min_compute_capability}; {gpu.name} lacks it."
             )

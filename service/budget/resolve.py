@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 from service.errors import InvalidConfigError, UnknownGpuError, UnknownModelError
@@ -33,6 +34,7 @@ __all__ = [
     "find_quantization",
 ]
 
+_SEPARATORS = re.compile(r"[^a-z0-9.]+")
 _GIB = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:gib|gb|g)?\s*$", re.IGNORECASE)
 
 
@@ -93,15 +95,25 @@ def find_gpu(catalog: Catalog, name: str | None, total_gib: float | None) -> Res
     return ResolvedGpu(spec.id, spec.total_gib, spec)
 
 
+def _words(name: str) -> str:
+    return _SEPARATORS.sub(" ", name.lower()).strip()
+
+
+def _abbreviates(typed: str, name: str, fold: Callable[[str], str]) -> bool:
+    short, full = fold(typed), fold(name)
+    return full.startswith(short) and not full[len(short) : len(short) + 1].isdigit()
+
+
 def other_sizes(catalog: Catalog, name: str, chosen: GpuSpec) -> list[str]:
     """Catalog GPUs of another memory size that `name` also abbreviates ("A100" → the 40 GB cards)."""
-    short = fold_name(gpu_short_name(name))
+    typed = gpu_short_name(name)
     others = []
     for gpu in catalog.gpus.gpus:
-        names = (gpu.id, *gpu.aliases)
-        longer = (fold_name(n) for n in names)
-        # "A100" abbreviates "A100-PCIE-40GB" but "A10" does not abbreviate "A100" (a digit follows)
-        variants = any(f.startswith(short) and not f[len(short) : len(short) + 1].isdigit() for f in longer)
+        # "A100" abbreviates "A100-PCIE-40GB" and "RTX 4060 Ti" "RTX-4060-Ti-8GB", but "A10" does not
+        # abbreviate "A100": a digit follows the typed name with no separator between
+        variants = any(
+            _abbreviates(typed, n, fold) for n in (gpu.id, *gpu.aliases) for fold in (fold_name, _words)
+        )
         if variants and abs(gpu.total_gib - chosen.total_gib) > 1:
             others.append(gpu.id)
     return others

@@ -113,6 +113,9 @@ def _marlin_moe(run: Run) -> bool:
     quant, spec = run.quant, run.gpu.spec
     if quant is None or quant.marlin_below_compute_capability is None or spec is None:
         return False
+    # Marlin is a CUDA kernel; ROCm and XPU run their own MoE kernels
+    if spec.vendor != "nvidia" or spec.capability is None:
+        return False
     major, minor = quant.marlin_below_compute_capability.split(".")
     return spec.capability < (int(major), int(minor))
 

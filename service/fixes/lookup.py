@@ -42,7 +42,7 @@ class CatalogLookup:
             spec = find_gpu(self._catalog, gpu, None).spec
         except InputError:
             return None
-        return spec.compute_capability if spec is not None else None
+        return spec.capability_text if spec is not None else None
 
     def attention_heads(self, model: str) -> int | None:
         spec = self._model(model)
@@ -61,7 +61,8 @@ class CatalogLookup:
         fitting = [
             (g.id, g.total_gib)
             for g in self._catalog.gpus.gpus
-            if g.total_gib >= min_total_gib and not g.unified_memory
+            # a CUDA run moves to another CUDA card; other vendors need another vLLM build
+            if g.total_gib >= min_total_gib and not g.unified_memory and g.vendor == "nvidia"
         ]
         return sorted(fitting, key=lambda g: (g[1], g[0]))
 

@@ -46,6 +46,7 @@ __all__ = [
     "VisionSpec",
     "build_index",
     "fold_name",
+    "gfx_capability",
     "gpu_short_name",
     "load_catalog",
     "version_tuple",
@@ -280,35 +281,82 @@ class ModelCatalog(Entry, frozen=True):
 # --- GPUs --------------------------------------------------------------------------------------
 
 
+_GFX = re.compile(r"^gfx(\d+)[0-9a-f]?$")
+
+
+def gfx_capability(arch: str) -> tuple[int, int]:
+    """(major, minor) of an AMD GCN arch as HIP derives it (vLLM's rocm.py): gfx942 → (9, 4).
+
+    One-digit families read major, minor, stepping (gfx90a → 9.0); gfx10xx-gfx12xx read two digits of
+    major and one of minor (gfx1100 → 11.0, gfx1151 → 11.5).
+    """
+    match = _GFX.match(arch)
+    _require(match is not None, f"an AMD arch reads like gfx942, not {arch!r}")
+    assert match is not None
+    digits = match.group(1)
+    if digits[0] == "1" and len(digits) >= 3:
+        return int(digits[:2]), int(digits[2])
+    return int(digits[0]), int(digits[1])
+
+
 class GpuSpec(Entry, frozen=True):
-    """One NVIDIA GPU: total memory as the CUDA runtime reports it (what vLLM logs), and dtype support."""
+    """One accelerator: total memory as its runtime reports it (what vLLM logs), and dtype support.
+
+    NVIDIA cards carry their compute capability; AMD cards their GCN arch (`gfx942`), from which
+    vLLM's ROCm platform derives the capability it compares; Intel devices (XPU, Gaudi/HPU) their
+    architecture name, since vLLM reports no capability for them.
+    """
 
     id: str
     total_gib: float
     nominal_gb: float
-    compute_capability: str
     bf16: bool
     fp8: bool
     fp4: bool
+    vendor: Literal["nvidia", "amd", "intel"] = "nvidia"
+    compute_capability: str | None = None
+    arch: str | None = None
     aliases: list[str] = msgspec.field(default_factory=list)
     unified_memory: bool = False
     note: str | None = None
 
     def __post_init__(self) -> None:
-        _require(bool(_CAPABILITY.match(self.compute_capability)), "compute_capability reads like 8.0")
         _require(
             0.85 * self.nominal_gb <= self.total_gib <= self.nominal_gb,
             "total_gib must be 85-100% of nominal_gb (the runtime reports a little less than the label)",
         )
+        if self.vendor != "nvidia":
+            _require(self.compute_capability is None, "only NVIDIA GPUs name a compute_capability; give arch")
+            _require(bool(self.arch), f"a {self.vendor} device names its arch (gfx942, xe-hpg, gaudi2)")
+            if self.vendor == "amd":
+                assert self.arch is not None
+                gfx_capability(self.arch)
+            return
+        _require(
+            self.compute_capability is not None and bool(_CAPABILITY.match(self.compute_capability)),
+            "compute_capability reads like 8.0",
+        )
         cc = self.capability
+        assert cc is not None
         _require(not self.bf16 or cc >= (8, 0), "bf16 needs compute capability 8.0 or newer")
         _require(not self.fp8 or cc >= (8, 9), "fp8 needs compute capability 8.9 or newer")
         _require(not self.fp4 or cc >= (10, 0), "fp4 needs compute capability 10.0 or newer")
 
     @property
-    def capability(self) -> tuple[int, int]:
-        major, minor = self.compute_capability.split(".")
-        return int(major), int(minor)
+    def capability(self) -> tuple[int, int] | None:
+        """The (major, minor) vLLM's platform reports: CUDA's, HIP's from the gfx arch, None on Intel."""
+        if self.compute_capability is not None:
+            major, minor = self.compute_capability.split(".")
+            return int(major), int(minor)
+        if self.vendor == "amd" and self.arch is not None:
+            return gfx_capability(self.arch)
+        return None
+
+    @property
+    def capability_text(self) -> str | None:
+        """The capability as `major.minor`, or None where the platform reports none."""
+        cc = self.capability
+        return f"{cc[0]}.{cc[1]}" if cc is not None else None
 
 
 class GpuCatalog(Entry, frozen=True):
