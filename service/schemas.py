@@ -36,6 +36,7 @@ __all__ = [
     "GpuProcess",
     "GpuSummary",
     "MigInstance",
+    "OlderRelease",
     "OtherProcess",
     "Phase",
     "Preflight",
@@ -187,6 +188,22 @@ class StartupCheck(Wire, frozen=True):
     max_passing_utilization: float | None = None
 
 
+class OlderRelease(Wire, frozen=True):
+    """The same estimate on the older release most servers still run, for a request naming no version.
+
+    Its utilization default and whether CUDA graphs count against the KV cache differ from the newest
+    release, so the answer may too; the bot asks for the version when `fits` differs.
+    """
+
+    vllm_version: str
+    gpu_memory_utilization: float
+    cuda_graphs_in_budget: bool
+    fits: bool
+    kv_cache_tokens: int
+    max_model_len_fit: int
+    verdict: str
+
+
 class Budget(Wire, frozen=True):
     """Per-GPU memory budget (DESIGN §3.4), after the tensor/pipeline-parallel split."""
 
@@ -222,6 +239,10 @@ class Budget(Wire, frozen=True):
     min_tensor_parallel_size: int | None = None
     sources: dict[str, FigureSource] = msgspec.field(default_factory=dict)
     notes: list[str] = msgspec.field(default_factory=list)
+    # no version was given: `vllm_version` is the catalog's newest, and `older_release` the answer
+    # on the older default (None when the request named a version)
+    version_assumed: bool = False
+    older_release: OlderRelease | None = None
 
 
 # Words for people for the Budget's figures, so no reader (CLI, Slack) shows a field name.

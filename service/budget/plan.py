@@ -18,7 +18,7 @@ import msgspec
 from service.budget.inputs import GIB, resolve
 from service.budget.kv import largest_fitting_length
 from service.budget.overheads import Engine, OverheadTerms, overhead_era, overhead_terms
-from service.budget.report import figure_sources, verdict
+from service.budget.report import assumed_version_sentence, figure_sources, older_release, verdict
 from service.budget.searches import min_tensor_parallel, min_utilization
 from service.budget.stages import (
     holds_one_request,
@@ -74,7 +74,27 @@ def overhead_inputs(
 
 
 def estimate(request: EstimateRequest, catalog: Catalog) -> Budget:
-    """The per-GPU memory budget of a model, GPU and vLLM configuration, with what would fit."""
+    """The per-GPU memory budget of a model, GPU and vLLM configuration, with what would fit.
+
+    Without a version it is the newest release's answer, and the headline also says what the older
+    release most servers run would answer when that differs.
+    """
+    budget = _estimate(request, catalog)
+    if request.vllm_version is not None:
+        return budget
+    older = _estimate(
+        msgspec.structs.replace(request, vllm_version=catalog.engine.older_default_release), catalog
+    )
+    alternative = older_release(older, catalog)
+    return msgspec.structs.replace(
+        budget,
+        version_assumed=True,
+        older_release=alternative,
+        verdict=f"{budget.verdict} {assumed_version_sentence(budget, alternative)}",
+    )
+
+
+def _estimate(request: EstimateRequest, catalog: Catalog) -> Budget:
     run = with_checkpoint(resolve(request, catalog))
     requested = requested_bytes(run, run.util, catalog)
     stages = stage_budgets(run, run.tp, catalog)

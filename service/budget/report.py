@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from service.budget.inputs import Run
 from service.budget.stages import Stage, to_gib
-from service.packs.catalog import Catalog, OverheadEra
-from service.schemas import FigureSource, StartupCheck
+from service.packs.catalog import Catalog, OverheadEra, version_tuple
+from service.schemas import Budget, FigureSource, OlderRelease, StartupCheck
 
-__all__ = ["figure_sources", "verdict"]
+__all__ = ["assumed_version_sentence", "figure_sources", "older_release", "verdict"]
 
 # Quantized kernels repack weights (Marlin, MoE layouts); logged figures stay within about 3 %.
 _QUANT_SPREAD = 0.03
@@ -102,3 +102,31 @@ def verdict(
     return (
         f"Fits: {tokens:,} KV-cache tokens, {concurrency:.2f}x concurrency at {run.max_model_len:,} tokens."
     )
+
+
+def older_release(older: Budget, catalog: Catalog) -> OlderRelease:
+    """The older release's answer, with the two defaults that make it differ."""
+    profiled = version_tuple(older.vllm_version) >= version_tuple(catalog.engine.cudagraph_profiled_since)
+    return OlderRelease(
+        vllm_version=older.vllm_version,
+        gpu_memory_utilization=older.gpu_memory_utilization,
+        cuda_graphs_in_budget=profiled,
+        fits=older.fits,
+        kv_cache_tokens=older.kv_cache_tokens,
+        max_model_len_fit=older.max_model_len_fit,
+        verdict=older.verdict,
+    )
+
+
+def assumed_version_sentence(budget: Budget, older: OlderRelease) -> str:
+    """Which release was assumed, and what the older one would answer when that differs."""
+    said = f"No vLLM version given: this is vLLM {budget.vllm_version}."
+    if older.fits == budget.fits and older.kv_cache_tokens == budget.kv_cache_tokens:
+        return said
+    graphs = (
+        "CUDA graphs in the KV budget" if older.cuda_graphs_in_budget else "CUDA graphs outside the KV budget"
+    )
+    on = f"On vLLM {older.vllm_version} (utilization {older.gpu_memory_utilization:g}, {graphs})"
+    if older.fits != budget.fits:
+        return f"{said} {on} the answer differs: {older.verdict}"
+    return f"{said} {on} the KV cache holds {older.kv_cache_tokens:,} tokens."

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from service.errors import InvalidConfigError, UnknownGpuError, UnknownModelError

@@ -544,6 +544,7 @@ class EngineFacts(Entry, frozen=True):
     cudagraph_profiled_since: str
     long_context_chunked_prefill_since: str
     long_context_chunked_prefill_above_len: int
+    older_default_release: str
     hybrid_kv_cache_since: str
     kv_cache_memory_bytes_since: str
     pool_tokens_per_group_since: str
@@ -557,8 +558,12 @@ class EngineFacts(Entry, frozen=True):
 
     def __post_init__(self) -> None:
         for name in self.__struct_fields__:
-            if name.endswith("_since") or name == "latest":
+            if name.endswith(("_since", "_release")) or name == "latest":
                 version_tuple(getattr(self, name))
+        _require(
+            version_tuple(self.older_default_release) < version_tuple(self.latest),
+            "older_default_release must come before latest",
+        )
         for steps in (self.gpu_memory_utilization, self.defaults):
             order = [version_tuple(s.since) for s in steps]
             _require(order == sorted(order), "version steps must be in release order")

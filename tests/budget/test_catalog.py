@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from service.budget import parameter_count
+from service.budget import estimate, parameter_count
 from service.errors import PackError
-from service.budget import estimate
 from service.packs.catalog import (
     Catalog,
     fold_name,
