@@ -168,7 +168,15 @@ def _budget_bar(budget: Budget, width: int = 40) -> list[str]:
 def _budget_blocks(budget: Budget) -> list[Block]:
     verdict = ":white_check_mark: fits" if budget.fits else ":x: does not fit"
     bar, _ = _code(_budget_bar(budget))
-    parallel = f", TP {budget.tensor_parallel_size}" if budget.tensor_parallel_size > 1 else ""
+    parallel = "".join(
+        f", {name} {size}"
+        for name, size in (
+            ("TP", budget.tensor_parallel_size),
+            ("DP", budget.data_parallel_size),
+            ("EP", budget.expert_parallel_size),
+        )
+        if size > 1
+    )
     summary = (
         f"*Budget* ({verdict}): `{budget.model}` on {budget.gpus}× {budget.gpu}{parallel}, "
         f"{budget.dtype}, max_model_len {budget.max_model_len:,}, "

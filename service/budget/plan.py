@@ -15,12 +15,13 @@ from dataclasses import dataclass
 
 import msgspec
 
-from service.budget.inputs import GIB, resolve
+from service.budget.inputs import GIB, Run, resolve
 from service.budget.kv import largest_fitting_length
 from service.budget.overheads import Engine, OverheadTerms, overhead_era, overhead_terms
 from service.budget.report import assumed_version_sentence, figure_sources, older_release, verdict
 from service.budget.searches import min_tensor_parallel, min_utilization
 from service.budget.stages import (
+    Stage,
     holds_one_request,
     kv_budget_bytes,
     logged_pool,
@@ -153,7 +154,18 @@ def _estimate(request: EstimateRequest, catalog: Catalog) -> Budget:
         min_tensor_parallel_size=min_tensor_parallel(run, requested, catalog),
         sources=figure_sources(run, stage, catalog),
         notes=run.notes,
+        data_parallel_size=run.dp,
+        expert_parallel_size=run.ep(run.tp),
+        draft_weights_gib=to_gib(stages[-1].weights.draft),
+        draft_kv_bytes_per_token=_draft_kv_bytes_per_token(run, stages[-1]),
     )
+
+
+def _draft_kv_bytes_per_token(run: Run, last: Stage) -> int:
+    """The drafter's KV bytes per token on the last stage's GPU: MTP layers' or the draft model's."""
+    if run.drafter is None:
+        return 0
+    return run.drafter.mtp_layers * last.layout.bytes_per_token_layer + last.layout.draft_bytes_per_token
 
 
 def budget_from_facts(

@@ -15,9 +15,17 @@ from service.budget.hybrid import hybrid_block_size, state_bytes
 from service.budget.inputs import GIB, Run
 from service.budget.kv import KvLayout, group_layout
 from service.budget.overheads import activation_bytes, component_bytes, overhead_era, overhead_terms
+from service.budget.speculative import Drafter
 from service.budget.startup import max_passing_utilization
-from service.budget.weights import Sharding, WeightBytes, pp_layer_counts, stage_weight_bytes
-from service.packs.catalog import Catalog, OverheadEra
+from service.budget.weights import (
+    Sharding,
+    WeightBytes,
+    draft_layer_bytes,
+    pp_layer_counts,
+    stage_weight_bytes,
+    with_draft,
+)
+from service.packs.catalog import Catalog, ModelSpec, OverheadEra
 from service.schemas import StartupCheck
 
 __all__ = [
@@ -73,8 +81,10 @@ def _layer_kinds(run: Run, start: int, stop: int, hybrid: bool) -> tuple[int, in
     return n_global, stop - start - n_global
 
 
-def _kv_bytes_per_token_layer(run: Run, tp: int) -> int:
-    model, kv = run.model, run.kv
+def _kv_bytes_per_token_layer(run: Run, tp: int, model: ModelSpec | None = None) -> int:
+    """KV bytes per token of one attention layer of `model` (the run's own by default) on one GPU."""
+    model = model or run.model
+    kv = run.kv
     element = kv.bytes if kv.bytes is not None else run.dtype_bytes
     if model.mla is not None:
         if kv.mla_bytes_per_token is not None:
@@ -84,8 +94,11 @@ def _kv_bytes_per_token_layer(run: Run, tp: int) -> int:
     return int(2 * heads * model.kv_head_dim * element + 2 * heads * kv.scale_bytes_per_head)
 
 
-def _layout(run: Run, tp: int, start: int, stop: int, hybrid: bool) -> KvLayout:
+def _layout(run: Run, tp: int, start: int, stop: int, hybrid: bool, last: bool) -> KvLayout:
     full, sliding = _layer_kinds(run, start, stop, hybrid)
+    draft = run.drafter if last else None
+    if draft is not None:
+        full += draft.mtp_layers  # the MTP layers' attention is the target's, in its full group
     state = run.model.state
     states = sum(1 for i in state.state_layers if start <= i < stop) if state is not None else 0
     size, full_groups, sliding_groups, state_groups = group_layout(full, sliding, states)
@@ -105,7 +118,27 @@ def _layout(run: Run, tp: int, start: int, stop: int, hybrid: bool) -> KvLayout:
         full_groups=full_groups,
         sliding_groups=sliding_groups,
         in_flight_tokens=run.max_num_batched_tokens,
+        draft_bytes_per_token=_draft_kv_bytes_per_token(run, tp, draft),
     )
+
+
+def _draft_kv_bytes_per_token(run: Run, tp: int, draft: Drafter | None) -> int:
+    """A separate draft model's KV bytes per token on one GPU (MTP layers count as target layers)."""
+    if draft is None or draft.model is None:
+        return 0
+    return _kv_bytes_per_token_layer(run, tp, draft.model) * draft.model.num_hidden_layers
+
+
+def _draft_weight_bytes(run: Run, sharding: Sharding, quant_bytes: float | None) -> int:
+    """The drafter's weights on one GPU of the last pipeline stage, where vLLM runs it."""
+    draft = run.drafter
+    if draft is None:
+        return 0
+    if draft.model is None:
+        return draft_layer_bytes(run.model, sharding, run.dtype_bytes, quant_bytes)
+    own = Sharding(tp=sharding.tp, vocab_padding=sharding.vocab_padding)
+    quant = draft.quant.bytes_per_weight if draft.quant is not None else None
+    return stage_weight_bytes(draft.model, own, 1, run.dtype_bytes, quant)[0].total
 
 
 def _marlin_moe(run: Run) -> bool:
@@ -144,7 +177,10 @@ def _quant_bytes(run: Run, tp: int) -> float | None:
 def stage_budgets(run: Run, tp: int, catalog: Catalog) -> list[Stage]:
     era = overhead_era(catalog.engine, run.version_t)
     quant_bytes = _quant_bytes(run, tp)
+    ep = run.ep(tp)
     sharding = Sharding(
+        expert_tp=1 if ep > 1 else tp * run.dp,
+        expert_parallel=ep,
         tp=tp,
         vocab_padding=catalog.engine.vocab_padding,
         quant_scope=run.quant_scope,
@@ -153,16 +189,20 @@ def stage_budgets(run: Run, tp: int, catalog: Catalog) -> list[Stage]:
     weights = stage_weight_bytes(run.model, sharding, run.pp, run.dtype_bytes, quant_bytes)
     if run.weight_scale is not None:
         weights = scale_weights(weights, run.weight_scale)
+    draft = _draft_weight_bytes(run, sharding, quant_bytes)
+    if draft:
+        weights[-1] = with_draft(weights[-1], draft)
     in_budget = run.at_least(catalog.engine.cudagraph_profiled_since) and not run.enforce_eager
     hybrid = run.at_least(catalog.engine.hybrid_kv_cache_since)
     stages: list[Stage] = []
     start = 0
     for n, w in zip(pp_layer_counts(run.model.num_hidden_layers, run.pp), weights, strict=True):
         terms = overhead_terms(run, tp, n, era, catalog.engine)
+        last = start + n == run.model.num_hidden_layers
         stages.append(
             Stage(
                 weights=w,
-                layout=_layout(run, tp, start, start + n, hybrid),
+                layout=_layout(run, tp, start, start + n, hybrid, last),
                 non_torch=max(0, component_bytes(era.non_torch, terms.non_torch)),
                 activation=activation_bytes(era.activation, terms.activation),
                 cuda_graph=max(0, component_bytes(era.cuda_graph, terms.cuda_graph)),
