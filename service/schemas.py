@@ -251,6 +251,8 @@ class Budget(Wire, frozen=True):
     # (inside kv_bytes_per_token)
     draft_weights_gib: float = 0.0
     draft_kv_bytes_per_token: int = 0
+    # the vision encoder's profiling run above the decoder's activation peak (multimodal models)
+    encoder_profile_gib: float = 0.0
 
 
 # Words for people for the Budget's figures, so no reader (CLI, Slack) shows a field name.
@@ -262,6 +264,7 @@ BUDGET_LABELS: dict[str, str] = {
     "activation_peak_gib": "Activation peak",
     "non_torch_gib": "Non-torch memory",
     "cuda_graph_gib": "CUDA graphs",
+    "encoder_profile_gib": "Vision encoder profiling",
     "requested_gib": "Requested by vLLM",
     "available_kv_gib": "KV cache memory",
     "num_blocks": "KV cache blocks",

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import msgspec
+
 from service.budget.config import model_from_config
 from service.budget.defaults import default_utilization, scheduler_defaults
+from service.budget.gguf import find_file_type, is_gguf_reference
 from service.budget.parallel import expert_parallel_size, pipeline_parallel_problem, tensor_parallel_problem
 from service.budget.resolve import (
     ResolvedGpu,
@@ -24,6 +27,7 @@ from service.errors import InvalidConfigError
 from service.packs.catalog import (
     Catalog,
     DtypeSpec,
+    GgufFileType,
     KvDtypeSpec,
     ModelSpec,
     QuantMethodSpec,
@@ -68,6 +72,10 @@ class Run:
     # --enable-expert-parallel: MoE experts split whole over the TP × DP GPUs, not sliced by TP
     expert_parallel: bool = False
     drafter: Drafter | None = None
+    # a GGUF checkpoint's file type (from its name) when the model reference is a GGUF file
+    gguf: GgufFileType | None = None
+    # what the weights figure stands on when not the architecture (safetensors, a GGUF file)
+    weights_from: str | None = None
     # the checkpoint's safetensors totals, and whether its weights are stored as vLLM loads them
     # (not when --quantization quantizes an unquantized checkpoint while loading)
     parameters: dict[str, int] | None = None
@@ -123,7 +131,8 @@ def _model(
         from_config = True
     elif request.model:
         spec, quant = find_model(catalog, request.model)
-        name = spec.id if quant is None or quant == spec.quantization else request.model
+        keep = (quant is not None and quant != spec.quantization) or is_gguf_reference(request.model)
+        name = request.model if keep else spec.id
         from_config = False
     else:
         raise InvalidConfigError("Name a model (catalog or Hugging Face id) or paste its config.json.")
@@ -234,6 +243,9 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
             f"{model.moe.num_experts % ep} hold one more (the budget is theirs); --enable-eplb refuses it."
         )
     dtype = _dtype(request, model, gpu, catalog, notes)
+    gguf = find_file_type(catalog, request.model) if request.model and request.config is None else None
+    if gguf is not None and (request.quantization or "").lower() == "gguf":
+        request = msgspec.structs.replace(request, quantization=None)  # the file's own types stand
     quant = _quantization(request, checkpoint_quant, gpu, catalog, notes)
     if (problem := tensor_parallel_problem(model, tp, engine, quant, scope, dp=dp, ep=ep)) is not None:
         raise InvalidConfigError(problem)
@@ -292,6 +304,7 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
         dp=dp,
         expert_parallel=bool(request.enable_expert_parallel),
         drafter=resolve_drafter(request.speculative_config, model, catalog),
+        gguf=gguf,
         dtype_spec=dtype,
         kv=kv,
         util=util,

@@ -30,7 +30,7 @@ from service.budget.stages import (
     stage_budgets,
     startup_check,
     to_gib,
-    with_checkpoint,
+    with_file_weights,
 )
 from service.budget.weights import pp_layer_counts
 from service.errors import InputError, InvalidConfigError, UnknownGpuError
@@ -60,7 +60,7 @@ def overhead_inputs(
 ) -> OverheadInputs:
     """The overhead terms of a request, as tools/fit_overheads.py fits them; `kind` and
     `chunked_prefill` state what a logged run chose where the request cannot say it."""
-    run = with_checkpoint(resolve(request, catalog))
+    run = with_file_weights(resolve(request, catalog), catalog)
     era = overhead_era(catalog.engine, run.version_t, kind)
     stages = stage_budgets(run, run.tp, catalog)
     fullest = max(range(len(stages)), key=lambda i: stages[i].weights.total)
@@ -83,10 +83,14 @@ def estimate(request: EstimateRequest, catalog: Catalog) -> Budget:
     budget = _estimate(request, catalog)
     if request.vllm_version is not None:
         return budget
-    older = _estimate(
-        msgspec.structs.replace(request, vllm_version=catalog.engine.older_default_release), catalog
-    )
-    alternative = older_release(older, catalog)
+    try:
+        older = _estimate(
+            msgspec.structs.replace(request, vllm_version=catalog.engine.older_default_release), catalog
+        )
+    except InputError:  # something only newer releases have: the newest answer stands alone
+        alternative = None
+    else:
+        alternative = older_release(older, catalog)
     return msgspec.structs.replace(
         budget,
         version_assumed=True,
@@ -96,7 +100,7 @@ def estimate(request: EstimateRequest, catalog: Catalog) -> Budget:
 
 
 def _estimate(request: EstimateRequest, catalog: Catalog) -> Budget:
-    run = with_checkpoint(resolve(request, catalog))
+    run = with_file_weights(resolve(request, catalog), catalog)
     requested = requested_bytes(run, run.util, catalog)
     stages = stage_budgets(run, run.tp, catalog)
     blocks = [max(0, kv_budget_bytes(run, s, requested)) // s.layout.bytes_per_block for s in stages]
@@ -158,6 +162,7 @@ def _estimate(request: EstimateRequest, catalog: Catalog) -> Budget:
         expert_parallel_size=run.ep(run.tp),
         draft_weights_gib=to_gib(stages[-1].weights.draft),
         draft_kv_bytes_per_token=_draft_kv_bytes_per_token(run, stages[-1]),
+        encoder_profile_gib=to_gib(stages[0].encoder_profile),
     )
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from service.budget.gguf import base_model_names, find_file_type, is_gguf_reference
 from service.errors import InvalidConfigError, UnknownGpuError, UnknownModelError
 from service.packs.catalog import (
     Catalog,
@@ -48,7 +49,14 @@ def _closest(name: str, candidates: list[str]) -> list[str]:
 def _model_hit(catalog: Catalog, name: str) -> tuple[ModelSpec, QuantSpec | None] | None:
     index = catalog.index
     key = name.strip().rstrip("/")
-    return index.models.get(fold_name(key)) or index.models.get(fold_name(key.rsplit("/", 1)[-1]))
+    hit = index.models.get(fold_name(key)) or index.models.get(fold_name(key.rsplit("/", 1)[-1]))
+    if hit is not None or not is_gguf_reference(key):
+        return hit
+    # a GGUF file or repo holds the model its stem names (its weights are the file's own types)
+    for base in base_model_names(key, find_file_type(catalog, key)):
+        if (found := index.models.get(fold_name(base))) is not None:
+            return found[0], None
+    return None
 
 
 def find_model(catalog: Catalog, name: str) -> tuple[ModelSpec, QuantSpec | None]:

@@ -11,9 +11,11 @@ from dataclasses import dataclass
 
 from service.budget import startup
 from service.budget.checkpoint import checkpoint_scale, scale_weights
+from service.budget.gguf import file_type_counts, gguf_bytes, type_counts
 from service.budget.hybrid import hybrid_block_size, state_bytes
 from service.budget.inputs import GIB, Run
 from service.budget.kv import KvLayout, group_layout
+from service.budget.multimodal import encoder_profile_bytes
 from service.budget.overheads import activation_bytes, component_bytes, overhead_era, overhead_terms
 from service.budget.speculative import Drafter
 from service.budget.startup import max_passing_utilization
@@ -21,11 +23,12 @@ from service.budget.weights import (
     Sharding,
     WeightBytes,
     draft_layer_bytes,
+    parameter_count,
     pp_layer_counts,
     stage_weight_bytes,
     with_draft,
 )
-from service.packs.catalog import Catalog, ModelSpec, OverheadEra
+from service.packs.catalog import Catalog, GgufFileType, ModelSpec, OverheadEra
 from service.schemas import StartupCheck
 
 __all__ = [
@@ -39,6 +42,7 @@ __all__ = [
     "startup_check",
     "to_gib",
     "with_checkpoint",
+    "with_file_weights",
 ]
 
 
@@ -54,12 +58,14 @@ class Stage:
     graph_in_budget: bool
     # the fitted overhead era the figures come from, with their spreads
     era: OverheadEra
+    # the multimodal encoder's profiling above the decoder's activation peak (multimodal.py)
+    encoder_profile: int = 0
 
     @property
     def fixed(self) -> int:
         """Everything vLLM subtracts from `requested` before the KV cache."""
         graphs = self.cuda_graph if self.graph_in_budget else 0
-        return self.weights.total + self.non_torch + self.activation + graphs
+        return self.weights.total + self.non_torch + self.activation + graphs + self.encoder_profile
 
 
 def _layer_kinds(run: Run, start: int, stop: int, hybrid: bool) -> tuple[int, int]:
@@ -199,15 +205,18 @@ def stage_budgets(run: Run, tp: int, catalog: Catalog) -> list[Stage]:
     for n, w in zip(pp_layer_counts(run.model.num_hidden_layers, run.pp), weights, strict=True):
         terms = overhead_terms(run, tp, n, era, catalog.engine)
         last = start + n == run.model.num_hidden_layers
+        activation = activation_bytes(era.activation, terms.activation)
         stages.append(
             Stage(
                 weights=w,
                 layout=_layout(run, tp, start, start + n, hybrid, last),
                 non_torch=max(0, component_bytes(era.non_torch, terms.non_torch)),
-                activation=activation_bytes(era.activation, terms.activation),
+                activation=activation,
                 cuda_graph=max(0, component_bytes(era.cuda_graph, terms.cuda_graph)),
                 graph_in_budget=in_budget,
                 era=era,
+                # the encoder runs on the first stage, which holds the vision tower
+                encoder_profile=encoder_profile_bytes(run, tp, activation, era) if start == 0 else 0,
             )
         )
         start += n
@@ -284,3 +293,36 @@ def with_checkpoint(run: Run) -> Run:
     scale, note = checkpoint_scale(run.model, sharding, run.dtype_bytes, _quant_bytes(run, 1), run.parameters)
     run.notes.append(note)
     return dataclasses.replace(run, weight_scale=scale)
+
+
+def with_file_weights(run: Run, catalog: Catalog) -> Run:
+    """The run with its weights from the checkpoint: a GGUF file's tensor types, else safetensors totals."""
+    counts = type_counts(run.parameters, catalog) if run.parameters else None
+    if counts is None and run.gguf is None:
+        return with_checkpoint(run)
+    if counts is not None:
+        described = "its header: " + ", ".join(sorted(counts))
+    else:
+        assert run.gguf is not None
+        counts = file_type_counts(run.model, run.gguf)
+        described = _file_type_words(run.gguf)
+    total, unknown = gguf_bytes(counts, catalog, run.dtype_bytes)
+    elements = sum(counts.values())
+    if unknown or not 0.5 <= elements / max(1, parameter_count(run.model)) <= 2.0:
+        why = f"unknown tensor types {', '.join(unknown)}" if unknown else "another model's element count"
+        run.notes.append(f"The GGUF file has {why}; weights are from the formula.")
+        return run
+    whole = stage_weight_bytes(run.model, Sharding(), 1, run.dtype_bytes, None)[0]
+    run.notes.append(
+        f"Weights are the GGUF file's tensor types ({described}; {total / GIB:.2f} GiB), "
+        "kept in those types on the GPU and split as vLLM shards them."
+    )
+    scale = total / (whole.total - whole.rope_cache)
+    return dataclasses.replace(run, weight_scale=scale, weights_from="the GGUF file's tensor types")
+
+
+def _file_type_words(file_type: GgufFileType) -> str:
+    words = f"{file_type.id}: {file_type.base}, the LM head {file_type.output}"
+    if file_type.more_bits is not None:
+        words += f", {file_type.more_bits} for attn_v and ffn_down in llama.cpp's more-bits layers"
+    return words

@@ -98,7 +98,7 @@ class CatalogLookup:
             model=model or budget.model,
             gpu=budget.gpu,
             gpu_total_gib=budget.total_gib,
-            gpus=max(budget.gpus, tp * budget.pipeline_parallel_size),
+            gpus=max(budget.gpus, tp * budget.pipeline_parallel_size * budget.data_parallel_size),
             dtype=budget.dtype,
             quantization=quantization or (None if model else budget.quantization),
             kv_cache_dtype=kv_cache_dtype or budget.kv_cache_dtype,
@@ -107,6 +107,8 @@ class CatalogLookup:
             block_size=budget.block_size,
             tensor_parallel_size=tp,
             pipeline_parallel_size=budget.pipeline_parallel_size,
+            data_parallel_size=budget.data_parallel_size,
+            enable_expert_parallel=budget.expert_parallel_size > 1 or None,
             free_gib=budget.startup_check.free_gib,
             vllm_version=budget.vllm_version,
         )

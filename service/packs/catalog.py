@@ -27,6 +27,9 @@ __all__ = [
     "DtypeCatalog",
     "DtypeSpec",
     "EngineFacts",
+    "GGUF_FLOAT_TYPES",
+    "GgufFileType",
+    "GgufTypeSpec",
     "GpuCatalog",
     "GpuSpec",
     "KvDtypeSpec",
@@ -150,9 +153,19 @@ class VisionSpec(Entry, frozen=True):
     patch_size: int
     image_size: int
     channels: int = 3
+    # tokens one image becomes in the language model (`mm_tokens_per_image`; Gemma 3 pools its 4096
+    # patches to 256); None = one per patch
+    tokens_per_image: int | None = None
 
     def __post_init__(self) -> None:
         _require(self.image_size % self.patch_size == 0, "image_size must be a multiple of patch_size")
+        _require(
+            self.tokens_per_image is None or self.tokens_per_image > 0, "tokens_per_image must be positive"
+        )
+
+    @property
+    def patches(self) -> int:
+        return (self.image_size // self.patch_size) ** 2
 
 
 class StateSpec(Entry, frozen=True):
@@ -450,15 +463,53 @@ class KvDtypeSpec(Entry, frozen=True):
         version_tuple(self.since)
 
 
+class GgufTypeSpec(Entry, frozen=True):
+    """A GGUF tensor type: weights per block and the bytes one block takes."""
+
+    id: str
+    block_weights: int
+    block_bytes: int
+
+    def __post_init__(self) -> None:
+        _require(self.block_weights > 0 and self.block_bytes > 0, "blocks have weights and bytes")
+
+    @property
+    def bytes_per_weight(self) -> float:
+        return self.block_bytes / self.block_weights
+
+
+# GGUF tensors that hold plain floats: vLLM casts them to the served dtype
+GGUF_FLOAT_TYPES = ("BF16", "F16", "F32")
+
+
+class GgufFileType(Entry, frozen=True):
+    """A GGUF file type (Q4_K_M …): the tensor types llama.cpp's quantizer gives each kind of tensor."""
+
+    id: str
+    base: str
+    output: str
+    more_bits: str | None = None
+
+
 class DtypeCatalog(Entry, frozen=True):
     dtypes: list[DtypeSpec]
     quantization: list[QuantMethodSpec]
     kv_cache_dtypes: list[KvDtypeSpec]
+    gguf_types: list[GgufTypeSpec] = msgspec.field(default_factory=list)
+    gguf_file_types: list[GgufFileType] = msgspec.field(default_factory=list)
 
     def __post_init__(self) -> None:
         _sorted_unique([d.id for d in self.dtypes], "dtypes")
         _sorted_unique([q.id for q in self.quantization], "quantization")
         _sorted_unique([k.id for k in self.kv_cache_dtypes], "kv_cache_dtypes")
+        _sorted_unique([t.id for t in self.gguf_types], "gguf_types")
+        _sorted_unique([f.id for f in self.gguf_file_types], "gguf_file_types")
+        known = {t.id for t in self.gguf_types} | set(GGUF_FLOAT_TYPES)
+        for f in self.gguf_file_types:
+            for kind in (f.base, f.output, f.more_bits):
+                _require(
+                    kind is None or kind in known, f"gguf file type {f.id} names an unknown type {kind!r}"
+                )
 
 
 # --- engine facts ------------------------------------------------------------------------------
