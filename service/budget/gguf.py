@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 
 from service.budget.weights import parameter_count
-from service.packs.catalog import GGUF_FLOAT_TYPES, Catalog, GgufFileType, ModelSpec
+from service.packs.catalog import Catalog, GgufFileType, ModelSpec
 
 __all__ = [
     "base_model_names",
@@ -107,7 +107,8 @@ def file_type_counts(model: ModelSpec, file_type: GgufFileType) -> dict[str, int
 
 def type_counts(parameters: Mapping[str, int], catalog: Catalog) -> dict[str, int] | None:
     """A checkpoint's element counts when they are keyed by GGUF tensor types, else None."""
-    known = {t.id for t in catalog.dtypes.gguf_types}
+    # the quantized types only: F16/BF16/F32 are safetensors dtypes too
+    known = {t.id for t in catalog.dtypes.gguf_types if not t.cast}
     counts = {key.upper(): value for key, value in parameters.items()}
     if not any(key in known for key in counts):
         return None
@@ -118,13 +119,12 @@ def gguf_bytes(
     counts: Mapping[str, int], catalog: Catalog, served_dtype_bytes: float
 ) -> tuple[int, list[str]]:
     """Bytes of those elements on the GPU, and the types the catalog does not know."""
-    widths = {t.id: t.bytes_per_weight for t in catalog.dtypes.gguf_types}
+    types = {t.id: t for t in catalog.dtypes.gguf_types}
     total, unknown = 0.0, []
     for kind, elements in counts.items():
-        if kind in GGUF_FLOAT_TYPES:
-            total += elements * served_dtype_bytes
-        elif kind in widths:
-            total += elements * widths[kind]
-        else:
+        spec = types.get(kind)
+        if spec is None:
             unknown.append(kind)
+        else:
+            total += elements * (served_dtype_bytes if spec.cast else spec.bytes_per_weight)
     return int(total), sorted(unknown)

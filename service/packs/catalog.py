@@ -27,7 +27,6 @@ __all__ = [
     "DtypeCatalog",
     "DtypeSpec",
     "EngineFacts",
-    "GGUF_FLOAT_TYPES",
     "GgufFileType",
     "GgufTypeSpec",
     "GpuCatalog",
@@ -464,11 +463,16 @@ class KvDtypeSpec(Entry, frozen=True):
 
 
 class GgufTypeSpec(Entry, frozen=True):
-    """A GGUF tensor type: weights per block and the bytes one block takes."""
+    """A GGUF tensor type: its id in a file, weights per block and the bytes one block takes.
+
+    `cast` types hold plain floats, which vLLM casts to the served dtype.
+    """
 
     id: str
+    ggml_type: int
     block_weights: int
     block_bytes: int
+    cast: bool = False
 
     def __post_init__(self) -> None:
         _require(self.block_weights > 0 and self.block_bytes > 0, "blocks have weights and bytes")
@@ -476,10 +480,6 @@ class GgufTypeSpec(Entry, frozen=True):
     @property
     def bytes_per_weight(self) -> float:
         return self.block_bytes / self.block_weights
-
-
-# GGUF tensors that hold plain floats: vLLM casts them to the served dtype
-GGUF_FLOAT_TYPES = ("BF16", "F16", "F32")
 
 
 class GgufFileType(Entry, frozen=True):
@@ -504,7 +504,10 @@ class DtypeCatalog(Entry, frozen=True):
         _sorted_unique([k.id for k in self.kv_cache_dtypes], "kv_cache_dtypes")
         _sorted_unique([t.id for t in self.gguf_types], "gguf_types")
         _sorted_unique([f.id for f in self.gguf_file_types], "gguf_file_types")
-        known = {t.id for t in self.gguf_types} | set(GGUF_FLOAT_TYPES)
+        _require(
+            len({t.ggml_type for t in self.gguf_types}) == len(self.gguf_types), "ggml_type ids are unique"
+        )
+        known = {t.id for t in self.gguf_types}
         for f in self.gguf_file_types:
             for kind in (f.base, f.output, f.more_bits):
                 _require(
