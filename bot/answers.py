@@ -315,6 +315,7 @@ def merge(ask: Ask, files: Sequence[str], earlier: ThreadContext | None) -> Thre
         command=command if new_log else earlier.command,
         hosts=ask.hosts or earlier.hosts,
         vllm_version=ask.vllm_version or earlier.vllm_version,
+        estimate=earlier.estimate,
     )
 
 
@@ -393,12 +394,21 @@ async def _understand(
 ) -> None:
     """Fill `turn` from the message, its files and the thread; raises UserError when nothing is usable."""
     ask = turn.ask = parse_ask(text)
-    if ask.help or ask.list_hosts or ask.estimate is not None or ask.preflight is not None:
+    if ask.help or ask.list_hosts or ask.preflight is not None:
         return
-    file_texts = await read_files(client, files, backends.settings)
     earlier = None
     if place.thread_ts is not None:
         earlier = await backends.state.load_thread(place.channel, place.thread_ts)
+    if ask.estimate is not None:
+        turn.context = msgspec.structs.replace(earlier or ThreadContext(), estimate=ask.estimate)
+        return
+    if _names_only_a_version(ask, files) and earlier is not None and earlier.estimate is not None:
+        # the answer to the bot's question "which vLLM version?": the same sizing on that release
+        sizing = msgspec.structs.replace(earlier.estimate, vllm_version=ask.vllm_version)
+        turn.ask = msgspec.structs.replace(ask, estimate=sizing)
+        turn.context = msgspec.structs.replace(earlier, estimate=sizing)
+        return
+    file_texts = await read_files(client, files, backends.settings)
     if ask.empty and not file_texts and earlier is None:
         raise UserError(
             "I found no log, host name or sizing question in that message; "
@@ -407,6 +417,10 @@ async def _understand(
     turn.context = merge(ask, file_texts, earlier)
     if not turn.context.log and not turn.context.hosts:
         raise UserError("This thread has no log or host for me yet; paste the log or name a host.")
+
+
+def _names_only_a_version(ask: Ask, files: Sequence[dict[str, Any]]) -> bool:
+    return ask.vllm_version is not None and not (ask.log or ask.hosts or files)
 
 
 async def _reply(backends: Backends, place: Place, turn: _Turn) -> Message:

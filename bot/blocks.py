@@ -168,7 +168,15 @@ def _budget_bar(budget: Budget, width: int = 40) -> list[str]:
 def _budget_blocks(budget: Budget) -> list[Block]:
     verdict = ":white_check_mark: fits" if budget.fits else ":x: does not fit"
     bar, _ = _code(_budget_bar(budget))
-    parallel = f", TP {budget.tensor_parallel_size}" if budget.tensor_parallel_size > 1 else ""
+    parallel = "".join(
+        f", {name} {size}"
+        for name, size in (
+            ("TP", budget.tensor_parallel_size),
+            ("DP", budget.data_parallel_size),
+            ("EP", budget.expert_parallel_size),
+        )
+        if size > 1
+    )
     summary = (
         f"*Budget* ({verdict}): `{budget.model}` on {budget.gpus}× {budget.gpu}{parallel}, "
         f"{budget.dtype}, max_model_len {budget.max_model_len:,}, "
@@ -356,6 +364,8 @@ def render_budget(budget: Budget, *, notes: Sequence[str] = ()) -> Message:
     verdict = "Fits" if budget.fits else "Does not fit"
     blocks: list[Block] = [_header(f"{verdict}: {budget.model} on {budget.gpus}× {budget.gpu}")]
     blocks += [_section(f":information_source: {note}") for note in notes]
+    if (question := _version_question(budget)) is not None:
+        blocks.append(_section(f":question: {question}"))
     blocks += _budget_blocks(budget)
     numbers = {
         "Weights": f"{budget.weights_gib:.2f} GiB",
@@ -378,6 +388,18 @@ def render_budget(budget: Budget, *, notes: Sequence[str] = ()) -> Message:
         blocks.append(_section("\n".join(f"• {note}" for note in budget.notes)))
     blocks.append(_context(f"vLLM {budget.vllm_version} · sources: " + _sources(budget)))
     return _message(f"{verdict}: {budget.verdict}", blocks, failed=False)
+
+
+def _version_question(budget: Budget) -> str | None:
+    """One short question when the answer depends on the vLLM release the person did not name."""
+    older = budget.older_release
+    if older is None or older.fits == budget.fits:
+        return None
+    on_older, on_newest = (("fits" if fits else "does not fit") for fits in (older.fits, budget.fits))
+    return (
+        f"Which vLLM version runs this? It {on_older} on {older.vllm_version} and {on_newest} on "
+        f"{budget.vllm_version}; reply `vllm <version>` in this thread."
+    )
 
 
 def _sources(budget: Budget) -> str:

@@ -17,6 +17,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from service.redis_link import Outage, connect_redis
+from service.schemas import EstimateRequest
 
 __all__ = ["MemoryState", "RedisState", "State", "ThreadContext", "open_state"]
 
@@ -35,6 +36,8 @@ class ThreadContext(msgspec.Struct, frozen=True, kw_only=True):
     command: str | None = None
     hosts: tuple[str, ...] = ()
     vllm_version: str | None = None
+    # the thread's sizing question, so a reply naming the vLLM version sizes it for that release
+    estimate: EstimateRequest | None = None
 
 
 class State(Protocol):

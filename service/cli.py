@@ -63,6 +63,14 @@ def _add_estimate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--block-size", type=int)
     p.add_argument("--tensor-parallel-size", "-tp", type=int)
     p.add_argument("--pipeline-parallel-size", "-pp", type=int)
+    p.add_argument("--data-parallel-size", "-dp", type=int)
+    p.add_argument(
+        "--enable-expert-parallel", action="store_true", help="MoE experts split whole over the TP × DP GPUs"
+    )
+    p.add_argument(
+        "--speculative-config",
+        help='vLLM\'s JSON, e.g. \'{"method": "mtp", "num_speculative_tokens": 2}\' or {"model": "<draft>"}',
+    )
     p.add_argument("--kv-cache-memory-bytes", type=str)
     p.add_argument("--free-gib", type=float, help="free memory per GPU at startup, in GiB")
     p.add_argument("--vllm-version")

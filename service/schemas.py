@@ -36,6 +36,7 @@ __all__ = [
     "GpuProcess",
     "GpuSummary",
     "MigInstance",
+    "OlderRelease",
     "OtherProcess",
     "Phase",
     "Preflight",
@@ -44,6 +45,7 @@ __all__ = [
     "Severity",
     "Snapshot",
     "SnapshotError",
+    "SpeculativeConfig",
     "StartupCheck",
     "VllmServer",
     "Wire",
@@ -187,6 +189,22 @@ class StartupCheck(Wire, frozen=True):
     max_passing_utilization: float | None = None
 
 
+class OlderRelease(Wire, frozen=True):
+    """The same estimate on the older release most servers still run, for a request naming no version.
+
+    Its utilization default and whether CUDA graphs count against the KV cache differ from the newest
+    release, so the answer may too; the bot asks for the version when `fits` differs.
+    """
+
+    vllm_version: str
+    gpu_memory_utilization: float
+    cuda_graphs_in_budget: bool
+    fits: bool
+    kv_cache_tokens: int
+    max_model_len_fit: int
+    verdict: str
+
+
 class Budget(Wire, frozen=True):
     """Per-GPU memory budget (DESIGN §3.4), after the tensor/pipeline-parallel split."""
 
@@ -222,6 +240,19 @@ class Budget(Wire, frozen=True):
     min_tensor_parallel_size: int | None = None
     sources: dict[str, FigureSource] = msgspec.field(default_factory=dict)
     notes: list[str] = msgspec.field(default_factory=list)
+    # no version was given: `vllm_version` is the catalog's newest, and `older_release` the answer
+    # on the older default (None when the request named a version)
+    version_assumed: bool = False
+    older_release: OlderRelease | None = None
+    data_parallel_size: int = 1
+    # GPUs a MoE model's experts are split over (1 without --enable-expert-parallel)
+    expert_parallel_size: int = 1
+    # speculative decoding: the drafter's weights (inside weights_gib) and its KV cache per token
+    # (inside kv_bytes_per_token)
+    draft_weights_gib: float = 0.0
+    draft_kv_bytes_per_token: int = 0
+    # the vision encoder's profiling run above the decoder's activation peak (multimodal models)
+    encoder_profile_gib: float = 0.0
 
 
 # Words for people for the Budget's figures, so no reader (CLI, Slack) shows a field name.
@@ -233,6 +264,7 @@ BUDGET_LABELS: dict[str, str] = {
     "activation_peak_gib": "Activation peak",
     "non_torch_gib": "Non-torch memory",
     "cuda_graph_gib": "CUDA graphs",
+    "encoder_profile_gib": "Vision encoder profiling",
     "requested_gib": "Requested by vLLM",
     "available_kv_gib": "KV cache memory",
     "num_blocks": "KV cache blocks",
@@ -406,6 +438,18 @@ class DiagnoseRequest(Wire, frozen=True):
     top: Annotated[int, msgspec.Meta(ge=0, le=MAX_TOP)] = 5
 
 
+class SpeculativeConfig(Wire, frozen=True):
+    """vLLM's `--speculative-config`: the method, how many tokens it drafts, and the draft model.
+
+    `mtp` (and vLLM's `<family>_mtp` names) use the checkpoint's own multi-token-prediction layers;
+    methods with a `model` load that draft model beside the target; `ngram`/`suffix` need no memory.
+    """
+
+    method: str | None = None
+    num_speculative_tokens: int = 1
+    model: str | None = None
+
+
 class EstimateRequest(Wire, frozen=True):
     model: str | None = None
     config: dict[str, object] | None = None
@@ -429,6 +473,11 @@ class EstimateRequest(Wire, frozen=True):
     # How the engine is started: `serve` (`vllm serve`, the API server: the default) or `llm` (the
     # `LLM(...)` class), whose scheduler defaults batch more tokens on the same GPU.
     entrypoint: Literal["serve", "llm"] | None = None
+    # data-parallel engines (each its own KV cache); with enable_expert_parallel a MoE model's experts
+    # are split whole over the TP × DP GPUs rather than sliced by TP
+    data_parallel_size: int | None = None
+    enable_expert_parallel: bool | None = None
+    speculative_config: SpeculativeConfig | None = None
     # Parameter counts per safetensors dtype read from the checkpoint's headers (e.g. {"BF16": 8030261248});
     # with it the weights are the checkpoint's bytes, not the architecture's parameter count.
     parameters: dict[str, int] | None = None

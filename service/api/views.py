@@ -72,8 +72,11 @@ class ModelInfo(msgspec.Struct, frozen=True, omit_defaults=True):
 class GpuEntry(msgspec.Struct, frozen=True):
     id: str
     total_gib: float
-    compute_capability: str
+    compute_capability: str | None
     aliases: list[str]
+    vendor: str = "nvidia"
+    arch: str | None = None
+    unified_memory: bool = False
 
 
 LARGE_LOGS_AT_ONCE = 2
@@ -143,7 +146,10 @@ def _catalog_views(packs: RulePacks) -> tuple[list[ModelInfo], list[GpuEntry], R
         ModelInfo(c.id, None, None, list(c.aliases), quantization=c.quantization.method, base=c.base)
         for c in catalog.models.checkpoints
     ]
-    gpu_list = [GpuEntry(g.id, g.total_gib, g.compute_capability, list(g.aliases)) for g in catalog.gpus.gpus]
+    gpu_list = [
+        GpuEntry(g.id, g.total_gib, g.capability_text, list(g.aliases), g.vendor, g.arch, g.unified_memory)
+        for g in catalog.gpus.gpus
+    ]
     summary = PackSummary(
         signature_packs=list(packs.signatures.packs),
         signature_rules=len(packs.signatures.rules),

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from service.budget.weights import Sharding, WeightBytes, stage_weight_bytes
+from service.budget.weights import Sharding, WeightBytes, draft_layer_bytes, stage_weight_bytes
 from service.packs.catalog import ModelSpec
 
 __all__ = ["CheckpointBytes", "checkpoint_bytes", "checkpoint_scale", "scale_weights"]
@@ -77,24 +77,6 @@ def _formula_total(
     return stage.total - stage.rope_cache
 
 
-def _draft_layer_bytes(
-    model: ModelSpec, sharding: Sharding, dtype_bytes: float, quant_bytes: float | None
-) -> int:
-    """Bytes of the MTP draft layers a checkpoint ships and vLLM loads only for speculative decoding.
-
-    Each is one more decoder layer (the last layer's kind) plus its 2h → h projection and two norms.
-    """
-    if model.mtp_layers == 0:
-        return 0
-    whole = Sharding(quant_scope=sharding.quant_scope, unquantized_layers=sharding.unquantized_layers)
-    layers = model.num_hidden_layers
-    two = stage_weight_bytes(model, whole, layers, dtype_bytes, quant_bytes)
-    # with one layer per stage, a middle stage holds exactly one decoder layer (here the last but one)
-    one_layer = two[-2].total - two[-2].rope_cache if layers > 2 else 0
-    projection = int((2 * model.hidden_size * model.hidden_size + 2 * model.hidden_size) * dtype_bytes)
-    return model.mtp_layers * (one_layer + projection)
-
-
 def checkpoint_scale(
     model: ModelSpec,
     sharding: Sharding,
@@ -112,7 +94,8 @@ def checkpoint_scale(
         unknown = ", ".join(checkpoint.unknown_dtypes)
         return None, f"The checkpoint has tensors of unknown dtype ({unknown}); weights are from the formula."
     formula = _formula_total(model, sharding, dtype_bytes, quant_bytes)
-    skipped = _draft_layer_bytes(model, sharding, dtype_bytes, quant_bytes)
+    whole = Sharding(quant_scope=sharding.quant_scope, unquantized_layers=sharding.unquantized_layers)
+    skipped = draft_layer_bytes(model, whole, dtype_bytes, quant_bytes)
     loaded = checkpoint.total - skipped
     if formula <= 0 or loaded <= 0:
         return None, "The checkpoint's safetensors totals are empty; weights are from the formula."

@@ -241,6 +241,36 @@ def _sections(config: Mapping[str, object], model_type: str) -> dict[str, object
         raise InvalidConfigError(f"The config.json does not describe a usable model ({exc}).") from exc
 
 
+def _vision_tower(outer: Mapping[str, object]) -> dict[str, int] | None:
+    """A fixed-resolution ViT (SigLIP/CLIP-style `vision_config` with image_size), else None.
+
+    Towers of dynamic resolution (no image_size) size their images in the processor, which a config
+    alone does not state, so their profiling reserve is not estimated.
+    """
+    vision = outer.get("vision_config")
+    if not isinstance(vision, dict):
+        return None
+    keys = {
+        "layers": ("num_hidden_layers", "depth"),
+        "hidden_size": ("hidden_size",),
+        "intermediate_size": ("intermediate_size",),
+        "patch_size": ("patch_size",),
+        "image_size": ("image_size",),
+    }
+    tower: dict[str, int] = {}
+    for field, names in keys.items():
+        value = next((vision[n] for n in names if isinstance(vision.get(n), int)), None)
+        if not isinstance(value, int) or value <= 0:
+            return None
+        tower[field] = value
+    if tower["image_size"] % tower["patch_size"]:
+        return None
+    tokens = outer.get("mm_tokens_per_image")
+    if isinstance(tokens, int) and tokens > 0:
+        tower["tokens_per_image"] = tokens
+    return tower
+
+
 def model_from_config(
     config: Mapping[str, object], name: str | None = None
 ) -> tuple[ModelSpec, QuantSpec | None]:
@@ -295,6 +325,7 @@ def model_from_config(
         "state": state_from_config(
             config, model_type, _int(config, "num_hidden_layers", "n_layer", "num_layers")
         ),
+        "vision": _vision_tower(outer),
         **_sections(config, model_type),
     }
     _check_limits(fields)

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import msgspec
+
 from service.budget.config import model_from_config
 from service.budget.defaults import default_utilization, scheduler_defaults
-from service.budget.parallel import pipeline_parallel_problem, tensor_parallel_problem
+from service.budget.gguf import find_file_type, is_gguf_reference
+from service.budget.parallel import expert_parallel_size, pipeline_parallel_problem, tensor_parallel_problem
 from service.budget.resolve import (
     ResolvedGpu,
     find_gpu,
@@ -19,10 +22,12 @@ from service.budget.resolve import (
     find_quantization,
     other_sizes,
 )
+from service.budget.speculative import Drafter, resolve_drafter
 from service.errors import InvalidConfigError
 from service.packs.catalog import (
     Catalog,
     DtypeSpec,
+    GgufFileType,
     KvDtypeSpec,
     ModelSpec,
     QuantMethodSpec,
@@ -63,11 +68,23 @@ class Run:
     kv_cache_memory_bytes: int | None
     free_gib: float | None
     notes: list[str] = field(default_factory=list)
+    dp: int = 1
+    # --enable-expert-parallel: MoE experts split whole over the TP × DP GPUs, not sliced by TP
+    expert_parallel: bool = False
+    drafter: Drafter | None = None
+    # a GGUF checkpoint's file type (from its name) when the model reference is a GGUF file
+    gguf: GgufFileType | None = None
+    # what the weights figure stands on when not the architecture (safetensors, a GGUF file)
+    weights_from: str | None = None
     # the checkpoint's safetensors totals, and whether its weights are stored as vLLM loads them
     # (not when --quantization quantizes an unquantized checkpoint while loading)
     parameters: dict[str, int] | None = None
     stored_as_loaded: bool = True
     weight_scale: float | None = None
+
+    def ep(self, tp: int) -> int:
+        """GPUs the experts are split over at this TP (1 when they are sliced instead)."""
+        return expert_parallel_size(self.model, tp, self.dp, self.expert_parallel)
 
     def at_least(self, since: str) -> bool:
         return self.version_t >= version_tuple(since)
@@ -95,6 +112,7 @@ def _validate(request: EstimateRequest) -> None:
         _positive(name, getattr(request, name))
     _positive("tensor_parallel_size", request.tensor_parallel_size)
     _positive("pipeline_parallel_size", request.pipeline_parallel_size)
+    _positive("data_parallel_size", request.data_parallel_size)
     util = request.gpu_memory_utilization
     if util is not None and not 0 < util <= 1:
         raise InvalidConfigError(f"gpu_memory_utilization must be in (0, 1], not {util}.")
@@ -113,7 +131,8 @@ def _model(
         from_config = True
     elif request.model:
         spec, quant = find_model(catalog, request.model)
-        name = spec.id if quant is None or quant == spec.quantization else request.model
+        keep = (quant is not None and quant != spec.quantization) or is_gguf_reference(request.model)
+        name = request.model if keep else spec.id
         from_config = False
     else:
         raise InvalidConfigError("Name a model (catalog or Hugging Face id) or paste its config.json.")
@@ -174,7 +193,8 @@ def _quantization(
         method = native
     if method is not None and gpu.spec is not None and method.min_compute_capability is not None:
         major, minor = method.min_compute_capability.split(".")
-        if gpu.spec.capability < (int(major), int(minor)):
+        capability = gpu.spec.capability
+        if capability is not None and capability < (int(major), int(minor)):
             notes.append(
                 f"{method.id} needs compute capability {method.min_compute_capability}; {gpu.name} lacks it."
             )
@@ -206,15 +226,28 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
             f"free_gib {request.free_gib} exceeds the {gpu.total_gib} GiB that {gpu.name} has in total."
         )
     pp = request.pipeline_parallel_size or 1
-    tp = request.tensor_parallel_size or max(1, request.gpus // pp)
+    dp = request.data_parallel_size or 1
+    tp = request.tensor_parallel_size or max(1, request.gpus // (pp * dp))
     if (problem := pipeline_parallel_problem(model, pp)) is not None:
         raise InvalidConfigError(problem)
-    if tp * pp > request.gpus:
+    if tp * pp * dp > request.gpus:
         given = f"only {request.gpus} were given" if request.gpus > 1 else "the estimate assumes that many"
-        notes.append(f"TP {tp} × PP {pp} needs {tp * pp} GPUs; {given}.")
+        layout = f"TP {tp} × PP {pp}" + (f" × DP {dp}" if dp > 1 else "")
+        notes.append(f"{layout} needs {tp * pp * dp} GPUs; {given}.")
+    ep = expert_parallel_size(model, tp, dp, bool(request.enable_expert_parallel))
+    if request.enable_expert_parallel and model.moe is None:
+        notes.append("--enable-expert-parallel changes nothing here: the model has no experts.")
+    elif model.moe is not None and ep > 1 and model.moe.num_experts % ep:
+        notes.append(
+            f"The {model.moe.num_experts} experts do not divide over {ep} GPUs: the first "
+            f"{model.moe.num_experts % ep} hold one more (the budget is theirs); --enable-eplb refuses it."
+        )
     dtype = _dtype(request, model, gpu, catalog, notes)
+    gguf = find_file_type(catalog, request.model) if request.model and request.config is None else None
+    if gguf is not None and (request.quantization or "").lower() == "gguf":
+        request = msgspec.structs.replace(request, quantization=None)  # the file's own types stand
     quant = _quantization(request, checkpoint_quant, gpu, catalog, notes)
-    if (problem := tensor_parallel_problem(model, tp, engine, quant, scope)) is not None:
+    if (problem := tensor_parallel_problem(model, tp, engine, quant, scope, dp=dp, ep=ep)) is not None:
         raise InvalidConfigError(problem)
     wanted_kv = request.kv_cache_dtype or "auto"
     if wanted_kv == "auto" and declared_kv is not None:
@@ -265,9 +298,13 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
         quant_scope=scope,
         unquantized_layers=kept,
         gpu=gpu,
-        gpus=max(request.gpus, tp * pp),
+        gpus=max(request.gpus, tp * pp * dp),
         tp=tp,
         pp=pp,
+        dp=dp,
+        expert_parallel=bool(request.enable_expert_parallel),
+        drafter=resolve_drafter(request.speculative_config, model, catalog),
+        gguf=gguf,
         dtype_spec=dtype,
         kv=kv,
         util=util,

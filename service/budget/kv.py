@@ -34,6 +34,9 @@ class KvLayout:
     # linear-attention / Mamba layers: one state page (padded to the attention page) per request
     state_layers: int = 0
     state_groups: int = 0
+    # a separate draft model's attention layers (speculative decoding): vLLM merges them with the
+    # target's full-attention layers, so each full-attention block also holds the draft's tokens
+    draft_bytes_per_token: int = 0
 
     @property
     def page_bytes(self) -> int:
@@ -41,11 +44,13 @@ class KvLayout:
 
     @property
     def bytes_per_block(self) -> int:
-        return self.page_bytes * self.group_size
+        return self.page_bytes * self.group_size + self.draft_bytes_per_token * self.block_size
 
     @property
     def bytes_per_token(self) -> int:
-        return self.bytes_per_token_layer * (self.full_layers + self.sliding_layers)
+        return (
+            self.bytes_per_token_layer * (self.full_layers + self.sliding_layers) + self.draft_bytes_per_token
+        )
 
     @property
     def groups(self) -> int:
@@ -64,7 +69,9 @@ class KvLayout:
 
     def need_bytes(self, length: int) -> int:
         """Bytes the capacity check asks for one request of `length` tokens (summed over layers)."""
-        need = self.full_layers * cdiv(length, self.block_size) * self.page_bytes
+        need = cdiv(length, self.block_size) * (
+            self.full_layers * self.page_bytes + self.draft_bytes_per_token * self.block_size
+        )
         if self.sliding_layers:
             need += self.sliding_layers * self._sliding_blocks(length) * self.page_bytes
         return need + self.state_layers * self.page_bytes

@@ -9,7 +9,11 @@ Each rule is one check vLLM makes while building the model (0.33 sources):
 - quantized linear layers: each GPU's input slice is a whole number of quantization groups, and the
   Marlin kernels (`verify_marlin_supports_shape`) need output slices in multiples of min_thread_n and
   input slices in multiples of min_thread_k;
-- `get_pp_indices`: every pipeline stage gets at least one layer.
+- `get_pp_indices`: every pipeline stage gets at least one layer;
+- `FusedMoEParallelConfig.make`: with data parallelism the experts' matrices are sliced over
+  TP × DP; with `--enable-expert-parallel` each of the TP × DP GPUs holds whole experts instead
+  (`determine_expert_map` gives the first `experts % EP` GPUs one more), so their intermediate size
+  is not split at all.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from __future__ import annotations
 from service.packs.catalog import EngineFacts, ModelSpec, QuantMethodSpec
 
 __all__ = [
+    "expert_parallel_problem",
+    "expert_parallel_size",
     "pipeline_parallel_problem",
     "tensor_parallel_problem",
     "valid_pipeline_parallel_sizes",
@@ -39,8 +45,23 @@ def _dense_mlp(model: ModelSpec) -> bool:
     return moe is None or moe.first_dense_layers > 0 or moe.layer_step > 1
 
 
+def expert_parallel_size(model: ModelSpec, tp: int, dp: int, enabled: bool) -> int:
+    """GPUs the experts are split over: TP × DP with expert parallelism on a MoE model, else 1."""
+    return tp * dp if enabled and model.moe is not None else 1
+
+
+def expert_parallel_problem(model: ModelSpec, ep: int) -> str | None:
+    """Why an expert-parallel group of `ep` GPUs cannot hold this model's experts, or None."""
+    if model.moe is not None and ep > model.moe.num_experts:
+        return (
+            f"Expert parallelism over {ep} GPUs leaves some GPUs without any of the "
+            f"{model.moe.num_experts} experts; use a TP × DP of at most {model.moe.num_experts}."
+        )
+    return None
+
+
 def _quant_problem(
-    model: ModelSpec, tp: int, quant: QuantMethodSpec, engine: EngineFacts, scope: str
+    model: ModelSpec, tp: int, quant: QuantMethodSpec, engine: EngineFacts, scope: str, moe_tp: int
 ) -> str | None:
     """A quantized kernel's shape rule the TP split breaks, or None."""
     # (layer, full input size, input slice per GPU, output slice per GPU)
@@ -54,7 +75,7 @@ def _quant_problem(
         slices.append(("gate_up_proj", model.hidden_size, model.hidden_size, inter // tp))
     if model.moe is not None:
         inter = model.moe.intermediate_size
-        slices.append(("experts' down_proj", inter, inter // tp, model.hidden_size))
+        slices.append(("experts' down_proj", inter, inter // moe_tp, model.hidden_size))
     for layer, full, inputs, outputs in slices:
         # GPTQ/AWQ-style groups run along each input row (other methods' groups are blocks or
         # per-tensor scales); vLLM checks them only when a group is smaller than the whole row
@@ -83,8 +104,15 @@ def tensor_parallel_problem(
     engine: EngineFacts,
     quant: QuantMethodSpec | None = None,
     quant_scope: str = "linear",
+    *,
+    dp: int = 1,
+    ep: int = 1,
 ) -> str | None:
-    """Why vLLM rejects `tp` for this model (a sentence), or None when it accepts it."""
+    """Why vLLM rejects `tp` for this model (a sentence), or None when it accepts it.
+
+    `dp` and `ep` only change how the experts split: sliced over TP × DP, or whole over `ep` GPUs.
+    """
+    moe_tp = 1 if ep > 1 else tp * dp
     heads, kv_heads = model.num_attention_heads, model.num_key_value_heads
     if heads % tp:
         return f"Total number of attention heads ({heads}) must be divisible by tensor parallel size ({tp})."
@@ -95,8 +123,11 @@ def tensor_parallel_problem(
         )
     if _dense_mlp(model) and model.intermediate_size % tp:
         return f"The MLP intermediate size {model.intermediate_size} does not divide by TP {tp}."
-    if model.moe is not None and model.moe.intermediate_size % tp:
-        return f"The experts' intermediate size {model.moe.intermediate_size} does not divide by TP {tp}."
+    if (problem := expert_parallel_problem(model, ep)) is not None:
+        return problem
+    if model.moe is not None and model.moe.intermediate_size % moe_tp:
+        split = f"TP {tp}" if moe_tp == tp else f"TP {tp} × DP {dp} = {moe_tp}"
+        return f"The experts' intermediate size {model.moe.intermediate_size} does not divide by {split}."
     shared = model.moe.shared_intermediate_size if model.moe is not None else None
     if shared is not None and shared % tp:
         return f"The shared experts' intermediate size {shared} does not divide by TP {tp}."
@@ -104,7 +135,7 @@ def tensor_parallel_problem(
     if vocab % tp:
         return f"The vocabulary padded to {vocab} does not divide by TP {tp}."
     if quant is not None:
-        return _quant_problem(model, tp, quant, engine, quant_scope)
+        return _quant_problem(model, tp, quant, engine, quant_scope, moe_tp)
     return None
 
 
@@ -114,12 +145,24 @@ def valid_tensor_parallel_sizes(
     quant: QuantMethodSpec | None = None,
     quant_scope: str = "linear",
     upper: int = MAX_TENSOR_PARALLEL,
+    *,
+    dp: int = 1,
+    expert_parallel: bool = False,
 ) -> list[int]:
     """Every TP size up to `upper` that vLLM accepts for this model, ascending (1 always included)."""
     sizes = [
         tp
         for tp in range(1, upper + 1)
-        if tensor_parallel_problem(model, tp, engine, quant, quant_scope) is None
+        if tensor_parallel_problem(
+            model,
+            tp,
+            engine,
+            quant,
+            quant_scope,
+            dp=dp,
+            ep=expert_parallel_size(model, tp, dp, expert_parallel),
+        )
+        is None
     ]
     return sizes or [1]
 

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 
 import msgspec
 
-from service.budget.inputs import GIB, resolve
+from service.budget.inputs import GIB, Run, resolve
 from service.budget.kv import largest_fitting_length
 from service.budget.overheads import Engine, OverheadTerms, overhead_era, overhead_terms
-from service.budget.report import figure_sources, verdict
+from service.budget.report import assumed_version_sentence, figure_sources, older_release, verdict
 from service.budget.searches import min_tensor_parallel, min_utilization
 from service.budget.stages import (
+    Stage,
     holds_one_request,
     kv_budget_bytes,
     logged_pool,
@@ -29,7 +30,7 @@ from service.budget.stages import (
     stage_budgets,
     startup_check,
     to_gib,
-    with_checkpoint,
+    with_file_weights,
 )
 from service.budget.weights import pp_layer_counts
 from service.errors import InputError, InvalidConfigError, UnknownGpuError
@@ -59,7 +60,7 @@ def overhead_inputs(
 ) -> OverheadInputs:
     """The overhead terms of a request, as tools/fit_overheads.py fits them; `kind` and
     `chunked_prefill` state what a logged run chose where the request cannot say it."""
-    run = with_checkpoint(resolve(request, catalog))
+    run = with_file_weights(resolve(request, catalog), catalog)
     era = overhead_era(catalog.engine, run.version_t, kind)
     stages = stage_budgets(run, run.tp, catalog)
     fullest = max(range(len(stages)), key=lambda i: stages[i].weights.total)
@@ -74,8 +75,32 @@ def overhead_inputs(
 
 
 def estimate(request: EstimateRequest, catalog: Catalog) -> Budget:
-    """The per-GPU memory budget of a model, GPU and vLLM configuration, with what would fit."""
-    run = with_checkpoint(resolve(request, catalog))
+    """The per-GPU memory budget of a model, GPU and vLLM configuration, with what would fit.
+
+    Without a version it is the newest release's answer, and the headline also says what the older
+    release most servers run would answer when that differs.
+    """
+    budget = _estimate(request, catalog)
+    if request.vllm_version is not None:
+        return budget
+    try:
+        older = _estimate(
+            msgspec.structs.replace(request, vllm_version=catalog.engine.older_default_release), catalog
+        )
+    except InputError:  # something only newer releases have: the newest answer stands alone
+        alternative = None
+    else:
+        alternative = older_release(older, catalog)
+    return msgspec.structs.replace(
+        budget,
+        version_assumed=True,
+        older_release=alternative,
+        verdict=f"{budget.verdict} {assumed_version_sentence(budget, alternative)}",
+    )
+
+
+def _estimate(request: EstimateRequest, catalog: Catalog) -> Budget:
+    run = with_file_weights(resolve(request, catalog), catalog)
     requested = requested_bytes(run, run.util, catalog)
     stages = stage_budgets(run, run.tp, catalog)
     blocks = [max(0, kv_budget_bytes(run, s, requested)) // s.layout.bytes_per_block for s in stages]
@@ -133,7 +158,19 @@ def estimate(request: EstimateRequest, catalog: Catalog) -> Budget:
         min_tensor_parallel_size=min_tensor_parallel(run, requested, catalog),
         sources=figure_sources(run, stage, catalog),
         notes=run.notes,
+        data_parallel_size=run.dp,
+        expert_parallel_size=run.ep(run.tp),
+        draft_weights_gib=to_gib(stages[-1].weights.draft),
+        draft_kv_bytes_per_token=_draft_kv_bytes_per_token(run, stages[-1]),
+        encoder_profile_gib=to_gib(stages[0].encoder_profile),
     )
+
+
+def _draft_kv_bytes_per_token(run: Run, last: Stage) -> int:
+    """The drafter's KV bytes per token on the last stage's GPU: MTP layers' or the draft model's."""
+    if run.drafter is None:
+        return 0
+    return run.drafter.mtp_layers * last.layout.bytes_per_token_layer + last.layout.draft_bytes_per_token
 
 
 def budget_from_facts(

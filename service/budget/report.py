@@ -7,11 +7,12 @@ arithmetic, catalog values, given, or estimates with their uncertainty.
 from __future__ import annotations
 
 from service.budget.inputs import Run
+from service.budget.multimodal import profiled_images
 from service.budget.stages import Stage, to_gib
-from service.packs.catalog import Catalog, OverheadEra
-from service.schemas import FigureSource, StartupCheck
+from service.packs.catalog import Catalog, OverheadEra, version_tuple
+from service.schemas import Budget, FigureSource, OlderRelease, StartupCheck
 
-__all__ = ["figure_sources", "verdict"]
+__all__ = ["assumed_version_sentence", "figure_sources", "older_release", "verdict"]
 
 # Quantized kernels repack weights (Marlin, MoE layouts); logged figures stay within about 3 %.
 _QUANT_SPREAD = 0.03
@@ -28,7 +29,9 @@ def figure_sources(run: Run, stage: Stage, catalog: Catalog) -> dict[str, Figure
     )
     repack = _QUANT_SPREAD * stage.weights.quantized
     weights_note = (
-        "the checkpoint's safetensors bytes, split by the architecture"
+        run.weights_from
+        if run.weights_from is not None
+        else "the checkpoint's safetensors bytes, split by the architecture"
         if run.weight_scale is not None
         else "computed from the pasted config.json"
         if run.from_config
@@ -52,6 +55,7 @@ def figure_sources(run: Run, stage: Stage, catalog: Catalog) -> dict[str, Figure
             note=None if stage.graph_in_budget else "not subtracted from the KV budget in this version",
         ),
         "available_kv_gib": FigureSource(kind="given") if given else derived,
+        **_encoder_source(run, stage, era),
         "num_blocks": derived,
         "kv_cache_tokens": derived,
         "max_model_len_fit": derived,
@@ -68,6 +72,19 @@ def _fit_note(era: OverheadEra) -> str:
     if era.kv_runs == 0:
         return f"± the fitted overheads' spread on logged runs of the releases before {releases}"
     return f"± the fitted overheads' spread on {era.kv_runs} logged runs of {releases}"
+
+
+def _encoder_source(run: Run, stage: Stage, era: OverheadEra) -> dict[str, FigureSource]:
+    images, tokens = profiled_images(run)
+    if images == 0:
+        return {}
+    note = (
+        f"vLLM profiles the vision encoder with {images} images of {tokens} tokens "
+        "(encoder_budget.py) and holds their embeddings through the decoder's profile run"
+    )
+    # the tower's activation is the era's activation fit applied to its patches
+    spread = era.activation.spread_gib if stage.encoder_profile else None
+    return {"encoder_profile_gib": FigureSource(kind="estimated", uncertainty_gib=spread, note=note)}
 
 
 def verdict(
@@ -102,3 +119,31 @@ def verdict(
     return (
         f"Fits: {tokens:,} KV-cache tokens, {concurrency:.2f}x concurrency at {run.max_model_len:,} tokens."
     )
+
+
+def older_release(older: Budget, catalog: Catalog) -> OlderRelease:
+    """The older release's answer, with the two defaults that make it differ."""
+    profiled = version_tuple(older.vllm_version) >= version_tuple(catalog.engine.cudagraph_profiled_since)
+    return OlderRelease(
+        vllm_version=older.vllm_version,
+        gpu_memory_utilization=older.gpu_memory_utilization,
+        cuda_graphs_in_budget=profiled,
+        fits=older.fits,
+        kv_cache_tokens=older.kv_cache_tokens,
+        max_model_len_fit=older.max_model_len_fit,
+        verdict=older.verdict,
+    )
+
+
+def assumed_version_sentence(budget: Budget, older: OlderRelease | None) -> str:
+    """Which release was assumed, and what the older one would answer when that differs."""
+    said = f"No vLLM version given: this is vLLM {budget.vllm_version}."
+    if older is None or (older.fits == budget.fits and older.kv_cache_tokens == budget.kv_cache_tokens):
+        return said
+    graphs = (
+        "CUDA graphs in the KV budget" if older.cuda_graphs_in_budget else "CUDA graphs outside the KV budget"
+    )
+    on = f"On vLLM {older.vllm_version} (utilization {older.gpu_memory_utilization:g}, {graphs})"
+    if older.fits != budget.fits:
+        return f"{said} {on} the answer differs: {older.verdict}"
+    return f"{said} {on} the KV cache holds {older.kv_cache_tokens:,} tokens."

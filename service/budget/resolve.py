@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from service.budget.gguf import base_model_names, find_file_type, is_gguf_reference
 from service.errors import InvalidConfigError, UnknownGpuError, UnknownModelError
 from service.packs.catalog import (
     Catalog,
@@ -33,6 +35,7 @@ __all__ = [
     "find_quantization",
 ]
 
+_SEPARATORS = re.compile(r"[^a-z0-9.]+")
 _GIB = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:gib|gb|g)?\s*$", re.IGNORECASE)
 
 
@@ -46,7 +49,14 @@ def _closest(name: str, candidates: list[str]) -> list[str]:
 def _model_hit(catalog: Catalog, name: str) -> tuple[ModelSpec, QuantSpec | None] | None:
     index = catalog.index
     key = name.strip().rstrip("/")
-    return index.models.get(fold_name(key)) or index.models.get(fold_name(key.rsplit("/", 1)[-1]))
+    hit = index.models.get(fold_name(key)) or index.models.get(fold_name(key.rsplit("/", 1)[-1]))
+    if hit is not None or not is_gguf_reference(key):
+        return hit
+    # a GGUF file or repo holds the model its stem names (its weights are the file's own types)
+    for base in base_model_names(key, find_file_type(catalog, key)):
+        if (found := index.models.get(fold_name(base))) is not None:
+            return found[0], None
+    return None
 
 
 def find_model(catalog: Catalog, name: str) -> tuple[ModelSpec, QuantSpec | None]:
@@ -93,15 +103,25 @@ def find_gpu(catalog: Catalog, name: str | None, total_gib: float | None) -> Res
     return ResolvedGpu(spec.id, spec.total_gib, spec)
 
 
+def _words(name: str) -> str:
+    return _SEPARATORS.sub(" ", name.lower()).strip()
+
+
+def _abbreviates(typed: str, name: str, fold: Callable[[str], str]) -> bool:
+    short, full = fold(typed), fold(name)
+    return full.startswith(short) and not full[len(short) : len(short) + 1].isdigit()
+
+
 def other_sizes(catalog: Catalog, name: str, chosen: GpuSpec) -> list[str]:
     """Catalog GPUs of another memory size that `name` also abbreviates ("A100" → the 40 GB cards)."""
-    short = fold_name(gpu_short_name(name))
+    typed = gpu_short_name(name)
     others = []
     for gpu in catalog.gpus.gpus:
-        names = (gpu.id, *gpu.aliases)
-        longer = (fold_name(n) for n in names)
-        # "A100" abbreviates "A100-PCIE-40GB" but "A10" does not abbreviate "A100" (a digit follows)
-        variants = any(f.startswith(short) and not f[len(short) : len(short) + 1].isdigit() for f in longer)
+        # "A100" abbreviates "A100-PCIE-40GB" and "RTX 4060 Ti" "RTX-4060-Ti-8GB", but "A10" does not
+        # abbreviate "A100": a digit follows the typed name with no separator between
+        variants = any(
+            _abbreviates(typed, n, fold) for n in (gpu.id, *gpu.aliases) for fold in (fold_name, _words)
+        )
         if variants and abs(gpu.total_gib - chosen.total_gib) > 1:
             others.append(gpu.id)
     return others

@@ -32,7 +32,10 @@ def min_utilization(run: Run, stage: Stage, catalog: Catalog) -> float | None:
 
 def min_tensor_parallel(run: Run, requested: int, catalog: Catalog) -> int | None:
     """The smallest TP vLLM accepts for this model whose GPUs hold weights and one request."""
-    for tp in valid_tensor_parallel_sizes(run.model, catalog.engine, run.quant, run.quant_scope):
+    sizes = valid_tensor_parallel_sizes(
+        run.model, catalog.engine, run.quant, run.quant_scope, dp=run.dp, expert_parallel=run.expert_parallel
+    )
+    for tp in sizes:
         if all(_fits_without_override(run, s, requested, catalog) for s in stage_budgets(run, tp, catalog)):
             return tp
     return None

@@ -11,13 +11,24 @@ from dataclasses import dataclass
 
 from service.budget import startup
 from service.budget.checkpoint import checkpoint_scale, scale_weights
+from service.budget.gguf import file_type_counts, gguf_bytes, type_counts
 from service.budget.hybrid import hybrid_block_size, state_bytes
 from service.budget.inputs import GIB, Run
 from service.budget.kv import KvLayout, group_layout
+from service.budget.multimodal import encoder_profile_bytes
 from service.budget.overheads import activation_bytes, component_bytes, overhead_era, overhead_terms
+from service.budget.speculative import Drafter
 from service.budget.startup import max_passing_utilization
-from service.budget.weights import Sharding, WeightBytes, pp_layer_counts, stage_weight_bytes
-from service.packs.catalog import Catalog, OverheadEra
+from service.budget.weights import (
+    Sharding,
+    WeightBytes,
+    draft_layer_bytes,
+    parameter_count,
+    pp_layer_counts,
+    stage_weight_bytes,
+    with_draft,
+)
+from service.packs.catalog import Catalog, GgufFileType, ModelSpec, OverheadEra
 from service.schemas import StartupCheck
 
 __all__ = [
@@ -31,6 +42,7 @@ __all__ = [
     "startup_check",
     "to_gib",
     "with_checkpoint",
+    "with_file_weights",
 ]
 
 
@@ -46,12 +58,14 @@ class Stage:
     graph_in_budget: bool
     # the fitted overhead era the figures come from, with their spreads
     era: OverheadEra
+    # the multimodal encoder's profiling above the decoder's activation peak (multimodal.py)
+    encoder_profile: int = 0
 
     @property
     def fixed(self) -> int:
         """Everything vLLM subtracts from `requested` before the KV cache."""
         graphs = self.cuda_graph if self.graph_in_budget else 0
-        return self.weights.total + self.non_torch + self.activation + graphs
+        return self.weights.total + self.non_torch + self.activation + graphs + self.encoder_profile
 
 
 def _layer_kinds(run: Run, start: int, stop: int, hybrid: bool) -> tuple[int, int]:
@@ -73,8 +87,10 @@ def _layer_kinds(run: Run, start: int, stop: int, hybrid: bool) -> tuple[int, in
     return n_global, stop - start - n_global
 
 
-def _kv_bytes_per_token_layer(run: Run, tp: int) -> int:
-    model, kv = run.model, run.kv
+def _kv_bytes_per_token_layer(run: Run, tp: int, model: ModelSpec | None = None) -> int:
+    """KV bytes per token of one attention layer of `model` (the run's own by default) on one GPU."""
+    model = model or run.model
+    kv = run.kv
     element = kv.bytes if kv.bytes is not None else run.dtype_bytes
     if model.mla is not None:
         if kv.mla_bytes_per_token is not None:
@@ -84,8 +100,11 @@ def _kv_bytes_per_token_layer(run: Run, tp: int) -> int:
     return int(2 * heads * model.kv_head_dim * element + 2 * heads * kv.scale_bytes_per_head)
 
 
-def _layout(run: Run, tp: int, start: int, stop: int, hybrid: bool) -> KvLayout:
+def _layout(run: Run, tp: int, start: int, stop: int, hybrid: bool, last: bool) -> KvLayout:
     full, sliding = _layer_kinds(run, start, stop, hybrid)
+    draft = run.drafter if last else None
+    if draft is not None:
+        full += draft.mtp_layers  # the MTP layers' attention is the target's, in its full group
     state = run.model.state
     states = sum(1 for i in state.state_layers if start <= i < stop) if state is not None else 0
     size, full_groups, sliding_groups, state_groups = group_layout(full, sliding, states)
@@ -105,13 +124,36 @@ def _layout(run: Run, tp: int, start: int, stop: int, hybrid: bool) -> KvLayout:
         full_groups=full_groups,
         sliding_groups=sliding_groups,
         in_flight_tokens=run.max_num_batched_tokens,
+        draft_bytes_per_token=_draft_kv_bytes_per_token(run, tp, draft),
     )
+
+
+def _draft_kv_bytes_per_token(run: Run, tp: int, draft: Drafter | None) -> int:
+    """A separate draft model's KV bytes per token on one GPU (MTP layers count as target layers)."""
+    if draft is None or draft.model is None:
+        return 0
+    return _kv_bytes_per_token_layer(run, tp, draft.model) * draft.model.num_hidden_layers
+
+
+def _draft_weight_bytes(run: Run, sharding: Sharding, quant_bytes: float | None) -> int:
+    """The drafter's weights on one GPU of the last pipeline stage, where vLLM runs it."""
+    draft = run.drafter
+    if draft is None:
+        return 0
+    if draft.model is None:
+        return draft_layer_bytes(run.model, sharding, run.dtype_bytes, quant_bytes)
+    own = Sharding(tp=sharding.tp, vocab_padding=sharding.vocab_padding)
+    quant = draft.quant.bytes_per_weight if draft.quant is not None else None
+    return stage_weight_bytes(draft.model, own, 1, run.dtype_bytes, quant)[0].total
 
 
 def _marlin_moe(run: Run) -> bool:
     """Whether vLLM runs this method's MoE experts through Marlin (GPUs below its capability)."""
     quant, spec = run.quant, run.gpu.spec
     if quant is None or quant.marlin_below_compute_capability is None or spec is None:
+        return False
+    # Marlin is a CUDA kernel; ROCm and XPU run their own MoE kernels
+    if spec.vendor != "nvidia" or spec.capability is None:
         return False
     major, minor = quant.marlin_below_compute_capability.split(".")
     return spec.capability < (int(major), int(minor))
@@ -141,7 +183,10 @@ def _quant_bytes(run: Run, tp: int) -> float | None:
 def stage_budgets(run: Run, tp: int, catalog: Catalog) -> list[Stage]:
     era = overhead_era(catalog.engine, run.version_t)
     quant_bytes = _quant_bytes(run, tp)
+    ep = run.ep(tp)
     sharding = Sharding(
+        expert_tp=1 if ep > 1 else tp * run.dp,
+        expert_parallel=ep,
         tp=tp,
         vocab_padding=catalog.engine.vocab_padding,
         quant_scope=run.quant_scope,
@@ -150,21 +195,28 @@ def stage_budgets(run: Run, tp: int, catalog: Catalog) -> list[Stage]:
     weights = stage_weight_bytes(run.model, sharding, run.pp, run.dtype_bytes, quant_bytes)
     if run.weight_scale is not None:
         weights = scale_weights(weights, run.weight_scale)
+    draft = _draft_weight_bytes(run, sharding, quant_bytes)
+    if draft:
+        weights[-1] = with_draft(weights[-1], draft)
     in_budget = run.at_least(catalog.engine.cudagraph_profiled_since) and not run.enforce_eager
     hybrid = run.at_least(catalog.engine.hybrid_kv_cache_since)
     stages: list[Stage] = []
     start = 0
     for n, w in zip(pp_layer_counts(run.model.num_hidden_layers, run.pp), weights, strict=True):
         terms = overhead_terms(run, tp, n, era, catalog.engine)
+        last = start + n == run.model.num_hidden_layers
+        activation = activation_bytes(era.activation, terms.activation)
         stages.append(
             Stage(
                 weights=w,
-                layout=_layout(run, tp, start, start + n, hybrid),
+                layout=_layout(run, tp, start, start + n, hybrid, last),
                 non_torch=max(0, component_bytes(era.non_torch, terms.non_torch)),
-                activation=activation_bytes(era.activation, terms.activation),
+                activation=activation,
                 cuda_graph=max(0, component_bytes(era.cuda_graph, terms.cuda_graph)),
                 graph_in_budget=in_budget,
                 era=era,
+                # the encoder runs on the first stage, which holds the vision tower
+                encoder_profile=encoder_profile_bytes(run, tp, activation, era) if start == 0 else 0,
             )
         )
         start += n
@@ -241,3 +293,36 @@ def with_checkpoint(run: Run) -> Run:
     scale, note = checkpoint_scale(run.model, sharding, run.dtype_bytes, _quant_bytes(run, 1), run.parameters)
     run.notes.append(note)
     return dataclasses.replace(run, weight_scale=scale)
+
+
+def with_file_weights(run: Run, catalog: Catalog) -> Run:
+    """The run with its weights from the checkpoint: a GGUF file's tensor types, else safetensors totals."""
+    counts = type_counts(run.parameters, catalog) if run.parameters else None
+    if counts is None and run.gguf is None:
+        return with_checkpoint(run)
+    if counts is not None:
+        described = "its header: " + ", ".join(sorted(counts))
+    else:
+        assert run.gguf is not None
+        counts = file_type_counts(run.model, run.gguf)
+        described = _file_type_words(run.gguf)
+    total, unknown = gguf_bytes(counts, catalog, run.dtype_bytes)
+    elements = sum(counts.values())
+    if unknown or not 0.5 <= elements / max(1, parameter_count(run.model)) <= 2.0:
+        why = f"unknown tensor types {', '.join(unknown)}" if unknown else "another model's element count"
+        run.notes.append(f"The GGUF file has {why}; weights are from the formula.")
+        return run
+    whole = stage_weight_bytes(run.model, Sharding(), 1, run.dtype_bytes, None)[0]
+    run.notes.append(
+        f"Weights are the GGUF file's tensor types ({described}; {total / GIB:.2f} GiB), "
+        "kept in those types on the GPU and split as vLLM shards them."
+    )
+    scale = total / (whole.total - whole.rope_cache)
+    return dataclasses.replace(run, weight_scale=scale, weights_from="the GGUF file's tensor types")
+
+
+def _file_type_words(file_type: GgufFileType) -> str:
+    words = f"{file_type.id}: {file_type.base}, the LM head {file_type.output}"
+    if file_type.more_bits is not None:
+        words += f", {file_type.more_bits} for attn_v and ffn_down in llama.cpp's more-bits layers"
+    return words

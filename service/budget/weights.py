@@ -18,6 +18,9 @@ from service.packs.catalog import ModelSpec
 __all__ = [
     "Sharding",
     "WeightBytes",
+    "draft_layer_bytes",
+    "with_draft",
+    "local_experts",
     "parameter_count",
     "pp_layer_counts",
     "rope_cache_elements",
@@ -27,12 +30,24 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Sharding:
-    """How one GPU sees the model: TP degree, the vocabulary padding and the quantization scope."""
+    """How one GPU sees the model: TP degree, the vocabulary padding and the quantization scope.
+
+    MoE experts follow vLLM's FusedMoEParallelConfig: with data parallelism their matrices are
+    sliced over TP × DP (`expert_tp`); with expert parallelism each GPU of the TP × DP group holds
+    whole experts instead (`expert_parallel` GPUs share them, the first ones one more when they do
+    not divide, as `determine_expert_map` places them).
+    """
 
     tp: int = 1
     vocab_padding: int = 0
     quant_scope: str | None = None
     unquantized_layers: tuple[int, int] = (0, 0)
+    expert_tp: int | None = None
+    expert_parallel: int = 1
+
+    @property
+    def moe_tp(self) -> int:
+        return self.expert_tp if self.expert_tp is not None else self.tp
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +97,8 @@ class WeightBytes:
     quantized: int
     unquantized: int
     rope_cache: int
+    # speculative decoding's drafter (MTP layers or a draft model), inside `total`
+    draft: int = 0
 
 
 def _norm(model: ModelSpec) -> int:
@@ -128,15 +145,22 @@ def _dense_mlp(model: ModelSpec, intermediate: int, tp: int) -> Split:
     return Split(mlp=2 * h * inter, dense=(inter + h) if model.mlp_bias else 0)
 
 
-def _moe_mlp(model: ModelSpec, tp: int) -> Split:
+def local_experts(num_experts: int, expert_parallel: int) -> int:
+    """Experts on the fullest GPU of an EP group (the first `num_experts % ep` GPUs hold one more)."""
+    return math.ceil(num_experts / expert_parallel)
+
+
+def _moe_mlp(model: ModelSpec, sharding: Sharding) -> Split:
     moe = model.moe
     assert moe is not None
-    h = model.hidden_size
-    inter = moe.intermediate_size // tp
-    experts = moe.num_experts * 3 * h * inter
+    h, tp = model.hidden_size, sharding.tp
+    inter = moe.intermediate_size // sharding.moe_tp
+    local = local_experts(moe.num_experts, sharding.expert_parallel)
+    experts = local * 3 * h * inter
+    # the router scores every expert, so it stays whole on each GPU
     dense = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
     if moe.expert_bias:
-        dense += moe.num_experts * (2 * inter + h)
+        dense += local * (2 * inter + h)
     if moe.score_correction_bias:
         dense += moe.num_experts
     shared = moe.shared_intermediate_size or moe.shared_experts * moe.intermediate_size
@@ -195,7 +219,7 @@ def _stage(model: ModelSpec, sharding: Sharding, start: int, stop: int, first: b
     common = _attention(model, sharding.tp) + Split(dense=model.norms_per_layer * _norm(model))
     total = Split()
     for (moe, kept), n in _layer_counts(model, sharding, start, stop).items():
-        mlp = _moe_mlp(model, sharding.tp) if moe else _dense_mlp(model, model.intermediate_size, sharding.tp)
+        mlp = _moe_mlp(model, sharding) if moe else _dense_mlp(model, model.intermediate_size, sharding.tp)
         layer = common + mlp
         total = total + (layer.unquantized() if kept else layer).times(n)
     vocab = _vocab(model, sharding) * model.hidden_size
@@ -232,6 +256,45 @@ def rope_cache_elements(model: ModelSpec) -> int:
     return rows * dim
 
 
+def _weight_bytes(
+    split: Split, sharding: Sharding, rope: int, dtype_bytes: float, quant_bytes: float | None
+) -> WeightBytes:
+    quantizable = split.quantizable(sharding.quant_scope) if quant_bytes is not None else 0
+    q = int(quantizable * (quant_bytes or 0.0))
+    u = int((split.total - quantizable) * dtype_bytes)
+    return WeightBytes(total=q + u + rope, quantized=q, unquantized=u, rope_cache=rope)
+
+
+def draft_layer_bytes(
+    model: ModelSpec, sharding: Sharding, dtype_bytes: float, quant_bytes: float | None
+) -> int:
+    """Bytes on one GPU of the MTP draft layers a checkpoint ships, which vLLM loads only to speculate.
+
+    Each is one more decoder layer (the last layer's kind, sharded like it) plus its replicated
+    2h → h projection (`eh_proj`, an nn.Linear) and two norms; embedding and head are the target's.
+    """
+    if model.mtp_layers == 0:
+        return 0
+    # the last decoder layer but one: of the last layers' kind, and never one a checkpoint keeps
+    # unquantized at the very end
+    like = max(0, model.num_hidden_layers - 2)
+    split = _stage(model, sharding, like, like + 1, False, False)
+    layer = _weight_bytes(split, sharding, 0, dtype_bytes, quant_bytes)
+    projection = int((2 * model.hidden_size * model.hidden_size + 2 * model.hidden_size) * dtype_bytes)
+    return model.mtp_layers * (layer.total + projection)
+
+
+def with_draft(weights: WeightBytes, draft: int) -> WeightBytes:
+    """A GPU's weights with a drafter's bytes added (counted unquantized: the spread is the target's)."""
+    return WeightBytes(
+        total=weights.total + draft,
+        quantized=weights.quantized,
+        unquantized=weights.unquantized + draft,
+        rope_cache=weights.rope_cache,
+        draft=draft,
+    )
+
+
 def stage_weight_bytes(
     model: ModelSpec, sharding: Sharding, pp: int, dtype_bytes: float, quant_bytes: float | None
 ) -> list[WeightBytes]:
@@ -243,8 +306,5 @@ def stage_weight_bytes(
     for stage, n in enumerate(counts):
         split = _stage(model, sharding, start, start + n, stage == 0, stage == len(counts) - 1)
         start += n
-        quantizable = split.quantizable(sharding.quant_scope) if quant_bytes is not None else 0
-        q = int(quantizable * (quant_bytes or 0.0))
-        u = int((split.total - quantizable) * dtype_bytes)
-        stages.append(WeightBytes(total=q + u + rope, quantized=q, unquantized=u, rope_cache=rope))
+        stages.append(_weight_bytes(split, sharding, rope, dtype_bytes, quant_bytes))
     return stages

@@ -18,7 +18,7 @@ from service.models.chain import DiskModelCache, ModelResolver, ModelSettings, c
 from service.packs import default_rules_dir
 from service.packs.catalog import Catalog, load_catalog
 from service.quantities import HumanNumberError, command_int
-from service.schemas import BUDGET_LABELS, Budget, EstimateRequest
+from service.schemas import BUDGET_LABELS, Budget, EstimateRequest, SpeculativeConfig
 
 __all__ = ["human_bytes", "human_tokens", "model_cache", "parse_human_int", "render", "run"]
 
@@ -51,6 +51,9 @@ def human_tokens(n: int) -> str:
     return str(n)
 
 
+_SPECULATIVE_EXAMPLE = '{"method": "mtp", "num_speculative_tokens": 2}'
+
+
 def _request(args: argparse.Namespace) -> EstimateRequest:
     config: dict[str, object] | None = None
     if args.config:
@@ -64,6 +67,14 @@ def _request(args: argparse.Namespace) -> EstimateRequest:
             config = msgspec.json.decode(raw, type=dict[str, object])
         except msgspec.DecodeError as exc:
             raise InvalidConfigError(f"The config file {args.config} is not a JSON object ({exc}).") from exc
+    speculative = None
+    if getattr(args, "speculative_config", None):
+        try:
+            speculative = msgspec.json.decode(args.speculative_config, type=SpeculativeConfig)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise InvalidConfigError(
+                f"--speculative-config must be JSON such as {_SPECULATIVE_EXAMPLE} ({exc})."
+            ) from exc
     max_len = args.max_model_len
     if max_len is not None and max_len.strip().lower() in ("-1", "auto"):
         max_len = None
@@ -86,6 +97,9 @@ def _request(args: argparse.Namespace) -> EstimateRequest:
         block_size=args.block_size,
         tensor_parallel_size=args.tensor_parallel_size,
         pipeline_parallel_size=args.pipeline_parallel_size,
+        data_parallel_size=args.data_parallel_size,
+        enable_expert_parallel=True if getattr(args, "enable_expert_parallel", False) else None,
+        speculative_config=speculative,
         kv_cache_memory_bytes=(
             parse_human_int(args.kv_cache_memory_bytes, "--kv-cache-memory-bytes")
             if args.kv_cache_memory_bytes
@@ -120,11 +134,13 @@ def _bar(budget: Budget) -> list[str]:
 def render(budget: Budget) -> str:
     """The budget for a terminal: header, bar, KV pool, checks and the verdict."""
     quant = f", {budget.quantization}" if budget.quantization else ""
+    data = f" DP {budget.data_parallel_size}" if budget.data_parallel_size > 1 else ""
+    experts = f" EP {budget.expert_parallel_size}" if budget.expert_parallel_size > 1 else ""
     lines = [
         f"{budget.model} on {budget.gpus} × {budget.gpu} ({budget.total_gib:g} GiB), "
         f"vLLM {budget.vllm_version}",
         f"dtype {budget.dtype}{quant}, KV {budget.kv_cache_dtype}, TP {budget.tensor_parallel_size} "
-        f"PP {budget.pipeline_parallel_size}, block {budget.block_size}, max_model_len "
+        f"PP {budget.pipeline_parallel_size}{data}{experts}, block {budget.block_size}, max_model_len "
         f"{budget.max_model_len:,} ({human_tokens(budget.max_model_len)})",
         f"--gpu-memory-utilization {budget.gpu_memory_utilization} → requested "
         f"{budget.requested_gib:.2f} GiB per GPU",

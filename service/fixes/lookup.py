@@ -42,7 +42,7 @@ class CatalogLookup:
             spec = find_gpu(self._catalog, gpu, None).spec
         except InputError:
             return None
-        return spec.compute_capability if spec is not None else None
+        return spec.capability_text if spec is not None else None
 
     def attention_heads(self, model: str) -> int | None:
         spec = self._model(model)
@@ -61,7 +61,8 @@ class CatalogLookup:
         fitting = [
             (g.id, g.total_gib)
             for g in self._catalog.gpus.gpus
-            if g.total_gib >= min_total_gib and not g.unified_memory
+            # a CUDA run moves to another CUDA card; other vendors need another vLLM build
+            if g.total_gib >= min_total_gib and not g.unified_memory and g.vendor == "nvidia"
         ]
         return sorted(fitting, key=lambda g: (g[1], g[0]))
 
@@ -97,7 +98,7 @@ class CatalogLookup:
             model=model or budget.model,
             gpu=budget.gpu,
             gpu_total_gib=budget.total_gib,
-            gpus=max(budget.gpus, tp * budget.pipeline_parallel_size),
+            gpus=max(budget.gpus, tp * budget.pipeline_parallel_size * budget.data_parallel_size),
             dtype=budget.dtype,
             quantization=quantization or (None if model else budget.quantization),
             kv_cache_dtype=kv_cache_dtype or budget.kv_cache_dtype,
@@ -106,6 +107,8 @@ class CatalogLookup:
             block_size=budget.block_size,
             tensor_parallel_size=tp,
             pipeline_parallel_size=budget.pipeline_parallel_size,
+            data_parallel_size=budget.data_parallel_size,
+            enable_expert_parallel=budget.expert_parallel_size > 1 or None,
             free_gib=budget.startup_check.free_gib,
             vllm_version=budget.vllm_version,
         )

@@ -20,6 +20,7 @@ import msgspec
 
 from service.budget import find_model, in_catalog
 from service.errors import InputError, ModelAccessError, ModelUnavailableError, UnknownModelError
+from service.models.gguf import read_tensor_types
 from service.models.hub import HubSettings, fetch_from_hub
 from service.models.local import cached_repo, hf_cache_dir, looks_like_path, read_folder
 from service.packs.catalog import Catalog
@@ -263,6 +264,7 @@ class ModelResolver:
         self, request: EstimateRequest, catalog: Catalog, snapshots: Iterable[Snapshot] = ()
     ) -> tuple[EstimateRequest, ResolvedModel]:
         """The request the core can size, and where its model came from (the whole chain, blocking)."""
+        request = self._with_gguf_header(request, catalog)
         known = self.known(request, catalog)
         if known is not None:
             return request, known
@@ -272,6 +274,17 @@ class ModelResolver:
         except UnknownModelError as exc:
             raise with_suggestions(exc, catalog) from exc
         return apply(request, resolved), resolved
+
+    def _with_gguf_header(self, request: EstimateRequest, catalog: Catalog) -> EstimateRequest:
+        """A local GGUF file's tensor types as the checkpoint totals (the name says which model it is)."""
+        name = (request.model or "").strip()
+        if not self.settings.local_paths or request.parameters is not None or not name.endswith(".gguf"):
+            return request
+        path = Path(name).expanduser()
+        if not path.is_file():
+            return request
+        names = {t.ggml_type: t.id for t in catalog.dtypes.gguf_types}
+        return msgspec.structs.replace(request, parameters=read_tensor_types(path, names))
 
 
 def with_suggestions(exc: UnknownModelError, catalog: Catalog) -> UnknownModelError:

@@ -27,6 +27,8 @@ __all__ = [
     "DtypeCatalog",
     "DtypeSpec",
     "EngineFacts",
+    "GgufFileType",
+    "GgufTypeSpec",
     "GpuCatalog",
     "GpuSpec",
     "KvDtypeSpec",
@@ -46,6 +48,7 @@ __all__ = [
     "VisionSpec",
     "build_index",
     "fold_name",
+    "gfx_capability",
     "gpu_short_name",
     "load_catalog",
     "version_tuple",
@@ -149,9 +152,19 @@ class VisionSpec(Entry, frozen=True):
     patch_size: int
     image_size: int
     channels: int = 3
+    # tokens one image becomes in the language model (`mm_tokens_per_image`; Gemma 3 pools its 4096
+    # patches to 256); None = one per patch
+    tokens_per_image: int | None = None
 
     def __post_init__(self) -> None:
         _require(self.image_size % self.patch_size == 0, "image_size must be a multiple of patch_size")
+        _require(
+            self.tokens_per_image is None or self.tokens_per_image > 0, "tokens_per_image must be positive"
+        )
+
+    @property
+    def patches(self) -> int:
+        return (self.image_size // self.patch_size) ** 2
 
 
 class StateSpec(Entry, frozen=True):
@@ -280,35 +293,82 @@ class ModelCatalog(Entry, frozen=True):
 # --- GPUs --------------------------------------------------------------------------------------
 
 
+_GFX = re.compile(r"^gfx(\d+)[0-9a-f]?$")
+
+
+def gfx_capability(arch: str) -> tuple[int, int]:
+    """(major, minor) of an AMD GCN arch as HIP derives it (vLLM's rocm.py): gfx942 → (9, 4).
+
+    One-digit families read major, minor, stepping (gfx90a → 9.0); gfx10xx-gfx12xx read two digits of
+    major and one of minor (gfx1100 → 11.0, gfx1151 → 11.5).
+    """
+    match = _GFX.match(arch)
+    _require(match is not None, f"an AMD arch reads like gfx942, not {arch!r}")
+    assert match is not None
+    digits = match.group(1)
+    if digits[0] == "1" and len(digits) >= 3:
+        return int(digits[:2]), int(digits[2])
+    return int(digits[0]), int(digits[1])
+
+
 class GpuSpec(Entry, frozen=True):
-    """One NVIDIA GPU: total memory as the CUDA runtime reports it (what vLLM logs), and dtype support."""
+    """One accelerator: total memory as its runtime reports it (what vLLM logs), and dtype support.
+
+    NVIDIA cards carry their compute capability; AMD cards their GCN arch (`gfx942`), from which
+    vLLM's ROCm platform derives the capability it compares; Intel devices (XPU, Gaudi/HPU) their
+    architecture name, since vLLM reports no capability for them.
+    """
 
     id: str
     total_gib: float
     nominal_gb: float
-    compute_capability: str
     bf16: bool
     fp8: bool
     fp4: bool
+    vendor: Literal["nvidia", "amd", "intel"] = "nvidia"
+    compute_capability: str | None = None
+    arch: str | None = None
     aliases: list[str] = msgspec.field(default_factory=list)
     unified_memory: bool = False
     note: str | None = None
 
     def __post_init__(self) -> None:
-        _require(bool(_CAPABILITY.match(self.compute_capability)), "compute_capability reads like 8.0")
         _require(
             0.85 * self.nominal_gb <= self.total_gib <= self.nominal_gb,
             "total_gib must be 85-100% of nominal_gb (the runtime reports a little less than the label)",
         )
+        if self.vendor != "nvidia":
+            _require(self.compute_capability is None, "only NVIDIA GPUs name a compute_capability; give arch")
+            _require(bool(self.arch), f"a {self.vendor} device names its arch (gfx942, xe-hpg, gaudi2)")
+            if self.vendor == "amd":
+                assert self.arch is not None
+                gfx_capability(self.arch)
+            return
+        _require(
+            self.compute_capability is not None and bool(_CAPABILITY.match(self.compute_capability)),
+            "compute_capability reads like 8.0",
+        )
         cc = self.capability
+        assert cc is not None
         _require(not self.bf16 or cc >= (8, 0), "bf16 needs compute capability 8.0 or newer")
         _require(not self.fp8 or cc >= (8, 9), "fp8 needs compute capability 8.9 or newer")
         _require(not self.fp4 or cc >= (10, 0), "fp4 needs compute capability 10.0 or newer")
 
     @property
-    def capability(self) -> tuple[int, int]:
-        major, minor = self.compute_capability.split(".")
-        return int(major), int(minor)
+    def capability(self) -> tuple[int, int] | None:
+        """The (major, minor) vLLM's platform reports: CUDA's, HIP's from the gfx arch, None on Intel."""
+        if self.compute_capability is not None:
+            major, minor = self.compute_capability.split(".")
+            return int(major), int(minor)
+        if self.vendor == "amd" and self.arch is not None:
+            return gfx_capability(self.arch)
+        return None
+
+    @property
+    def capability_text(self) -> str | None:
+        """The capability as `major.minor`, or None where the platform reports none."""
+        cc = self.capability
+        return f"{cc[0]}.{cc[1]}" if cc is not None else None
 
 
 class GpuCatalog(Entry, frozen=True):
@@ -402,15 +462,57 @@ class KvDtypeSpec(Entry, frozen=True):
         version_tuple(self.since)
 
 
+class GgufTypeSpec(Entry, frozen=True):
+    """A GGUF tensor type: its id in a file, weights per block and the bytes one block takes.
+
+    `cast` types hold plain floats, which vLLM casts to the served dtype.
+    """
+
+    id: str
+    ggml_type: int
+    block_weights: int
+    block_bytes: int
+    cast: bool = False
+
+    def __post_init__(self) -> None:
+        _require(self.block_weights > 0 and self.block_bytes > 0, "blocks have weights and bytes")
+
+    @property
+    def bytes_per_weight(self) -> float:
+        return self.block_bytes / self.block_weights
+
+
+class GgufFileType(Entry, frozen=True):
+    """A GGUF file type (Q4_K_M …): the tensor types llama.cpp's quantizer gives each kind of tensor."""
+
+    id: str
+    base: str
+    output: str
+    more_bits: str | None = None
+
+
 class DtypeCatalog(Entry, frozen=True):
     dtypes: list[DtypeSpec]
     quantization: list[QuantMethodSpec]
     kv_cache_dtypes: list[KvDtypeSpec]
+    gguf_types: list[GgufTypeSpec] = msgspec.field(default_factory=list)
+    gguf_file_types: list[GgufFileType] = msgspec.field(default_factory=list)
 
     def __post_init__(self) -> None:
         _sorted_unique([d.id for d in self.dtypes], "dtypes")
         _sorted_unique([q.id for q in self.quantization], "quantization")
         _sorted_unique([k.id for k in self.kv_cache_dtypes], "kv_cache_dtypes")
+        _sorted_unique([t.id for t in self.gguf_types], "gguf_types")
+        _sorted_unique([f.id for f in self.gguf_file_types], "gguf_file_types")
+        _require(
+            len({t.ggml_type for t in self.gguf_types}) == len(self.gguf_types), "ggml_type ids are unique"
+        )
+        known = {t.id for t in self.gguf_types}
+        for f in self.gguf_file_types:
+            for kind in (f.base, f.output, f.more_bits):
+                _require(
+                    kind is None or kind in known, f"gguf file type {f.id} names an unknown type {kind!r}"
+                )
 
 
 # --- engine facts ------------------------------------------------------------------------------
@@ -496,6 +598,7 @@ class EngineFacts(Entry, frozen=True):
     cudagraph_profiled_since: str
     long_context_chunked_prefill_since: str
     long_context_chunked_prefill_above_len: int
+    older_default_release: str
     hybrid_kv_cache_since: str
     kv_cache_memory_bytes_since: str
     pool_tokens_per_group_since: str
@@ -509,8 +612,12 @@ class EngineFacts(Entry, frozen=True):
 
     def __post_init__(self) -> None:
         for name in self.__struct_fields__:
-            if name.endswith("_since") or name == "latest":
+            if name.endswith(("_since", "_release")) or name == "latest":
                 version_tuple(getattr(self, name))
+        _require(
+            version_tuple(self.older_default_release) < version_tuple(self.latest),
+            "older_default_release must come before latest",
+        )
         for steps in (self.gpu_memory_utilization, self.defaults):
             order = [version_tuple(s.since) for s in steps]
             _require(order == sorted(order), "version steps must be in release order")

@@ -250,3 +250,41 @@ async def test_no_wrapped_secret_reaches_slack_in_any_web_api_call(
     assert len(slack.replies()) >= len(WRAP_WIDTHS)
     for name, secret in _PLANTED.items():
         assert not leaked(secret, everything), name
+
+
+async def _budget(service_url: str, request: EstimateRequest) -> Budget:
+    async with httpx.AsyncClient(base_url=service_url) as http:
+        response = await http.post("/v1/estimate", content=msgspec.json.encode(request))
+    assert response.status_code == 200, response.text
+    return msgspec.json.decode(response.content, type=Budget)
+
+
+async def test_a_sizing_answer_that_depends_on_the_release_asks_for_the_version_and_takes_the_reply(
+    start_bot, slack: SlackStandin, service_url: str
+) -> None:
+    # a length between what the newest release and the older default hold, read from the service
+    newest = await _budget(
+        service_url, EstimateRequest(model="Llama-3.1-8B", gpu="RTX-4090", vllm_version="0.33.0")
+    )
+    older = await _budget(
+        service_url, EstimateRequest(model="Llama-3.1-8B", gpu="RTX-4090", vllm_version="0.19.1")
+    )
+    length = (newest.max_model_len_fit + older.max_model_len_fit) // 2
+    bot = await start_bot(service_url)
+
+    await bot.event(mention(f"will Llama-3.1-8B fit on RTX-4090 at {length}?"), event_id="EvSIZE")
+    await slack.wait_for(lambda: len(slack.called("reactions.add")) == 2)
+    [question] = slack.replies()
+    assert "Which vLLM version runs this?" in _blocks_text(question)
+
+    reply = mention("vllm 0.19.1", ts="1700000000.000300", thread_ts="1700000000.000100")
+    await bot.event(reply, event_id="EvVERSION")
+    await slack.wait_for(lambda: len(slack.replies()) == 2)
+    answer = slack.replies()[1]
+    on_older = await _budget(
+        service_url,
+        EstimateRequest(model="Llama-3.1-8B", gpu="RTX-4090", max_model_len=length, vllm_version="0.19.1"),
+    )
+    assert answer["thread_ts"] == "1700000000.000100"
+    assert answer["text"] == ("Fits: " if on_older.fits else "Does not fit: ") + on_older.verdict
+    assert "Which vLLM version" not in _blocks_text(answer)

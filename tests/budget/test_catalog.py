@@ -7,9 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from service.budget import parameter_count
+from service.budget import estimate, parameter_count
 from service.errors import PackError
-from service.packs.catalog import Catalog, load_catalog, version_tuple
+from service.packs.catalog import (
+    Catalog,
+    fold_name,
+    gfx_capability,
+    gpu_short_name,
+    load_catalog,
+    version_tuple,
+)
+from service.schemas import EstimateRequest
 
 from .conftest import RULES
 
@@ -74,10 +82,98 @@ def test_catalog_covers_each_family_the_issue_names(catalog: Catalog, family: st
         "H200",
         "B200",
         "GB10",
+        "V100-PCIE-16GB",
+        "V100-PCIE-32GB",
+        "RTX-2060",
+        "RTX-3060",
+        "RTX-3070",
+        "RTX-4060",
+        "RTX-4060-Ti-8GB",
+        "RTX-4060-Ti-16GB",
+        "RTX-4070",
+        "RTX-4070-Ti",
+        "RTX-4070-Super",
+        "RTX-4060-Laptop",
+        "RTX-4070-Laptop",
+        "RTX-4080-Laptop",
+        "RTX-4090-Laptop",
+        "RTX-5060",
+        "RTX-5070",
+        "RTX-5080",
+        "RTX-A4000",
+        "RTX-A6000",
+        "RTX-4000-Ada",
+        "RTX-6000-Ada",
+        "L40",
+        "A30",
+        "A40",
+        "H800",
+        "GH200",
+        "B300",
+        "GB200",
+        "MI100",
+        "MI210",
+        "MI250X",
+        "MI300X",
+        "MI325X",
+        "MI355X",
+        "RX-7900-XTX",
+        "Radeon-PRO-W7900",
+        "Arc-A770",
+        "Arc-B580",
+        "Arc-Pro-B60",
+        "Gaudi2",
+        "Gaudi3",
+        "Strix-Halo",
     ],
 )
 def test_catalog_covers_each_gpu_the_issue_names(catalog: Catalog, gpu: str) -> None:
     assert gpu in {g.id for g in catalog.gpus.gpus}
+
+
+def test_every_gpu_name_leads_to_one_entry(catalog: Catalog) -> None:
+    """An NVML name or alias that two entries share would silently resolve to whichever sorts first."""
+    owners: dict[str, set[str]] = {}
+    for gpu in catalog.gpus.gpus:
+        for name in (gpu.id, *gpu.aliases):
+            for key in {fold_name(name), fold_name(gpu_short_name(name))}:
+                owners.setdefault(key, set()).add(gpu.id)
+    shared = {key: ids for key, ids in owners.items() if len(ids) > 1}
+    assert shared == {}
+
+
+def test_every_gpu_names_its_capability_or_its_platforms_equivalent(catalog: Catalog) -> None:
+    for gpu in catalog.gpus.gpus:
+        if gpu.vendor == "intel":
+            assert gpu.arch, gpu.id  # vLLM's XPU and HPU platforms report no capability
+        else:
+            assert gpu.capability is not None, gpu.id
+
+
+@pytest.mark.parametrize(
+    ("arch", "capability"), [("gfx90a", (9, 0)), ("gfx942", (9, 4)), ("gfx1100", (11, 0))]
+)
+def test_amd_capability_is_derived_from_the_gfx_arch_as_hip_does(
+    arch: str, capability: tuple[int, int]
+) -> None:
+    assert gfx_capability(arch) == capability
+
+
+def test_unified_memory_systems_say_so_in_the_budget(catalog: Catalog) -> None:
+    for name in ("GB10", "Strix-Halo"):
+        budget = estimate(EstimateRequest(model="Qwen2.5-0.5B-Instruct", gpu=name), catalog)
+        assert any("shares memory with the host" in note for note in budget.notes), name
+
+
+def test_an_amd_gpu_with_an_nvidia_capability_is_rejected(tmp_path: Path) -> None:
+    rules = _copy_rules(tmp_path)
+    _replace(
+        rules / "catalog" / "gpus.yaml",
+        "vendor: amd, arch: gfx942,",
+        'vendor: amd, compute_capability: "9.4",',
+    )
+    with pytest.raises(PackError, match="only NVIDIA GPUs name a compute_capability"):
+        load_catalog(rules)
 
 
 @pytest.mark.parametrize(

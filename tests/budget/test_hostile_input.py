@@ -108,7 +108,12 @@ def test_tensor_parallel_larger_than_the_gpus_given_is_said_in_a_note(
 
 @pytest.mark.parametrize(
     ("gpu", "others"),
-    [("A100", "A100-PCIE-40GB, A100-SXM4-40GB"), ("V100", "V100-PCIE-32GB, V100-SXM2-32GB")],
+    [
+        ("A100", "A100-PCIE-40GB, A100-SXM4-40GB"),
+        ("V100", "V100-PCIE-32GB, V100-SXM2-32GB, V100S-PCIE-32GB"),
+        ("RTX 4090", "RTX-4090-Laptop"),
+        ("RTX 4060 Ti", "RTX-4060-Ti-8GB"),
+    ],
 )
 def test_a_gpu_family_name_with_several_memory_sizes_says_which_one_it_assumed(
     catalog: Catalog, gpu: str, others: str
@@ -118,7 +123,7 @@ def test_a_gpu_family_name_with_several_memory_sizes_says_which_one_it_assumed(
     assert f"({others})." in " ".join(budget.notes)
 
 
-@pytest.mark.parametrize("gpu", ["A100-80GB", "A10", "L4", "RTX 4090", "T4"])
+@pytest.mark.parametrize("gpu", ["A100-80GB", "A10", "L4", "RTX 3090", "T4", "MI300X"])
 def test_an_exact_or_unambiguous_gpu_name_adds_no_size_note(catalog: Catalog, gpu: str) -> None:
     budget = estimate(EstimateRequest(model=QWEN, gpu=gpu), catalog)
     assert not any("is read as" in note for note in budget.notes)

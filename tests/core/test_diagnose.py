@@ -39,10 +39,10 @@ def test_startup_message_free_memory_still_feeds_the_startup_check(packs: RulePa
 
 
 def test_no_larger_gpu_is_offered_when_no_catalog_gpu_is_that_large(packs: RulePacks) -> None:
-    request = DiagnoseRequest(log=OOM_70B_ON_4090, model="meta-llama/Llama-3.3-70B-Instruct", gpu="RTX 4090")
+    # 405B in bf16 needs about 760 GiB per GPU; the largest catalog GPU (B300) has 269
+    request = DiagnoseRequest(log=OOM_70B_ON_4090, model="meta-llama/Llama-3.1-405B-Instruct", gpu="RTX 4090")
     fixes = diagnose(request, packs).fixes
-    assert fixes[0].id == "raise-tensor-parallel-size"
-    assert "use-larger-gpu" not in [fix.id for fix in fixes]
+    assert fixes and "use-larger-gpu" not in [fix.id for fix in fixes]
 
 
 def test_a_larger_gpu_is_named_from_the_catalog_when_one_exists(packs: RulePacks) -> None:
