@@ -70,7 +70,7 @@ def _fit_note(era: OverheadEra) -> str:
         part for part in ("vLLM", f"{low} and later" if low else "", f"before {high}" if high else "") if part
     )
     if era.kv_runs == 0:
-        return f"± the fitted overheads' spread on logged runs of the releases before {releases}"
+        return f"± the fitted overheads' spread of the releases before (no logged runs of {releases} yet)"
     return f"± the fitted overheads' spread on {era.kv_runs} logged runs of {releases}"
 
 
