@@ -14,7 +14,16 @@ from typing import Any
 
 import re2
 
-__all__ = ["Document", "Line", "clean_text", "decode_bytes", "is_prose", "run_of", "split_prefixes"]
+__all__ = [
+    "Document",
+    "Line",
+    "clean_text",
+    "decode_bytes",
+    "is_prose",
+    "run_of",
+    "split_prefixes",
+    "starts_record",
+]
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\x1b\[[0-9;]*$|\[(?:\d{1,3};)*\d{1,3}m")
 _SLACK_LINK = re.compile(r"<((?:https?|mailto|ftp)://?[^|<>\s]*)(?:\|([^<>]*))?>")
@@ -240,12 +249,18 @@ _RECORD = re.compile(
 )
 
 
+def starts_record(text: str) -> bool:
+    """Whether `text` begins a new record (a traceback, a frame, an exception, a level word)."""
+    return _RECORD.match(text) is not None
+
+
 def _continues(line: str, previous: str) -> bool:
     """Whether `line` can be the rest of the wrapped `previous` (not empty, not a new record)."""
     if not line.strip() or line == previous or _RECORD.match(line):
         return False
     match = _PREFIX.match(line)
-    return match is None or match.end() == 0
+    # a break at a space leaves the rest indented; indentation alone starts no record
+    return match is None or match.end() == 0 or not line[: match.end()].strip()
 
 
 class Document:

@@ -1,0 +1,154 @@
+"""Facts a line states past where the paste broke it: wrapped, re-wrapped or printed by a wrapper.
+
+The scanner matches a message on one line. A terminal that hard-wrapped it (at any column, also
+inside a number: `(0.95, 22.5` / `0 GiB)`), a person who re-wrapped it with indentation, or a
+wrapper that printed it escaped (a JSON string with `\\"` and `\\n`, a repr'd tuple `('…', '…')`),
+or a person who retyped it (`GB` for `GiB`, doubled spaces)
+leaves the first piece matched and the numbers of the rest unread. For a hit line, the lines
+continuing the same record (no new logger, process or traceback record, no blank line) are joined
+back, without a space where the break fell inside a word and with one where it fell at a space or
+indentation (and, as a second reading, with spaces everywhere, as a person re-wrapping prose does),
+and the joined record is scanned again. Facts the whole record adds fill the hits' missing ones;
+they replace the first piece's only where that piece ends inside a number (`limit of 40` / `96`).
+Rules the joined record matches anew (a message wrapped before its wording was complete, each of
+PyTorch's OOM sentences) become hits on the record's first line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from service.diagnosis.normalize import Document, Line, starts_record
+from service.diagnosis.scan import Hit, scan
+from service.packs import PatternIndex
+
+__all__ = ["continue_hits", "unescape"]
+
+# A record is joined over at most this many following lines and characters.
+_MAX_PIECES = 40
+_MAX_CHARS = 4000
+
+_ESCAPE = re.compile(r"\\([nrt\"'\\])")
+_TUPLE_JOINT = re.compile(r"['\"],\s*['\"]")
+_SPACES = re.compile(r"[ ]{2,}")
+_RETYPED_GIB = re.compile(r"(\d) ?GB\b")
+
+
+def unescape(text: str) -> str:
+    """A message as vLLM printed it, read back from a wrapper's or a person's copy: escapes undone,
+    repr'd tuple parts rejoined, runs of spaces single, and a retyped `GB` read as vLLM's `GiB`
+    (V0's own `GB` was GiB too, and its rules accept either)."""
+    text = _ESCAPE.sub(lambda m: " " if m.group(1) in "nrt" else m.group(1), text)
+    text = _TUPLE_JOINT.sub("", text)
+    text = _RETYPED_GIB.sub(r"\1 GiB", text)
+    return _SPACES.sub(" ", text)
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    number: int
+    text: str
+    spaced: bool  # the break before it fell at whitespace
+
+
+def _cut_in_number(first: Line, pieces: list[_Piece]) -> bool:
+    """Whether the break after `first` may have fallen inside a number (digits on both sides)."""
+    return (
+        bool(pieces) and not pieces[0].spaced and first.text[-1:].isdigit() and pieces[0].text[:1].isdigit()
+    )
+
+
+def _pieces(doc: Document, first: Line) -> list[_Piece]:
+    """The lines after `first` that continue its record: no prefix of their own, no new record."""
+    pieces: list[_Piece] = []
+    size = len(first.text)
+    previous_raw = doc.lines[first.number - 1]
+    for number in range(first.number + 1, min(len(doc.lines), first.number + _MAX_PIECES) + 1):
+        raw = doc.lines[number - 1]
+        line = doc.line(number)
+        text = line.text.strip()
+        if not text or raw.strip() != text or starts_record(text):
+            break  # blank, a prefix (logger, process, timestamp, container), or a traceback record
+        size += len(text)
+        if size > _MAX_CHARS:
+            break
+        spaced = previous_raw[-1:].isspace() or raw[:1].isspace() or line.text[:1].isspace()
+        pieces.append(_Piece(number, text, spaced))
+        previous_raw = raw
+    return pieces
+
+
+def _joined(first: str, pieces: list[_Piece], always_space: bool) -> str:
+    out = [first.rstrip()]
+    for piece in pieces:
+        out.append((" " if always_space or piece.spaced else "") + piece.text)
+    return "".join(out)
+
+
+def _read(text: str, index: PatternIndex) -> dict[str, Hit]:
+    found: dict[str, Hit] = {}
+    for hit in scan(Document(text), index):
+        found.setdefault(hit.rule_id, hit)
+    return found
+
+
+def _count(found: dict[str, Hit]) -> int:
+    return sum(len(hit.facts) + 1 for hit in found.values())
+
+
+def _record_hits(doc: Document, index: PatternIndex, first: Line, pieces: list[_Piece]) -> dict[str, Hit]:
+    """The rules the whole record matches, with their facts: the better of the two joinings, then
+    what its unescaped reading adds."""
+    readings = [_read(_joined(first.text, pieces, False), index)]
+    if any(not piece.spaced for piece in pieces):
+        readings.append(_read(_joined(first.text, pieces, True), index))
+    best = max(readings, key=_count)  # max keeps the first on a tie: the boundary-true joining
+    text = _joined(first.text, pieces, any(r is best for r in readings[1:]))
+    plain = unescape(text)
+    if plain != text:
+        for rule_id, hit in _read(plain, index).items():
+            known = best.get(rule_id)
+            facts = hit.facts if known is None else {**hit.facts, **known.facts}
+            best[rule_id] = Hit(compiled=hit.compiled, line=hit.line, facts=facts)
+    return best
+
+
+def continue_hits(doc: Document, index: PatternIndex, hits: list[Hit]) -> list[Hit]:
+    """`hits` with the facts of records that continue past their first line read in full."""
+    by_line: dict[int, list[Hit]] = {}
+    for hit in hits:
+        by_line.setdefault(hit.line.number, []).append(hit)
+    replaced: dict[int, Hit] = {}  # id(hit) -> hit with the record's facts
+    added: dict[int, list[Hit]] = {}
+    covered = 0
+    for number in sorted(by_line):
+        if number <= covered:
+            continue  # a continuation of a record already read
+        first = doc.line(number)
+        if not first.text:
+            continue
+        pieces = _pieces(doc, first)
+        if not pieces and unescape(first.text) == first.text:
+            continue
+        last = pieces[-1].number if pieces else number
+        covered = last
+        in_record = [h for n in range(number, last + 1) for h in by_line.get(n, ())]
+        cut = _cut_in_number(first, pieces)
+        for rule_id, whole in _record_hits(doc, index, first, pieces).items():
+            existing = next((h for h in in_record if h.rule_id == rule_id), None)
+            if existing is not None:
+                wins_first = cut and existing.line.number == number
+                facts = {**existing.facts, **whole.facts} if wins_first else {**whole.facts, **existing.facts}
+                replaced[id(existing)] = Hit(compiled=existing.compiled, line=existing.line, facts=facts)
+            elif whole.facts or whole.compiled.rule.kind in ("failure", "oom"):
+                added.setdefault(number, []).append(
+                    Hit(compiled=whole.compiled, line=first, facts=whole.facts)
+                )
+    if not replaced and not added:
+        return hits
+    out: list[Hit] = []
+    for number in sorted(by_line.keys() | added.keys()):
+        out.extend(replaced.get(id(hit), hit) for hit in by_line.get(number, ()))
+        out.extend(added.get(number, ()))
+    return out
