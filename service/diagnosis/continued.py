@@ -33,6 +33,8 @@ _ESCAPE = re.compile(r"\\([nrt\"'\\])")
 _TUPLE_JOINT = re.compile(r"['\"],\s*['\"]")
 _SPACES = re.compile(r"[ ]{2,}")
 _RETYPED_GIB = re.compile(r"(\d) ?GB\b")
+# What a wrapper's printing leaves: an escape or two repr'd string parts side by side.
+_PRINTED = re.compile(r"\\[nrt\"'\\]|['\"],\s*['\"]")
 
 
 def unescape(text: str) -> str:
@@ -97,12 +99,43 @@ def _count(found: dict[str, Hit]) -> int:
     return sum(len(hit.facts) + 1 for hit in found.values())
 
 
+def _patterns(text: str, index: PatternIndex) -> frozenset[int]:
+    """Which patterns of `index` match somewhere in `text` (one RE2 set pass)."""
+    return frozenset(index.pattern_set.Match(text.encode("utf-8", errors="replace")) or ())
+
+
+def _incomplete(hit: Hit) -> bool:
+    """Whether the hit's rule names a fact its line did not state."""
+    specs = hit.compiled.rule.facts.values()
+    return any(spec.field is None and spec.fact not in hit.facts for spec in specs)
+
+
+def _worth_reading(index: PatternIndex, first: Line, pieces: list[_Piece], line_hits: list[Hit]) -> bool:
+    """Whether the joined record can say more than its lines: a wrapper printed it, a hit lacks a
+    fact it names, the cut may fall inside a number, or the joined text matches a pattern no single
+    line does."""
+    text = _joined(first.text, pieces, False)
+    if _PRINTED.search(text):
+        return True
+    if any(_incomplete(hit) for hit in line_hits):
+        return bool(pieces) or unescape(text) != text
+    if not pieces:
+        return False
+    if _cut_in_number(first, pieces):
+        return True
+    seen = _patterns(first.text, index).union(*(_patterns(piece.text, index) for piece in pieces))
+    return not _patterns(text, index) <= seen
+
+
 def _record_hits(doc: Document, index: PatternIndex, first: Line, pieces: list[_Piece]) -> dict[str, Hit]:
     """The rules the whole record matches, with their facts: the better of the two joinings, then
     what its unescaped reading adds."""
-    readings = [_read(_joined(first.text, pieces, False), index)]
-    if any(not piece.spaced for piece in pieces):
-        readings.append(_read(_joined(first.text, pieces, True), index))
+    tight, spaced = _joined(first.text, pieces, False), _joined(first.text, pieces, True)
+    readings = [_read(tight, index)]
+    if tight != spaced and (
+        any(map(_incomplete, readings[0].values())) or _patterns(tight, index) != _patterns(spaced, index)
+    ):
+        readings.append(_read(spaced, index))
     best = max(readings, key=_count)  # max keeps the first on a tie: the boundary-true joining
     text = _joined(first.text, pieces, any(r is best for r in readings[1:]))
     plain = unescape(text)
@@ -116,6 +149,8 @@ def _record_hits(doc: Document, index: PatternIndex, first: Line, pieces: list[_
 
 def continue_hits(doc: Document, index: PatternIndex, hits: list[Hit]) -> list[Hit]:
     """`hits` with the facts of records that continue past their first line read in full."""
+    if index.prefilter is None:
+        return hits
     by_line: dict[int, list[Hit]] = {}
     for hit in hits:
         by_line.setdefault(hit.line.number, []).append(hit)
@@ -129,7 +164,7 @@ def continue_hits(doc: Document, index: PatternIndex, hits: list[Hit]) -> list[H
         if not first.text:
             continue
         pieces = _pieces(doc, first)
-        if not pieces and unescape(first.text) == first.text:
+        if not _worth_reading(index, first, pieces, by_line[number]):
             continue
         last = pieces[-1].number if pieces else number
         covered = last
