@@ -12,6 +12,7 @@ from service.diagnosis.evidence import collect_evidence, collect_findings
 from service.diagnosis.facts import collect_facts, infer_engine
 from service.diagnosis.hints import budget_hint, weights_hint
 from service.diagnosis.interpret import Context, interpret
+from service.diagnosis.misleading import flag_misleading
 from service.diagnosis.normalize import Document
 from service.diagnosis.scan import present, scan_document
 from service.diagnosis.wording import describe
@@ -73,4 +74,5 @@ def classify_text(
         rules_version=packs.digest,
         engine=engine,
         fact_sources=found.sources,
+        misleading=flag_misleading(packs.misleading, hits, found.sources, engine),
     )
