@@ -3,7 +3,7 @@
 The scanner matches a message on one line. A terminal that hard-wrapped it (at any column, also
 inside a number: `(0.95, 22.5` / `0 GiB)`), a person who re-wrapped it with indentation, or a
 wrapper that printed it escaped (a JSON string with `\\"` and `\\n`, a repr'd tuple `('…', '…')`),
-or a person who retyped it (`GB` for `GiB`, doubled spaces)
+or a person who retyped it (`GB` for `GiB`, doubled spaces, no parentheses)
 leaves the first piece matched and the numbers of the rest unread. For a hit line, the lines
 continuing the same record (no new logger, process or traceback record, no blank line) are joined
 back, without a space where the break fell inside a word and with one where it fell at a space or
@@ -11,19 +11,25 @@ indentation (and, as a second reading, with spaces everywhere, as a person re-wr
 and the joined record is scanned again. Facts the whole record adds fill the hits' missing ones;
 they replace the first piece's only where that piece ends inside a number (`limit of 40` / `96`).
 Rules the joined record matches anew (a message wrapped before its wording was complete, each of
-PyTorch's OOM sentences) become hits on the record's first line.
+PyTorch's OOM sentences) become hits on the record's first line. An exception line no decisive
+rule matched is also tried against the failure rules in retyped form (parentheses optional, any
+run of spaces, `GB` for `GiB`).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
+
+import re2
 
 from service.diagnosis.normalize import Document, Line, starts_record
-from service.diagnosis.scan import Hit, scan
+from service.diagnosis.scan import Hit, match_line, scan
 from service.packs import PatternIndex
+from service.packs.signatures import OPTIONS, CompiledRule
 
-__all__ = ["continue_hits", "unescape"]
+__all__ = ["continue_hits", "retyped_form", "unescape"]
 
 # A record is joined over at most this many following lines and characters.
 _MAX_PIECES = 40
@@ -45,6 +51,45 @@ def unescape(text: str) -> str:
     text = _TUPLE_JOINT.sub("", text)
     text = _RETYPED_GIB.sub(r"\1 GiB", text)
     return _SPACES.sub(" ", text)
+
+
+# A person retyping a message drops its parentheses, doubles spaces and writes GB for GiB.
+_RETYPED = ((r"\(", r"\(?"), (r"\)", r"\)?"), (" ", " +"), ("GiB", "Gi?B"))
+_RETYPED_RULES: dict[str, CompiledRule] = {}
+
+
+def retyped_form(pattern: str) -> str:
+    """A rule pattern that also matches the message as a person retyped it."""
+    for literal, loose in _RETYPED:
+        pattern = pattern.replace(literal, loose)
+    return pattern
+
+
+def _retyped_rule(compiled: CompiledRule) -> CompiledRule:
+    """The rule with its patterns in retyped form (each compiled once; one RE2 rejects stays)."""
+    known = _RETYPED_RULES.get(compiled.rule.id)
+    if known is None or known.rule is not compiled.rule:
+        regexes: list[Any] = []
+        for pattern, regex in zip(compiled.rule.patterns, compiled.regexes, strict=True):
+            try:
+                regexes.append(re2.compile(retyped_form(pattern), OPTIONS))
+            except re2.error:
+                regexes.append(regex)
+        known = replace(compiled, regexes=tuple(regexes), plain=tuple(False for _ in regexes))
+        _RETYPED_RULES[compiled.rule.id] = known
+    return known
+
+
+def _retyped_hits(index: PatternIndex, first: Line, text: str) -> list[Hit]:
+    """Failure rules a retyped message matches: tried on an exception line nothing decisive matched."""
+    found: list[Hit] = []
+    for compiled in index.rules:
+        if compiled.rule.kind != "failure":
+            continue
+        facts = match_line(_retyped_rule(compiled), text)
+        if facts is not None:
+            found.append(Hit(compiled=compiled, line=first, facts=facts))
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +192,22 @@ def _record_hits(doc: Document, index: PatternIndex, first: Line, pieces: list[_
     return best
 
 
+def _merge(
+    record: dict[str, Hit], first: Line, cut: bool, in_record: list[Hit], replaced: dict[int, Hit]
+) -> list[Hit]:
+    """Fold a record's reading into the hits of its lines (into `replaced`); the new hits it adds."""
+    new: list[Hit] = []
+    for rule_id, whole in record.items():
+        existing = next((h for h in in_record if h.rule_id == rule_id), None)
+        if existing is not None:
+            first_wins = not (cut and existing.line.number == first.number)
+            facts = {**whole.facts, **existing.facts} if first_wins else {**existing.facts, **whole.facts}
+            replaced[id(existing)] = Hit(compiled=existing.compiled, line=existing.line, facts=facts)
+        elif whole.facts or whole.compiled.rule.kind in ("failure", "oom"):
+            new.append(Hit(compiled=whole.compiled, line=first, facts=whole.facts))
+    return new
+
+
 def continue_hits(doc: Document, index: PatternIndex, hits: list[Hit]) -> list[Hit]:
     """`hits` with the facts of records that continue past their first line read in full."""
     if index.prefilter is None:
@@ -164,22 +225,17 @@ def continue_hits(doc: Document, index: PatternIndex, hits: list[Hit]) -> list[H
         if not first.text:
             continue
         pieces = _pieces(doc, first)
-        if not _worth_reading(index, first, pieces, by_line[number]):
-            continue
-        last = pieces[-1].number if pieces else number
-        covered = last
-        in_record = [h for n in range(number, last + 1) for h in by_line.get(n, ())]
-        cut = _cut_in_number(first, pieces)
-        for rule_id, whole in _record_hits(doc, index, first, pieces).items():
-            existing = next((h for h in in_record if h.rule_id == rule_id), None)
-            if existing is not None:
-                wins_first = cut and existing.line.number == number
-                facts = {**existing.facts, **whole.facts} if wins_first else {**whole.facts, **existing.facts}
-                replaced[id(existing)] = Hit(compiled=existing.compiled, line=existing.line, facts=facts)
-            elif whole.facts or whole.compiled.rule.kind in ("failure", "oom"):
-                added.setdefault(number, []).append(
-                    Hit(compiled=whole.compiled, line=first, facts=whole.facts)
-                )
+        new: list[Hit] = []
+        if _worth_reading(index, first, pieces, by_line[number]):
+            covered = pieces[-1].number if pieces else number
+            in_record = [h for n in range(number, covered + 1) for h in by_line.get(n, ())]
+            record = _record_hits(doc, index, first, pieces)
+            new = _merge(record, first, _cut_in_number(first, pieces), in_record, replaced)
+        kinds = {hit.compiled.rule.kind for hit in (*by_line[number], *new)}
+        if "exception" in kinds and not kinds & {"failure", "oom", "wrapper"}:
+            new += _retyped_hits(index, first, unescape(_joined(first.text, pieces, False)))
+        if new:
+            added[number] = new
     if not replaced and not added:
         return hits
     out: list[Hit] = []

@@ -8,6 +8,7 @@ import msgspec
 import pytest
 
 from service.diagnosis import classify_text
+from service.diagnosis.continued import retyped_form
 from service.packs import RulePacks
 
 STARTUP = (
@@ -175,3 +176,14 @@ def test_limits_that_are_not_max_model_len_state_only_the_limit(packs: RulePacks
     ).facts
     assert (encoder.context_limit, encoder.max_model_len) == (448, None)
     assert (scheduler.context_limit, scheduler.max_model_len) == (4096, None)
+
+
+def test_a_message_retyped_without_parentheses_is_still_recognised_with_its_numbers(packs: RulePacks) -> None:
+    text = STARTUP.replace("(", "").replace(")", "").replace(" GiB", "GB")
+    diagnosis = classify_text(text, packs)
+    assert diagnosis.phase == "startup_budget"
+    assert _subset(STARTUP_FACTS, _facts(packs, text)) == STARTUP_FACTS
+
+
+def test_a_retyped_form_only_loosens_parentheses_spaces_and_units() -> None:
+    assert retyped_form(r"device \((?P<free>[\d.]+) GiB\)") == r"device +\(?(?P<free>[\d.]+) +Gi?B\)?"
