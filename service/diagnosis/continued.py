@@ -112,10 +112,12 @@ def _pieces(doc: Document, first: Line) -> list[_Piece]:
     size = len(first.text)
     previous_raw = doc.lines[first.number - 1]
     for number in range(first.number + 1, min(len(doc.lines), first.number + _MAX_PIECES) + 1):
+        if number in doc.moved:
+            continue  # emptied by a rejoined wrap: its text is already on an earlier line
         raw = doc.lines[number - 1]
         line = doc.line(number)
         text = line.text.strip()
-        if not text or raw.strip() != text or starts_record(text):
+        if not text or not raw.lstrip().startswith(text[:20]) or starts_record(text):
             break  # blank, a prefix (logger, process, timestamp, container), or a traceback record
         size += len(text)
         if size > _MAX_CHARS:

@@ -187,3 +187,18 @@ def test_a_message_retyped_without_parentheses_is_still_recognised_with_its_numb
 
 def test_a_retyped_form_only_loosens_parentheses_spaces_and_units() -> None:
     assert retyped_form(r"device \((?P<free>[\d.]+) GiB\)") == r"device +\(?(?P<free>[\d.]+) +Gi?B\)?"
+
+
+def test_a_line_wrapped_twice_reads_across_the_lines_an_earlier_rejoin_emptied(packs: RulePacks) -> None:
+    once = _wrapped("(EngineCore pid=42103) " + STARTUP, 80).split("\n")
+    twice = "\n".join(piece for line in once for piece in _wrapped(line, 60).split("\n"))
+    assert _subset(STARTUP_FACTS, _facts(packs, twice)) == STARTUP_FACTS
+
+
+def test_a_continuation_keeps_reading_past_markdown_bold_around_the_message(packs: RulePacks) -> None:
+    text = (
+        "**ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. "
+        "Your Tesla V100-SXM2-32GB GP\nU has compute capability 7.0.**"
+    )
+    facts = _facts(packs, text)
+    assert (facts.get("gpu_name"), facts.get("compute_capability")) == ("Tesla V100-SXM2-32GB", "7.0")
