@@ -39,8 +39,9 @@ _ESCAPE = re.compile(r"\\([nrt\"'\\])")
 _TUPLE_JOINT = re.compile(r"['\"],\s*['\"]")
 _SPACES = re.compile(r"[ ]{2,}")
 _RETYPED_GIB = re.compile(r"(\d) ?GB\b")
-# What a wrapper's printing leaves: an escape or two repr'd string parts side by side.
-_PRINTED = re.compile(r"\\[nrt\"'\\]|['\"],\s*['\"]")
+# What a wrapper's printing leaves: an escape, or a tuple opening with two repr'd strings (not a
+# dict or list repr, which args lines print everywhere).
+_PRINTED = re.compile(r"\\[nrt\"'\\]|\(\s*['\"][^()]*['\"],\s*['\"]")
 
 
 def unescape(text: str) -> str:
