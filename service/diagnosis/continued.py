@@ -84,10 +84,11 @@ def _retyped_rule(compiled: CompiledRule) -> CompiledRule:
 def _retyped_hits(index: PatternIndex, first: Line, text: str) -> list[Hit]:
     """Failure rules a retyped message matches: tried on an exception line nothing decisive matched."""
     found: list[Hit] = []
+    data = text.encode("utf-8", errors="replace")
     for compiled in index.rules:
         if compiled.rule.kind != "failure":
             continue
-        facts = match_line(_retyped_rule(compiled), text)
+        facts = match_line(_retyped_rule(compiled), data)
         if facts is not None:
             found.append(Hit(compiled=compiled, line=first, facts=facts))
     return found

@@ -35,7 +35,6 @@ __all__ = [
     "pieces",
     "read_inventory",
     "render",
-    "split_holes",
     "rules_matching",
     "template_regex",
     "version_key",
@@ -85,7 +84,7 @@ class Template(Spec, frozen=True, kw_only=True):
     decision: Decision = msgspec.field(default_factory=Decision)
 
     def __post_init__(self) -> None:
-        holes = len(split_holes(self.text)) - 1
+        holes = len(_pieces(self.text)) - 1
         if holes != len(self.holes):
             raise ValueError(f"{len(self.holes)} hole shapes for {holes} holes in {self.text!r}")
         for run in self.versions:
@@ -100,7 +99,7 @@ class InventoryFile(Spec, frozen=True, kw_only=True):
     irrelevant: dict[str, int] = msgspec.field(default_factory=dict)
 
 
-def split_holes(text: str) -> list[str]:
+def _pieces(text: str) -> list[str]:
     """The literal text between holes, doubled braces read left to right as literal ones."""
     pieces, current, i = [], [], 0
     while i < len(text):
@@ -134,7 +133,7 @@ def render(template: Template | str, holes: list[str] | tuple[str, ...] | None =
     text = template.text if isinstance(template, Template) else template
     shapes = list(template.holes) if isinstance(template, Template) else list(holes or [])
     out: list[str] = []
-    pieces = split_holes(text)
+    pieces = _pieces(text)
     for index, piece in enumerate(pieces):
         out.append(piece)
         if index < len(pieces) - 1:
@@ -147,7 +146,7 @@ def template_regex(template: Template) -> re.Pattern[str]:
 
     Only the text up to the first line break is used, since a pasted example is one line."""
     first = template.text.split("\n", 1)[0]
-    literal = [re.escape(p) for p in split_holes(first)]
+    literal = [re.escape(p) for p in _pieces(first)]
     return re.compile(".*?".join(literal).strip())
 
 

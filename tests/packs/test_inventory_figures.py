@@ -14,7 +14,7 @@ import pytest
 
 from service.diagnosis import classify_text
 from service.packs import RulePacks, default_rules_dir
-from service.packs.inventory import PLACEHOLDER, Template, load_inventories, split_holes
+from service.packs.inventory import PLACEHOLDER, Template, load_inventories, pieces
 
 # template text prefix -> {hole index: why that size is no fact}
 NOT_A_FACT: dict[str, dict[int, str]] = {
@@ -55,14 +55,14 @@ def _excused(template: Template, index: int) -> bool:
 
 def _rendered(template: Template) -> tuple[str, dict[int, float]]:
     """The template printed with a distinct size per GiB hole (index -> size), other holes as placeholders."""
-    pieces = split_holes(template.text)
+    parts = pieces(template.text)
     out: list[str] = []
     sizes: dict[int, float] = {}
-    for index, piece in enumerate(pieces):
+    for index, piece in enumerate(parts):
         out.append(piece)
-        if index == len(pieces) - 1:
+        if index == len(parts) - 1:
             break
-        if _SIZE_AFTER.match(pieces[index + 1]):
+        if _SIZE_AFTER.match(parts[index + 1]):
             sizes[index] = 101.25 + 2 * index
             out.append(f"{sizes[index]:.2f}")
         else:
