@@ -27,7 +27,7 @@ import re2
 from service.diagnosis.normalize import Document, Line, starts_record
 from service.diagnosis.scan import Hit, match_line, scan
 from service.packs import PatternIndex
-from service.packs.signatures import OPTIONS, CompiledRule
+from service.packs.signatures import OPTIONS, CompiledRule, set_form
 
 __all__ = ["continue_hits", "retyped_form", "unescape"]
 
@@ -81,13 +81,49 @@ def _retyped_rule(compiled: CompiledRule) -> CompiledRule:
     return known
 
 
+@dataclass(frozen=True, slots=True)
+class _RetypedSet:
+    """One RE2 set over the failure rules' retyped patterns, saying which rules may match a line."""
+
+    rules: tuple[CompiledRule, ...]
+    owner: tuple[int, ...]  # pattern in the set -> index into `rules`
+    patterns: Any
+
+
+_RETYPED_SETS: dict[int, tuple[PatternIndex, _RetypedSet]] = {}
+
+
+def _retyped_set(index: PatternIndex) -> _RetypedSet:
+    known = _RETYPED_SETS.get(id(index))
+    if known is not None and known[0] is index:
+        return known[1]
+    rules = tuple(c for c in index.rules if c.rule.kind == "failure")
+    patterns = re2.Set.SearchSet(OPTIONS)
+    owner: list[int] = []
+    for number, compiled in enumerate(rules):
+        for pattern in compiled.rule.patterns:
+            try:
+                patterns.Add(set_form(retyped_form(pattern)))
+            except re2.error:
+                continue
+            owner.append(number)
+    if owner:
+        patterns.Compile()
+    built = _RetypedSet(rules=rules, owner=tuple(owner), patterns=patterns if owner else None)
+    _RETYPED_SETS[id(index)] = (index, built)
+    return built
+
+
 def _retyped_hits(index: PatternIndex, first: Line, text: str) -> list[Hit]:
     """Failure rules a retyped message matches: tried on an exception line nothing decisive matched."""
-    found: list[Hit] = []
+    retyped = _retyped_set(index)
+    if retyped.patterns is None:
+        return []
     data = text.encode("utf-8", errors="replace")
-    for compiled in index.rules:
-        if compiled.rule.kind != "failure":
-            continue
+    candidates = sorted({retyped.owner[i] for i in retyped.patterns.Match(data) or ()})
+    found: list[Hit] = []
+    for number in candidates:
+        compiled = retyped.rules[number]
         facts = match_line(_retyped_rule(compiled), data)
         if facts is not None:
             found.append(Hit(compiled=compiled, line=first, facts=facts))
