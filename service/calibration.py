@@ -18,6 +18,7 @@ from collections.abc import Iterable
 import msgspec
 
 from service.budget import budget_from_facts, find_model, in_catalog
+from service.diagnosis.misleading import arithmetic_facts
 from service.packs import RulePacks
 from service.schemas import (
     Budget,
@@ -59,9 +60,10 @@ def calibration_sample(diagnosis: Diagnosis, packs: RulePacks) -> CalibrationSam
     """The estimator's error on this log's start-up, or None when the log states too little to compare.
 
     The prediction leaves out what the log measured (its KV memory, the free memory at a failure):
-    it is what `vramdoc estimate` answers for the configuration alone.
+    it is what `vramdoc estimate` answers for the configuration alone. A figure a known logging bug
+    makes misleading is not compared.
     """
-    facts = diagnosis.facts
+    facts = arithmetic_facts(diagnosis)
     measured = {
         figure: float(value)
         for figure, fact in FIGURES.items()

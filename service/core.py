@@ -12,6 +12,7 @@ import msgspec
 from service.budget import budget_from_facts, find_gpu, find_model, in_catalog
 from service.budget import estimate as estimate_budget
 from service.diagnosis import classify_text
+from service.diagnosis.misleading import arithmetic_facts
 from service.errors import EmptyLogError, InputError
 from service.fingerprints import fingerprint
 from service.fixes import check_calculators
@@ -73,17 +74,19 @@ def _budget_facts(diagnosis: Diagnosis) -> Facts:
     """The facts the budget may take as startup state.
 
     An OOM's "X is free" is what was left at the moment of the failure, after weights and cache were
-    allocated; fed to the startup check it would claim vLLM never started, so it is left out.
+    allocated; fed to the startup check it would claim vLLM never started, so it is left out. So
+    is a figure a known vLLM logging bug makes misleading (`Diagnosis.misleading`).
     """
+    facts = arithmetic_facts(diagnosis)
     source = diagnosis.fact_sources.get("free_gib", "")
     if not source.startswith("line "):
-        return diagnosis.facts
+        return facts
     line = int(source.removeprefix("line "))
     stated_by_oom = any(
         item.line == line and ((item.rule or "").startswith("torch-") or "out of memory" in item.text.lower())
         for item in diagnosis.evidence
     )
-    return msgspec.structs.replace(diagnosis.facts, free_gib=None) if stated_by_oom else diagnosis.facts
+    return msgspec.structs.replace(facts, free_gib=None) if stated_by_oom else facts
 
 
 def _unknown_hints(
@@ -154,7 +157,14 @@ def diagnose(request: DiagnoseRequest, packs: RulePacks) -> Diagnosis:
     hints = request if not from_agent else msgspec.structs.replace(request, model=None)
     findings = diagnosis.findings + _unknown_hints(hints, diagnosis, packs, budget)
     diagnosis = msgspec.structs.replace(diagnosis, budget=budget, findings=findings)
-    diagnosis = with_fixes(diagnosis, request, packs.fixes, packs.catalog)
+    # the fixes compute with the facts a logging bug does not make misleading; the answer keeps all
+    computed = with_fixes(
+        msgspec.structs.replace(diagnosis, facts=arithmetic_facts(diagnosis)),
+        request,
+        packs.fixes,
+        packs.catalog,
+    )
+    diagnosis = msgspec.structs.replace(computed, facts=diagnosis.facts)
     return msgspec.structs.replace(diagnosis, fingerprint=fingerprint(diagnosis, packs))
 
 

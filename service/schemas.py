@@ -36,6 +36,7 @@ __all__ = [
     "GpuProcess",
     "GpuSummary",
     "MigInstance",
+    "MisleadingFact",
     "OlderRelease",
     "OtherProcess",
     "Phase",
@@ -318,6 +319,17 @@ FACT_LABELS: dict[str, str] = {
 }
 
 
+class MisleadingFact(Wire, frozen=True):
+    """A figure a known vLLM logging bug makes misleading (rules/misleading.yaml): kept in `facts`
+    as printed; unless `usable`, the budget and the fixes do not compute with it."""
+
+    fact: str
+    bug: str
+    note: str
+    source: str
+    usable: bool = False
+
+
 class Diagnosis(Wire, frozen=True):
     phase: Phase
     confidence: float
@@ -333,6 +345,7 @@ class Diagnosis(Wire, frozen=True):
     fact_sources: dict[str, str] = msgspec.field(default_factory=dict)
     corrected_command: str | None = None
     fingerprint: Fingerprint | None = None
+    misleading: list[MisleadingFact] = msgspec.field(default_factory=list)
 
 
 # --- snapshot (agent) --------------------------------------------------------------------------

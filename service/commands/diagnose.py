@@ -81,6 +81,9 @@ def render_report(diagnosis: Diagnosis) -> str:
             source = diagnosis.fact_sources.get(name, "")
             shown = f"{value:.4g}" if isinstance(value, float) else value
             out.append(f"  {name:32} {shown}" + (f"   [{source}]" if source else ""))
+    for flag in diagnosis.misleading:
+        use = "its figure is right as read" if flag.usable else "not computed with"
+        out.append(f"  ! {flag.fact} is misleading as vLLM printed it ({use}): {flag.note}")
     if diagnosis.evidence:
         out += ["", "evidence:"]
         for item in diagnosis.evidence:

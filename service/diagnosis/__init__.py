@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import functools
 
+from service.diagnosis.continued import continue_hits
 from service.diagnosis.evidence import collect_evidence, collect_findings
 from service.diagnosis.facts import collect_facts, infer_engine
 from service.diagnosis.hints import budget_hint, weights_hint
 from service.diagnosis.interpret import Context, interpret
+from service.diagnosis.misleading import flag_misleading
 from service.diagnosis.normalize import Document
 from service.diagnosis.scan import present, scan_document
 from service.diagnosis.wording import describe
@@ -33,7 +35,7 @@ def classify_text(
     """Classify one pasted log; request facts and a command fill what the log does not state."""
     doc = Document(log)
     found_hits = scan_document(doc, packs.signatures.eager)
-    hits = found_hits.hits
+    hits = continue_hits(doc, packs.signatures.eager, found_hits.hits)
 
     def ask_hint() -> Phase | None:
         if hint is not None:
@@ -72,4 +74,5 @@ def classify_text(
         rules_version=packs.digest,
         engine=engine,
         fact_sources=found.sources,
+        misleading=flag_misleading(packs.misleading, hits, found.sources, engine),
     )

@@ -14,7 +14,16 @@ from typing import Any
 
 import re2
 
-__all__ = ["Document", "Line", "clean_text", "decode_bytes", "is_prose", "run_of", "split_prefixes"]
+__all__ = [
+    "Document",
+    "Line",
+    "clean_text",
+    "decode_bytes",
+    "is_prose",
+    "run_of",
+    "split_prefixes",
+    "starts_record",
+]
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\x1b\[[0-9;]*$|\[(?:\d{1,3};)*\d{1,3}m")
 _SLACK_LINK = re.compile(r"<((?:https?|mailto|ftp)://?[^|<>\s]*)(?:\|([^<>]*))?>")
@@ -208,15 +217,15 @@ def _wrap_points(lines: list[str]) -> set[int]:
     return points
 
 
-def _unwrap(lines: list[str], points: set[int]) -> bool:
-    """Rejoin terminal hard-wraps in place; True when any was rejoined.
+def _unwrap(lines: list[str], points: set[int]) -> set[int]:
+    """Rejoin terminal hard-wraps in place; the indexes of the lines emptied by it.
 
     A line at a wrap point is joined with the next one unless that one starts a new record (a
     logger, process or timestamp prefix) or is empty. The newline is moved, not removed: the
     joined text stays on the first line's number and an empty line takes the continuation's
     place, so every later line keeps its original number.
     """
-    changed = False
+    moved: set[int] = set()
     for start in sorted(points):
         if not lines[start]:
             continue  # already joined into an earlier line
@@ -228,8 +237,8 @@ def _unwrap(lines: list[str], points: set[int]) -> bool:
         lines[start] = "".join(lines[start : end + 1])
         for i in range(start + 1, end + 1):
             lines[i] = ""
-        changed = True
-    return changed
+        moved.update(range(start + 1, end + 1))
+    return moved
 
 
 # Starts of a new record even without a logger prefix: a traceback, a frame, an exception, a level.
@@ -240,18 +249,24 @@ _RECORD = re.compile(
 )
 
 
+def starts_record(text: str) -> bool:
+    """Whether `text` begins a new record (a traceback, a frame, an exception, a level word)."""
+    return _RECORD.match(text) is not None
+
+
 def _continues(line: str, previous: str) -> bool:
     """Whether `line` can be the rest of the wrapped `previous` (not empty, not a new record)."""
     if not line.strip() or line == previous or _RECORD.match(line):
         return False
     match = _PREFIX.match(line)
-    return match is None or match.end() == 0
+    # a break at a space leaves the rest indented; indentation alone starts no record
+    return match is None or match.end() == 0 or not line[: match.end()].strip()
 
 
 class Document:
     """A cleaned log: whole text for fast scans, lines on demand with their original numbers."""
 
-    __slots__ = ("_cache", "_data", "_split", "lines", "text")
+    __slots__ = ("_cache", "_data", "_split", "lines", "moved", "text")
 
     def __init__(self, raw: str) -> None:
         data: bytes | None = raw.encode("utf-8", errors="replace")
@@ -262,9 +277,12 @@ class Document:
             raw, data = clean_text(raw), None
         lines = raw.split("\n")
         points |= _wrap_points(lines)
-        if points and _unwrap(lines, points):
+        moved = _unwrap(lines, points) if points else set()
+        if moved:
             raw, data = "\n".join(lines), None
         self.text = raw
+        # 1-based numbers of the lines whose text a rejoined wrap moved onto an earlier line
+        self.moved = frozenset(index + 1 for index in moved)
         self.lines = lines
         self._cache: dict[int, Line] = {}
         self._split: dict[str, tuple[str, str, str]] = {}  # identical lines are split once

@@ -128,7 +128,8 @@ def match_line(
             spec = rule.facts[name]
             value = convert_fact(spec.fact, spec.unit, value_text)
             if value is not None:
-                facts.setdefault(spec.fact, value)
+                for fact in (spec.fact, *spec.also):
+                    facts.setdefault(fact, value)
     return facts if matched else None
 
 

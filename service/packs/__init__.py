@@ -21,6 +21,7 @@ from service.packs.evidence import EvidenceWeights, load_evidence
 from service.packs.fixes import FixPack, load_fix_recipes
 from service.packs.fragments import FragmentIndex, empty_fragments, load_fragments
 from service.packs.frames import FrameTable, empty_frames, load_frames
+from service.packs.misleading import LoggingBugs, load_misleading
 from service.packs.prose import ProseVocabulary, load_prose
 from service.packs.signatures import COMBINED_OPTIONS, CompiledRule, compile_pack, pack_files
 
@@ -66,7 +67,8 @@ class SignatureIndex:
 
 @dataclass(frozen=True, slots=True)
 class RulePacks:
-    """All loaded packs; budget adds `catalog`, fixes adds `fixes`, placement reads `evidence`."""
+    """All loaded packs; budget adds `catalog`, fixes adds `fixes`, placement reads `evidence`,
+    the facts read `misleading` (known logging bugs)."""
 
     signatures: SignatureIndex
     digest: str
@@ -75,6 +77,7 @@ class RulePacks:
     fixes: FixPack
     evidence: EvidenceWeights
     prose: ProseVocabulary
+    misleading: LoggingBugs
     fragments: FragmentIndex = field(default_factory=empty_fragments)
 
 
@@ -158,6 +161,7 @@ def load_packs(rules_dir: Path | None = None) -> RulePacks:
     fixes = load_fix_recipes(root, catalog.engine)
     evidence = load_evidence(root)
     prose = load_prose(root)
+    misleading = load_misleading(root, signatures.by_id)
     return RulePacks(
         signatures=signatures,
         digest=_digest(root, pack_files(root, (".yaml", ".yml", ".json"))),
@@ -167,4 +171,5 @@ def load_packs(rules_dir: Path | None = None) -> RulePacks:
         evidence=evidence,
         prose=prose,
         fragments=load_fragments(root),
+        misleading=misleading,
     )

@@ -68,11 +68,16 @@ class Spec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True
 
 
 class FactSpec(Spec, frozen=True, kw_only=True):
-    """One named group -> one fact; `field` picks pid/used_gib for `other_processes`."""
+    """One named group -> one fact; `field` picks pid/used_gib for `other_processes`.
+
+    `also` names facts the same printed number states too, where vLLM's source prints that
+    setting (`maximum context length is {max_model_len}`: `context_limit` and `max_model_len`).
+    """
 
     fact: str
     unit: Unit | None = None
     field: Literal["pid", "used_gib"] | None = None
+    also: list[str] = msgspec.field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.fact not in FACT_TYPES:
@@ -84,6 +89,9 @@ class FactSpec(Spec, frozen=True, kw_only=True):
             raise ValueError(f"fact {self.fact!r} takes no field")
         if kind == "float" and self.fact.endswith("_gib") and self.unit is None:
             raise ValueError(f"memory fact {self.fact!r} needs a unit (GiB, GB, MiB, KiB, bytes, auto)")
+        for other in self.also:
+            if FACT_TYPES.get(other) != kind:
+                raise ValueError(f"also: {other!r} is not a fact of the same type as {self.fact!r}")
 
 
 class Example(Spec, frozen=True, kw_only=True):

@@ -58,4 +58,5 @@ async def test_a_pasted_log_that_states_its_profile_becomes_a_calibration_sample
         report = (await api.get("/v1/calibration")).json()
     (group,) = report["groups"]
     assert (group["family"], group["vllm_minor"], group["samples"]) == ("llama", "0.6", 1)
-    assert set(group["figures"]) == {"weights_gib", "available_kv_gib"}
+    # the log states weights, KV cache, non-torch memory (0.35GiB) and what graph capture took (0.85 GiB)
+    assert set(group["figures"]) == {"weights_gib", "available_kv_gib", "non_torch_gib", "cuda_graph_gib"}

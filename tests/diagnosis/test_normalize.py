@@ -147,3 +147,10 @@ def test_a_new_record_after_a_full_width_line_is_not_joined() -> None:
     doc = Document(f"{width}\n{width}\nTraceback (most recent call last):\nINFO 01-01 00:00:00 x.py:1] done")
     assert doc.line(2).text == width
     assert doc.line(3).text.startswith("Traceback")
+
+
+def test_a_rejoined_wrap_says_which_lines_it_emptied() -> None:
+    wide = "x" * 70
+    doc = Document(f"{wide}\nrest of the first\n{wide}\nrest of the second\nshort")
+    assert doc.moved == frozenset({2, 4})
+    assert doc.lines[1] == "" and doc.lines[0].endswith("rest of the first")
