@@ -61,6 +61,15 @@ def _rss_bytes(pid: int) -> int:
     raise AssertionError(f"/proc/{pid}/status has no VmRSS")
 
 
+def _settled_rss(pid: int) -> int:
+    """The worker's RSS once it stops falling (the heap is trimmed after the last answer is sent)."""
+    lowest = _rss_bytes(pid)
+    for _ in range(20):
+        time.sleep(0.1)
+        lowest = min(lowest, _rss_bytes(pid))
+    return lowest
+
+
 @pytest.fixture
 def served() -> Iterator[tuple[httpx.Client, int]]:
     """A `vramdoc serve` with one worker (the process itself), its cache off, and a client."""
@@ -105,8 +114,11 @@ def test_sixteen_concurrent_2mb_pastes_leave_the_worker_rss_near_its_start(
 ) -> None:
     client, pid = served
     pastes = [_repeated_oom(), _distinct_ooms()]
-    for paste in pastes:  # the start is a worker that has answered each kind once
-        assert _diagnose(client, paste).status_code == 200
+    # The start is a warm worker: one that has already answered a few of each kind at once (the
+    # allocator's arenas for concurrent large logs exist); the bound is on what the burst keeps.
+    with ThreadPoolExecutor(4) as pool:
+        warm = list(pool.map(lambda i: _diagnose_as_new_client(client.base_url, pastes[i % 2]), range(4)))
+    assert [a.status_code for a in warm] == [200] * 4
     start = _rss_bytes(pid)
     with ThreadPoolExecutor(BURST) as pool:
         answers = list(
@@ -123,7 +135,7 @@ def test_sixteen_concurrent_2mb_pastes_leave_the_worker_rss_near_its_start(
     assert max(e["repeats"] for e in repeated["evidence"]) == PASTE_BYTES // len(
         OOM.format(size="2.00") + "\n"
     )
-    after = _rss_bytes(pid)
+    after = _settled_rss(pid)
     print(f"worker RSS: {start / 2**20:.1f} MiB before the burst, {after / 2**20:.1f} MiB after")
     assert after <= start * RSS_GROWTH_ALLOWED, (
         f"RSS {start / 2**20:.0f} MiB before, {after / 2**20:.0f} after"
