@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -25,7 +25,16 @@ from service.errors import PackError
 if TYPE_CHECKING:
     import yaml
 
-__all__ = ["PackError", "decode_yaml", "load_yaml_file", "locate", "pack_cache_dir", "yaml_line"]
+__all__ = [
+    "PackError",
+    "cached_decode",
+    "decode_yaml",
+    "deferred_decode",
+    "load_yaml_file",
+    "locate",
+    "pack_cache_dir",
+    "yaml_line",
+]
 
 T = TypeVar("T")
 
@@ -117,11 +126,11 @@ def _schema_digest(type_: Any) -> bytes:
     return digest
 
 
-def _cache_path(text: str, type_: Any) -> Path | None:
+def _cache_path(source: bytes, type_: Any) -> Path | None:
     folder = pack_cache_dir()
     if folder is None:
         return None
-    key = hashlib.sha256(_CACHE_FORMAT + _schema_digest(type_) + text.encode("utf-8")).hexdigest()
+    key = hashlib.sha256(_CACHE_FORMAT + _schema_digest(type_) + source).hexdigest()
     return folder / f"{key}.msgpack"
 
 
@@ -138,6 +147,8 @@ def _store(path: Path | None, value: Any) -> None:
     """Best effort: a read-only or missing cache folder only costs the next start its YAML parse."""
     if path is None:
         return
+    import tempfile  # only a cache miss writes: a start from the cache never needs it
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".part")
@@ -149,12 +160,34 @@ def _store(path: Path | None, value: Any) -> None:
         return
 
 
-def decode_yaml(text: str, type_: type[T], *, file: str) -> T:
-    """Decode one YAML document into `type_`, raising PackError that locates any bad field."""
-    cache = _cache_path(text, type_)
+def cached_decode(source: bytes, type_: type[T], build: Callable[[], T]) -> T:
+    """The `type_` value built from `source`: read from the cache while `source` and `type_` are
+    unchanged, else `build()` (which validates, raising PackError) and stored for the next process."""
+    cache = _cache_path(source, type_)
     hit = _cached(cache, type_)
     if hit is not None:
         return hit
+    value = build()
+    _store(cache, value)
+    return value
+
+
+def deferred_decode(source: bytes, type_: type[T], build: Callable[[], T]) -> Callable[[], T]:
+    """Like `cached_decode`, but a value already in the cache is decoded only when the returned
+    function is first called; a value that is not is built (so validated) now and kept."""
+    cache = _cache_path(source, type_)
+    if cache is not None and cache.is_file():
+        return lambda: cached_decode(source, type_, build)
+    value = cached_decode(source, type_, build)
+    return lambda: value
+
+
+def decode_yaml(text: str, type_: type[T], *, file: str) -> T:
+    """Decode one YAML document into `type_`, raising PackError that locates any bad field."""
+    return cached_decode(text.encode("utf-8"), type_, lambda: _decode_yaml_text(text, type_, file))
+
+
+def _decode_yaml_text(text: str, type_: type[T], file: str) -> T:
     yaml = _yaml()
     try:
         raw: Any = yaml.load(text, Loader=_loader())
@@ -173,7 +206,6 @@ def decode_yaml(text: str, type_: type[T], *, file: str) -> T:
             message = message[: match.start()].rstrip(" -")
         line, rule_id = locate(text, path or "$")
         raise PackError(file, message, path=path, line=line, rule_id=rule_id) from exc
-    _store(cache, value)
     return value
 
 
