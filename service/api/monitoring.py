@@ -6,24 +6,23 @@ is not used, nor any integration that enables itself: the one place that answers
 exception once (`report_failure`), 4xx problems are breadcrumbs at most, and each event carries the
 method and route path, never a body, query string or header. Every string that does reach an event
 or breadcrumb passes through `redact`, because an exception message can quote a log line.
+`sentry_sdk` is imported by `init_sentry` only: without a DSN the service never loads it.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
-import sentry_sdk
 from litestar import Response, get
 from litestar.enums import ScopeType
 from litestar.plugins.prometheus import PrometheusConfig, PrometheusController, PrometheusMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge
-from sentry_sdk.integrations.dedupe import DedupeIntegration
-from sentry_sdk.integrations.logging import LoggingIntegration, ignore_logger
 from uvicorn.config import LOGGING_CONFIG
 
 from service.redact import redact_value
@@ -215,6 +214,10 @@ def _before_breadcrumb(crumb: Any, _hint: Any) -> Any:
 
 def init_sentry(dsn: str, environment: str | None = None) -> None:
     """Report unhandled errors to Sentry without request bodies, locals or unredacted text."""
+    import sentry_sdk
+    from sentry_sdk.integrations.dedupe import DedupeIntegration
+    from sentry_sdk.integrations.logging import LoggingIntegration, ignore_logger
+
     sentry_sdk.init(
         dsn=dsn,
         environment=environment,
@@ -249,8 +252,16 @@ def access_log_config() -> dict[str, Any]:
     return config
 
 
+def _sentry() -> Any | None:
+    """sentry_sdk once something imported it (init_sentry does); before that no client can exist."""
+    return sys.modules.get("sentry_sdk")
+
+
 def report_failure(exc: BaseException, method: str, path: str) -> None:
     """One Sentry event for a request that failed inside the service (a no-op without a DSN)."""
+    sentry_sdk = _sentry()
+    if sentry_sdk is None:
+        return
     with sentry_sdk.new_scope() as scope:
         scope.set_context("request", {"method": method, "path": path})
         scope.set_tag("http.method", method)
@@ -260,6 +271,9 @@ def report_failure(exc: BaseException, method: str, path: str) -> None:
 
 def note_problem(status: int, kind: str, method: str, path: str) -> None:
     """A client error is not a failure of the service: at most a breadcrumb for a later event."""
+    sentry_sdk = _sentry()
+    if sentry_sdk is None:
+        return
     sentry_sdk.add_breadcrumb(
         category="http", level="info", message=f"{method} {path} answered {status} ({kind})"
     )
