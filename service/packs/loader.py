@@ -4,16 +4,18 @@ msgspec names the `$.path` of a bad value; walking the `yaml.compose()` node tre
 gives the line, so an author sees `rules/signatures/kv.yaml:42 rule vllm-kv-... $.rules[3].phase`.
 
 Parsing YAML is most of what a start-up costs, so a file once decoded is kept as msgpack of its
-validated Struct, keyed by the file's bytes and the Struct's schema: the next process decodes that
-in microseconds, and a changed file or a changed Struct simply misses. YAML is parsed with libyaml
+validated Struct, keyed by the file's bytes and the code that defines the Struct: the next process
+decodes that in microseconds, and a changed file or changed code simply misses. YAML is parsed with libyaml
 where PyYAML has it, and the node tree (slow, pure Python) is composed only to locate an error.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -39,8 +41,9 @@ __all__ = [
 T = TypeVar("T")
 
 CACHE_ENV = "VRAMDOC_PACK_CACHE"
-_CACHE_FORMAT = b"vramdoc-pack-cache-1\0"
-_SCHEMA_DIGESTS: dict[Any, bytes] = {}
+_CACHE_FORMAT = b"vramdoc-pack-cache-2\0"
+_CODE_DIGESTS: dict[Any, bytes] = {}
+_PACKAGE = Path(__file__).resolve().parents[1]  # the `service` package: every pack Struct is in it
 
 _PATH_PART = re.compile(r"\.([A-Za-z_][A-Za-z0-9_\-]*)|\[(\d+)\]|\[['\"](.+?)['\"]\]")
 
@@ -117,12 +120,26 @@ def pack_cache_dir() -> Path | None:
     return Path(base) / "vramdoc" / "packs"
 
 
-def _schema_digest(type_: Any) -> bytes:
-    """Changes whenever the Struct's fields, types, defaults or constraints change."""
-    digest = _SCHEMA_DIGESTS.get(type_)
+@functools.cache
+def _package_digest() -> bytes:
+    sha = hashlib.sha256()
+    for path in sorted(_PACKAGE.rglob("*.py")):
+        sha.update(path.relative_to(_PACKAGE).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return sha.digest()
+
+
+def _code_digest(type_: Any) -> bytes:
+    """Changes whenever the code that defines `type_` may have: a source file of the `service`
+    package, or of the module `type_` is defined in. Hashing the sources costs a few milliseconds
+    per process; walking every Struct's JSON schema cost several times that on each start."""
+    digest = _CODE_DIGESTS.get(type_)
     if digest is None:
-        digest = hashlib.sha256(msgspec.json.encode(msgspec.json.schema(type_))).digest()
-        _SCHEMA_DIGESTS[type_] = digest
+        sha = hashlib.sha256(_package_digest() + f"{type_.__module__}:{type_.__qualname__}".encode())
+        module = sys.modules.get(type_.__module__)
+        source = getattr(module, "__file__", None)
+        if source and not Path(source).resolve().is_relative_to(_PACKAGE):
+            sha.update(Path(source).read_bytes())
+        digest = _CODE_DIGESTS[type_] = sha.digest()
     return digest
 
 
@@ -130,7 +147,7 @@ def _cache_path(source: bytes, type_: Any) -> Path | None:
     folder = pack_cache_dir()
     if folder is None:
         return None
-    key = hashlib.sha256(_CACHE_FORMAT + _schema_digest(type_) + source).hexdigest()
+    key = hashlib.sha256(_CACHE_FORMAT + _code_digest(type_) + source).hexdigest()
     return folder / f"{key}.msgpack"
 
 
