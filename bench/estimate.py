@@ -49,16 +49,27 @@ def _median_us(func: Callable[[], object], rounds: int = 400) -> float:
 
 def main() -> None:
     catalog = load_catalog(Path(__file__).resolve().parents[1] / "rules")
-    print(f"{'case':45s} {'estimate µs':>12s} {'encode µs':>10s} {'ratio':>7s}")
-    medians = []
-    for request in CASES:
-        budget = estimate(request, catalog)
-        est = _median_us(lambda request=request: estimate(request, catalog))
-        enc = _median_us(lambda budget=budget: msgspec.json.encode(budget))
-        medians.append(est)
-        print(f"{request.model or '':45s} {est:12.1f} {enc:10.1f} {est / enc:7.1f}")
-    print(f"median of one estimate: {statistics.median(medians) / 1000:.3f} ms (target < 1 ms)")
+    rounds: list[list[tuple[float, float]]] = []
+    for _ in range(3):
+        timings = []
+        for request in CASES:
+            budget = estimate(request, catalog)
+            est = _median_us(lambda request=request: estimate(request, catalog))
+            enc = _median_us(lambda budget=budget: msgspec.json.encode(budget))
+            timings.append((est, enc))
+        rounds.append(timings)
+    print(f"{'case (3 rounds: min / median / max)':45s} {'estimate µs':>26s} {'over encoding it':>22s}")
+    for index, request in enumerate(CASES):
+        est = [r[index][0] for r in rounds]
+        ratio = [r[index][0] / r[index][1] for r in rounds]
+        print(f"{request.model or '':45s} {_spread(est, '{:8.1f}')} {_spread(ratio, '{:6.1f}')}")
+    overall = [statistics.median(t[0] for t in r) / 1000 for r in rounds]
+    print(f"median of one estimate, ms: {_spread(overall, '{:.3f}')} (target < 1 ms)")
     resolution(catalog)
+
+
+def _spread(values: list[float], fmt: str) -> str:
+    return " ".join(fmt.format(v) for v in (min(values), statistics.median(values), max(values)))
 
 
 HUB_MODEL = "Qwen/Qwen3-Next-80B-A3B-Instruct"

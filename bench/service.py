@@ -2,13 +2,16 @@
 
 Every row is measured against a peer in the same run: `/v1/diagnose` and `/v1/estimate` against a
 trivial POST endpoint of the same app (`/v1/bench/trivial`, mounted only because this script sets
-VRAMDOC_BENCH_TRIVIAL_POST=1) taking a body of the same size through the same guards, middleware and
-worker count. The load client is pinned to one CPU and the server to the others when there are two
-or more (`os.sched_setaffinity`), and the client's own CPU time is printed beside each row. Each row
-is 3 rounds (min/median/max req/s); ratios compare medians. Distinct rows never repeat a body, so
-they miss the response cache; `cached` rows repeat one body. Start-up: seconds to the first
+VRAMDOC_BENCH_TRIVIAL_POST=1) taking a body of the same size through the same access checks,
+middleware and worker count. The load client is pinned to one CPU and the server to the others when
+there are two or more (`os.sched_setaffinity`), and the client's own CPU time is printed beside each
+row. Each row is 3 rounds (min/median/max req/s), the rows interleaved within each round; ratios
+compare medians. Distinct rows never repeat a body, so they miss the response cache; `cached` rows
+repeat one body. Start-up: seconds to the first
 `/readyz` 200 against `python -c "import litestar, uvicorn"`. Memory: RSS and PSS (smaps_rollup) of a
-fresh server and its workers, then after every quarter of `--requests` mixed requests.
+fresh server and its workers, then after every quarter of `--requests` mixed requests. Server and
+import peer run with bytecode (as an installed package does), written to a scratch folder
+(PYTHONPYCACHEPREFIX) where this environment sets PYTHONDONTWRITEBYTECODE.
 
     python bench/service.py                      # 1000 per round, 20k for memory
     python bench/service.py --requests 100000    # a longer memory check
@@ -26,6 +29,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +44,13 @@ TAIL = REPO / "tests" / "api" / "data" / "kv-capacity-v0.32-qwen.log"
 Request = Callable[[int], bytes]
 WARM_UP = 100
 TRIVIAL = "/v1/bench/trivial"
+# Bytecode for every process this bench starts (see the docstring); removed at exit.
+PYCACHE = tempfile.TemporaryDirectory(prefix="vramdoc-bench-pyc-")
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONDONTWRITEBYTECODE", "VRAMDOC_REDIS_URL"}}
+    return {**env, "PYTHONPYCACHEPREFIX": PYCACHE.name, **extra}
 
 
 def log_300_lines() -> str:
@@ -152,13 +163,7 @@ def free_port() -> int:
 
 def start_server(port: int, workers: int, cpus: set[int]) -> tuple[subprocess.Popen[bytes], float]:
     """`vramdoc serve` on `cpus`, and the seconds from spawn to its first /readyz 200."""
-    env = {
-        **os.environ,
-        "VRAMDOC_RATE_LIMIT": "off",
-        "VRAMDOC_CACHE_TTL_S": "300",
-        BENCH_TRIVIAL_POST_ENV: "1",
-    }
-    env.pop("VRAMDOC_REDIS_URL", None)
+    env = child_env(VRAMDOC_RATE_LIMIT="off", VRAMDOC_CACHE_TTL_S="300", **{BENCH_TRIVIAL_POST_ENV: "1"})
     cmd = [sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--workers", str(workers)]
     started = time.perf_counter()
     proc = subprocess.Popen(
@@ -185,7 +190,7 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 def import_web_stack_s() -> float:
     """Seconds for a fresh interpreter to import the web stack the service runs on."""
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import litestar, uvicorn"], check=True)
+    subprocess.run([sys.executable, "-c", "import litestar, uvicorn"], check=True, env=child_env())
     return time.perf_counter() - started
 
 
@@ -243,6 +248,8 @@ def main() -> None:
         f"{args.per_row} requests per round, 3 rounds"
     )
     ready, imports = [], []
+    stop(start_server(free_port(), workers, server_cpus)[0])  # write bytecode and the pack cache once
+    import_web_stack_s()
     for _ in range(3):
         imports.append(import_web_stack_s())
         proc, seconds = start_server(free_port(), workers, server_cpus)
@@ -264,32 +271,37 @@ def main() -> None:
             f"{'client CPU ms/req':>17} {'vs trivial':>10}"
         )
         for concurrency in (1, 16):
-            peer = 0.0
-            for name, make in rows.items():
+            for make in rows.values():
                 # Warm-up and measured requests use disjoint indices, so distinct rows never hit the cache.
                 warm: Request = lambda i, make=make, base=offset: make(base + i)  # noqa: E731
                 offset += WARM_UP
                 asyncio.run(drive(port, warm, WARM_UP, concurrency))
-                rates, latencies, client_cpu = [], [], 0.0
-                for _ in range(3):
+            rates: dict[str, list[float]] = {name: [] for name in rows}
+            latencies: dict[str, list[float]] = {name: [] for name in rows}
+            client_cpu = dict.fromkeys(rows, 0.0)
+            # Rounds interleave the rows, so a neighbour's burst of load slows every row alike.
+            for _ in range(3):
+                for name, make in rows.items():
                     measured: Request = lambda i, make=make, base=offset: make(base + i)  # noqa: E731
                     offset += args.per_row
                     cpu_before = resource.getrusage(resource.RUSAGE_SELF)
                     elapsed, lat = asyncio.run(drive(port, measured, args.per_row, concurrency))
                     cpu_after = resource.getrusage(resource.RUSAGE_SELF)
-                    client_cpu += (cpu_after.ru_utime + cpu_after.ru_stime) - (
+                    client_cpu[name] += (cpu_after.ru_utime + cpu_after.ru_stime) - (
                         cpu_before.ru_utime + cpu_before.ru_stime
                     )
-                    rates.append(args.per_row / elapsed)
-                    latencies += lat
-                median = statistics.median(rates)
+                    rates[name].append(args.per_row / elapsed)
+                    latencies[name] += lat
+            peer = 0.0
+            for name in rows:
+                median = statistics.median(rates[name])
                 if name.startswith("POST trivial"):
                     peer = median
                 ratios[(name, concurrency)] = median / peer
-                q = statistics.quantiles(latencies, n=100)
+                q = statistics.quantiles(latencies[name], n=100)
                 print(
-                    f"{name:34} {concurrency:>4} {spread(rates, '{:9.0f}')} {q[98] * 1000:>7.2f} "
-                    f"{client_cpu * 1000 / (3 * args.per_row):>17.3f} {median / peer:>10.2f}"
+                    f"{name:34} {concurrency:>4} {spread(rates[name], '{:9.0f}')} {q[98] * 1000:>7.2f} "
+                    f"{client_cpu[name] * 1000 / (3 * args.per_row):>17.3f} {median / peer:>10.2f}"
                 )
     finally:
         stop(proc)

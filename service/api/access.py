@@ -1,7 +1,9 @@
 """Who may call the `/v1` endpoints, and how often: bearer tokens and per-client rate limits.
 
-Both are Litestar guards, so they run after routing and before the body is read: a refused
-request costs one counter increment and no parsing.
+`admit` runs both as the `/v1` router's `before_request` hook: after routing, before any parameter
+or body is read, so a refused request costs one counter increment and no parsing. Not as Litestar
+guards: each guard copies the route handler on every request (and a plain-function guard runs on
+a worker thread), which is most of what a guard costs; the hook is one coroutine call.
 """
 
 from __future__ import annotations
@@ -10,14 +12,13 @@ import hashlib
 import hmac
 from typing import Any
 
-from litestar.connection import ASGIConnection
+from litestar.connection import ASGIConnection, Request
 from litestar.exceptions import NotAuthorizedException, TooManyRequestsException
-from litestar.handlers.base import BaseRouteHandler
 
 from service.api.settings import Settings
-from service.api.views import loaded
+from service.api.views import Loaded, loaded
 
-__all__ = ["client_identity", "rate_limit", "require_token"]
+__all__ = ["admit", "client_identity", "rate_limit", "require_token"]
 
 
 def _bearer(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
@@ -42,9 +43,8 @@ def client_identity(connection: ASGIConnection[Any, Any, Any, Any], settings: Se
     return "ip:" + (connection.client.host if connection.client else "unknown")
 
 
-async def rate_limit(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+async def rate_limit(connection: ASGIConnection[Any, Any, Any, Any], ready: Loaded) -> None:
     """Allow `settings.rate_limit` requests per client in each fixed window; 429 with Retry-After past it."""
-    ready = loaded(connection.app.state)
     settings, limit = ready.settings, ready.settings.rate_limit
     if limit is None:
         return
@@ -62,9 +62,8 @@ async def rate_limit(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRout
         )
 
 
-def require_token(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+def require_token(connection: ASGIConnection[Any, Any, Any, Any], settings: Settings) -> None:
     """When `VRAMDOC_API_TOKENS` is set, require `Authorization: Bearer <one of them>`."""
-    settings = loaded(connection.app.state).settings
     if not settings.api_tokens:
         return
     token = _bearer(connection)
@@ -73,3 +72,10 @@ def require_token(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHa
             detail="Send one of this service's API tokens as `Authorization: Bearer <token>`.",
             headers={"WWW-Authenticate": 'Bearer realm="vramdoc"'},
         )
+
+
+async def admit(request: Request[Any, Any, Any]) -> None:
+    """Count the request against its client's rate limit, then check its token (429 before 401)."""
+    ready = loaded(request.app.state)
+    await rate_limit(request, ready)
+    require_token(request, ready.settings)

@@ -16,7 +16,7 @@ from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin
 
-from service.api.access import rate_limit, require_token
+from service.api.access import admit
 from service.api.bench_route import bench_handlers
 from service.api.monitoring import MetricsController, init_sentry, prometheus_config
 from service.api.openapi import add_request_components
@@ -82,7 +82,7 @@ def create_app(
     v1 = Router(
         "/v1",
         route_handlers=[*V1_HANDLERS, *TEAM_HANDLERS, *bench_handlers()],
-        guards=[rate_limit, require_token],
+        before_request=admit,
     )
     metrics = prometheus_config()
     app = Litestar(

@@ -1,7 +1,7 @@
 """A trivial POST endpoint that exists only when `VRAMDOC_BENCH_TRIVIAL_POST=1`, for bench/service.py.
 
 It is the peer `/v1/diagnose` is measured against: mounted on the same `/v1` router (so the same
-rate-limit and token guards, middleware, body-size limit and worker count apply), it reads the whole
+rate-limit and token checks, middleware, body-size limit and worker count apply), it reads the whole
 body and answers a small JSON object, doing no diagnosis. Production never sets the variable.
 """
 

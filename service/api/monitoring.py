@@ -6,20 +6,23 @@ is not used, nor any integration that enables itself: the one place that answers
 exception once (`report_failure`), 4xx problems are breadcrumbs at most, and each event carries the
 method and route path, never a body, query string or header. Every string that does reach an event
 or breadcrumb passes through `redact`, because an exception message can quote a log line.
+`sentry_sdk` is imported by `init_sentry` only: without a DSN the service never loads it.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
-import sentry_sdk
 from litestar import Response, get
-from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
+from litestar.enums import ScopeType
+from litestar.plugins.prometheus import PrometheusConfig, PrometheusController, PrometheusMiddleware
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge
-from sentry_sdk.integrations.dedupe import DedupeIntegration
-from sentry_sdk.integrations.logging import LoggingIntegration, ignore_logger
 from uvicorn.config import LOGGING_CONFIG
 
 from service.redact import redact_value
@@ -31,8 +34,11 @@ __all__ = [
     "DIAGNOSES",
     "PREFLIGHTS",
     "MetricsController",
+    "RequestMetrics",
     "RedactedAccessLog",
     "access_log_config",
+    "count_diagnosis",
+    "count_preflight",
     "init_sentry",
     "note_problem",
     "prometheus_config",
@@ -72,6 +78,27 @@ def publish_calibration(groups: Sequence[CalibrationGroup]) -> None:
             CALIBRATION_ERROR.labels(*labels, figure).set(error.mean_error_gib)
 
 
+# Labelled children looked up once: endpoints x phases and outcomes are closed vocabularies.
+@functools.lru_cache(maxsize=256)
+def _diagnoses(endpoint: str, phase: str) -> Any:
+    return DIAGNOSES.labels(endpoint, phase)
+
+
+@functools.lru_cache(maxsize=64)
+def _preflights(outcome: str) -> Any:
+    return PREFLIGHTS.labels(outcome)
+
+
+def count_diagnosis(endpoint: str, phase: str) -> None:
+    """One more answer of `phase` from `endpoint`."""
+    _diagnoses(endpoint, phase).inc()
+
+
+def count_preflight(outcome: str) -> None:
+    """One more pre-flight answered `outcome`."""
+    _preflights(outcome).inc()
+
+
 _KEPT_REQUEST_KEYS = ("method", "url")
 
 
@@ -83,7 +110,73 @@ def prometheus_config() -> PrometheusConfig:
         group_path=True,
         exclude=["/metrics"],
         buckets=[0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5],
+        middleware_class=RequestMetrics,
     )
+
+
+class RequestMetrics(PrometheusMiddleware):
+    """Litestar's Prometheus middleware (same metrics, names and labels), with each labelled child
+    looked up once per route, method and status instead of four times on every request.
+
+    The values are prometheus_client's: in-process with one worker; with several, `vramdoc serve`
+    sets PROMETHEUS_MULTIPROC_DIR so each worker writes its own file and /metrics sums them all.
+    """
+
+    def __init__(self, app: ASGIApp, config: PrometheusConfig) -> None:
+        super().__init__(app, config)
+        if config.labels or config.exemplars or config.excluded_http_methods or not config.group_path:
+            raise ValueError("RequestMetrics labels by route template only, with no extra labels")
+        self._running: dict[tuple[str, str], Any] = {}
+        self._finished: dict[tuple[str, str, int], tuple[Any, Any, Any]] = {}
+
+    def _labels(self, method: str, path: str, status: int) -> dict[str, str | int | float]:
+        return {"method": method, "path": path, "status_code": status, "app_name": self._config.app_name}
+
+    def _in_progress(self, method: str, path: str) -> Any:
+        child = self._running.get((method, path))
+        if child is None:
+            labels = self._labels(method, path, 200)
+            child = self._running[(method, path)] = self.requests_in_progress(labels).labels(*labels.values())
+        return child
+
+    def _outcome(self, method: str, path: str, status: int) -> tuple[Any, Any, Any]:
+        children = self._finished.get((method, path, status))
+        if children is None:
+            labels = self._labels(method, path, status)
+            values = labels.values()
+            errors = self.requests_error_count(labels).labels(*values) if status >= 500 else None
+            children = (
+                self.request_count(labels).labels(*values),
+                self.request_time(labels).labels(*values),
+                errors,
+            )
+            self._finished[(method, path, status)] = children
+        return children
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        method = scope["method"] if scope["type"] == ScopeType.HTTP else str(scope["type"])
+        path = scope["path_template"]
+        started = time.perf_counter()
+        span = [200, 0.0]  # status, seconds to the last body message
+
+        async def timed_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                span[0] = message["status"]
+            elif message["type"] == "http.response.body":
+                span[1] = time.perf_counter() - started
+            await send(message)
+
+        running = self._in_progress(method, path)
+        running.inc()
+        try:
+            await self.app(scope, receive, timed_send)
+        finally:
+            running.dec()
+            count, duration, errors = self._outcome(method, path, int(span[0]))
+            if errors is not None:
+                errors.inc()
+            count.inc()
+            duration.observe(span[1])
 
 
 class MetricsController(PrometheusController):
@@ -121,6 +214,10 @@ def _before_breadcrumb(crumb: Any, _hint: Any) -> Any:
 
 def init_sentry(dsn: str, environment: str | None = None) -> None:
     """Report unhandled errors to Sentry without request bodies, locals or unredacted text."""
+    import sentry_sdk
+    from sentry_sdk.integrations.dedupe import DedupeIntegration
+    from sentry_sdk.integrations.logging import LoggingIntegration, ignore_logger
+
     sentry_sdk.init(
         dsn=dsn,
         environment=environment,
@@ -155,8 +252,16 @@ def access_log_config() -> dict[str, Any]:
     return config
 
 
+def _sentry() -> Any | None:
+    """sentry_sdk once something imported it (init_sentry does); before that no client can exist."""
+    return sys.modules.get("sentry_sdk")
+
+
 def report_failure(exc: BaseException, method: str, path: str) -> None:
     """One Sentry event for a request that failed inside the service (a no-op without a DSN)."""
+    sentry_sdk = _sentry()
+    if sentry_sdk is None:
+        return
     with sentry_sdk.new_scope() as scope:
         scope.set_context("request", {"method": method, "path": path})
         scope.set_tag("http.method", method)
@@ -166,6 +271,9 @@ def report_failure(exc: BaseException, method: str, path: str) -> None:
 
 def note_problem(status: int, kind: str, method: str, path: str) -> None:
     """A client error is not a failure of the service: at most a breadcrumb for a later event."""
+    sentry_sdk = _sentry()
+    if sentry_sdk is None:
+        return
     sentry_sdk.add_breadcrumb(
         category="http", level="info", message=f"{method} {path} answered {status} ({kind})"
     )

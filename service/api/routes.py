@@ -8,19 +8,19 @@ content type, with the hints as query parameters (`curl --data-binary @vllm.log 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
 import anyio.to_thread
 import msgspec
-from litestar import Request, Response, get, post
+from litestar import MediaType, Request, Response, get, post
 from litestar.datastructures import ResponseHeader, State, UploadFile
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 
 from service import core
 from service.api.models import resolve_model
-from service.api.monitoring import DIAGNOSES, PREFLIGHTS
+from service.api.monitoring import count_diagnosis, count_preflight
 from service.api.openapi import EstimateBodyOperation, LogBodyOperation, PreflightBodyOperation
 from service.api.problems import PROBLEM_MEDIA_TYPE, FieldError, Problem, ProblemError, decode_error
 from service.api.team import calibrated_note, record_calibration
@@ -206,48 +206,81 @@ async def _uploaded_log(request: Request[Any, Any, Any], hints: LogHints) -> tup
 # --- answering ---------------------------------------------------------------------------------
 
 
+# Bumped whenever what a cache entry holds changes, so a shared Redis never serves an old layout.
+_CACHE_LAYOUT = "2"
+
+
 def _cache_key(endpoint: str, packs: RulePacks, *parts: bytes) -> str:
     """sha256 over the endpoint, the rules digest and the canonical request (one-way: no text is kept)."""
-    digest = hashlib.sha256(f"{endpoint}\0{packs.digest}".encode())
+    digest = hashlib.sha256(f"{endpoint}\0{packs.digest}\0{_CACHE_LAYOUT}".encode())
     for part in parts:
         digest.update(b"\0%d\0" % len(part))
         digest.update(part)
     return f"{endpoint}:{digest.hexdigest()}"
 
 
+def _label(result: Diagnosis | Budget | Preflight) -> str:
+    """What the metrics count an answer by: a diagnosis's phase, a pre-flight's outcome."""
+    if isinstance(result, Diagnosis):
+        return result.phase
+    return result.outcome if isinstance(result, Preflight) else ""
+
+
+def _count(endpoint: str, type_: type[Diagnosis | Budget | Preflight], label: str) -> None:
+    if type_ is Diagnosis:
+        count_diagnosis(endpoint, label)
+    elif type_ is Preflight:
+        count_preflight(label)
+
+
+def _json(body: bytes, status: str) -> Response[Any]:
+    """The answer's JSON bytes as they are: a cache hit is sent without decoding it again."""
+    return Response(body, media_type=MediaType.JSON, headers={"X-Cache": status})
+
+
 async def _answer(
-    state: State,
+    ready: Loaded,
     endpoint: str,
     key_parts: tuple[bytes, ...],
     compute: Callable[[], T],
     type_: type[T],
     *,
     large: bool = False,
-) -> Response[T]:
+    computed: Callable[[T], Awaitable[None]] | None = None,
+    amend: Callable[[T], Awaitable[T]] | None = None,
+) -> Response[Any]:
     """The cached answer for an identical request, else compute it and cache it.
 
     The key hashes the request before redaction, so a repeat is answered without redacting or
-    diagnosing it again; only the answer, computed from the redacted request, is stored.
+    diagnosing it again; only the answer, computed from the redacted request, is stored: its
+    metrics label, a newline (msgspec's JSON never holds a raw one), its JSON. A hit is sent as
+    those bytes, unless `amend` adds what is not cached (calibration notes). `computed` sees each
+    answer that was computed, not one served from the cache.
     """
-    ready = loaded(state)
     ttl_s = ready.settings.cache_ttl_s
     key = _cache_key(endpoint, ready.packs, *key_parts) if ttl_s else None
     cached = await ready.shared.cached(key) if key else None
-    if cached is not None:
-        result = msgspec.json.decode(cached, type=type_)
+    label, newline, body = cached.partition(b"\n") if cached is not None else (b"", b"", b"")
+    if newline:
         status = "hit"
+        _count(endpoint, type_, label.decode())
+        if amend is None:
+            return _json(body, status)
+        result = msgspec.json.decode(body, type=type_)
     else:
+        status = "miss" if key else "off"
         result = await anyio.to_thread.run_sync(compute, limiter=ready.large_logs) if large else compute()
         if large:
             trim_freed_memory()
+        body = msgspec.json.encode(result)
         if key:
-            await ready.shared.store(key, msgspec.json.encode(result), ttl_s)
-        status = "miss" if key else "off"
-    if isinstance(result, Diagnosis):
-        DIAGNOSES.labels(endpoint, result.phase).inc()
-    elif isinstance(result, Preflight):
-        PREFLIGHTS.labels(result.outcome).inc()
-    return Response(result, headers={"X-Cache": status})
+            await ready.shared.store(key, _label(result).encode() + b"\n" + body, ttl_s)
+        _count(endpoint, type_, _label(result))
+        if computed is not None:
+            await computed(result)
+        if amend is None:
+            return _json(body, status)
+    return Response(await amend(result), headers={"X-Cache": status})
 
 
 async def _answer_log(
@@ -256,21 +289,26 @@ async def _answer_log(
     endpoint: str,
     hints: LogHints,
     run: Callable[[DiagnoseRequest, RulePacks], Diagnosis],
-) -> Response[Diagnosis]:
+    computed: Callable[[Diagnosis], Awaitable[None]] | None = None,
+) -> Response[Any]:
     body = await request.body()
     content_type = request.headers.get("content-type")
     if _media_type(content_type) == "multipart/form-data":
         body, hints = await _uploaded_log(request, hints)
     req = _log_request(body, _is_json(content_type), hints)
-    packs = loaded(state).packs
+    ready = loaded(state)
+    packs = ready.packs
     return await _answer(
-        state,
+        ready,
         endpoint,
-        # The canonical request: a raw log and the same log as JSON share one cache entry.
-        (msgspec.json.encode(req),),
+        # The canonical request, so a raw log and the same log as JSON share one cache entry: the
+        # log's UTF-8 and the other fields as JSON (escaping the log as JSON only to hash it costs
+        # half as much again as hashing it).
+        (req.log.encode(), msgspec.json.encode(msgspec.structs.replace(req, log=""))),
         lambda: run(_redacted(req), packs),
         Diagnosis,
         large=len(body) > _THREAD_ABOVE_BYTES,
+        computed=computed,
     )
 
 
@@ -308,9 +346,14 @@ async def diagnose(
     top: _Top = None,
 ) -> Response[Diagnosis]:
     hints = LogHints(model, gpu, command, vllm_version, top)
-    response = await _answer_log(request, state, "diagnose", hints, core.diagnose)
-    await record_calibration(loaded(state), response.content)
-    return response
+    ready = loaded(state)
+
+    async def record(diagnosis: Diagnosis) -> None:
+        await record_calibration(ready, diagnosis)
+
+    # a cached answer's sample was kept when it was computed (one sample per log, SET NX)
+    recorded = record if ready.calibration is not None else None
+    return await _answer_log(request, state, "diagnose", hints, core.diagnose, recorded)
 
 
 @post(
@@ -345,18 +388,19 @@ async def estimate(request: Request[Any, Any, Any], state: State) -> Response[Bu
     data = _redacted_estimate(_decode_body(await request.body(), EstimateRequest))
     ready = loaded(state)
     data, resolved = await resolve_model(ready, data)
-    response = await _answer(
-        state,
+
+    async def with_note(budget: Budget) -> Budget:
+        note = await calibrated_note(ready, budget, data.model)
+        return budget if note is None else msgspec.structs.replace(budget, notes=[*budget.notes, note])
+
+    return await _answer(
+        ready,
         "estimate",
         (msgspec.json.encode(data), msgspec.json.encode(resolved)),
         lambda: cite(core.estimate(data, ready.packs), resolved),
         Budget,
+        amend=with_note if ready.calibration is not None else None,
     )
-    note = await calibrated_note(ready, response.content, data.model)
-    if note is not None:
-        budget = response.content
-        response.content = msgspec.structs.replace(budget, notes=[*budget.notes, note])
-    return response
 
 
 def _redacted_preflight(req: PreflightRequest) -> PreflightRequest:
@@ -408,14 +452,20 @@ async def preflight(request: Request[Any, Any, Any], state: State) -> Response[P
         result = core.preflight(data, ready.packs)
         return msgspec.structs.replace(result, budget=cite(result.budget, resolved))
 
-    response = await _answer(
-        state, "preflight", (msgspec.json.encode(data), msgspec.json.encode(resolved)), compute, Preflight
+    async def with_note(result: Preflight) -> Preflight:
+        note = await calibrated_note(ready, result.budget, data.model)
+        return (
+            result if note is None else msgspec.structs.replace(result, uncertain=[*result.uncertain, note])
+        )
+
+    return await _answer(
+        ready,
+        "preflight",
+        (msgspec.json.encode(data), msgspec.json.encode(resolved)),
+        compute,
+        Preflight,
+        amend=with_note if ready.calibration is not None else None,
     )
-    note = await calibrated_note(ready, response.content.budget, data.model)
-    if note is not None:
-        result = response.content
-        response.content = msgspec.structs.replace(result, uncertain=[*result.uncertain, note])
-    return response
 
 
 @get("/models", summary="Models in the catalog (ids and aliases accepted by `model`)", tags=["catalog"])

@@ -2,7 +2,8 @@
 
 Redis is optional and may fail at any time. Every Redis call is bounded by short socket timeouts;
 after a failure the service stops asking Redis for a few seconds (logging once), counts rate limits
-in process memory instead and skips the cache, so diagnosis never waits on Redis.
+in process memory instead and skips the cache, so diagnosis never waits on Redis. The Redis client
+(a fifth of a second to import) is imported only when a Redis URL is configured.
 """
 
 from __future__ import annotations
@@ -11,16 +12,14 @@ import logging
 import time
 from collections import OrderedDict
 from datetime import timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from litestar.stores.base import Store
-from litestar.stores.redis import RedisStore
-from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
-from service.redis_link import connect_redis
+if TYPE_CHECKING:
+    from service.api.redis_store import RedisCounterStore
 
-__all__ = ["BoundedMemoryStore", "CounterStore", "RedisCounterStore", "SharedState"]
+__all__ = ["BoundedMemoryStore", "CounterStore", "SharedState"]
 
 log = logging.getLogger("vramdoc.service")
 
@@ -97,24 +96,6 @@ class BoundedMemoryStore(Store):
         return None if item is None or item[1] is None else int(item[1] - time.monotonic())
 
 
-class RedisCounterStore(RedisStore):
-    """Litestar's RedisStore plus an atomic fixed-window counter (INCR, then EXPIRE on first hit)."""
-
-    def __init__(self, redis: Redis, namespace: str) -> None:
-        super().__init__(redis, namespace=namespace, handle_client_shutdown=True)
-        self._client = redis
-
-    async def incr(self, key: str, expires_in: int) -> int:
-        async with self._client.pipeline(transaction=True) as pipe:
-            pipe.incr(self._make_key(key))
-            pipe.expire(self._make_key(key), expires_in, nx=True)
-            count, _ = await pipe.execute()
-        return int(count)
-
-    async def ping(self) -> None:
-        await self._client.ping()
-
-
 class SharedState:
     """Rate-limit counters and cached responses, degrading to process memory while Redis is down."""
 
@@ -122,9 +103,15 @@ class SharedState:
         self, redis_url: str | None, namespace: str = "vramdoc", cache_max_entries: int = 4096
     ) -> None:
         self.redis: RedisCounterStore | None = None
+        # what a failing Redis call raises: OSError alone until there is a Redis to fail
+        self._failures: tuple[type[Exception], ...] = (OSError,)
         if redis_url is not None:
+            from service.api.redis_store import REDIS_FAILURES, RedisCounterStore
+            from service.redis_link import connect_redis
+
             client = connect_redis(redis_url, timeout_s=_REDIS_TIMEOUT_S)
             self.redis = RedisCounterStore(client, namespace=namespace)
+            self._failures = REDIS_FAILURES
         self.memory_limits = BoundedMemoryStore(max_entries=65536)
         self.memory_cache = BoundedMemoryStore(max_entries=cache_max_entries)
         self._down_until = 0.0
@@ -152,7 +139,7 @@ class SharedState:
         if redis is not None:
             try:
                 return await redis.incr(f"rl:{key}", window_s)
-            except (RedisError, OSError) as exc:
+            except self._failures as exc:
                 self._redis_failed(exc)
         return await self.memory_limits.incr(f"rl:{key}", window_s)
 
@@ -164,7 +151,7 @@ class SharedState:
             return None
         try:
             return await redis.get(f"cache:{key}")
-        except (RedisError, OSError) as exc:
+        except self._failures as exc:
             self._redis_failed(exc)
             return None
 
@@ -177,7 +164,7 @@ class SharedState:
             return
         try:
             await redis.set(f"cache:{key}", value, expires_in=ttl_s)
-        except (RedisError, OSError) as exc:
+        except self._failures as exc:
             self._redis_failed(exc)
 
     async def redis_status(self) -> str:
@@ -189,7 +176,7 @@ class SharedState:
             return "not configured"
         try:
             await self.redis.ping()
-        except (RedisError, OSError) as exc:
+        except self._failures as exc:
             self._redis_failed(exc)
             return f"unreachable: {self.last_error}"
         self._down_until = 0.0

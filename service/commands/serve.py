@@ -2,8 +2,10 @@
 
 Settings and rule packs are checked once here before any worker starts, so a typo in an
 environment variable or a broken pack is one clear sentence and exit code 2, not a traceback per
-worker. Each worker then builds its own app through the `create_app_from_env` factory. SIGINT and
-SIGTERM drain in-flight requests (up to 10 s) before exiting.
+worker. One worker is this process, serving the packs it just loaded; several are separate
+processes, each building its app through the `create_app_from_env` factory and loading the packs
+from the compiled-pack cache this process filled. SIGINT and SIGTERM drain in-flight requests (up
+to 10 s) before exiting.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ import os
 import shutil
 import sys
 import tempfile
+from typing import Any
 
 import uvicorn
 
+from service.api.app import create_app
 from service.api.monitoring import access_log_config
 from service.api.settings import Settings, SettingsError
 from service.core import load_rules
@@ -31,7 +35,7 @@ _GRACEFUL_SHUTDOWN_S = 10
 def run(args: argparse.Namespace) -> int:
     try:
         settings = Settings.from_env()
-        load_rules(settings.rules_dir)
+        packs = load_rules(settings.rules_dir)
     except (SettingsError, PackError) as exc:
         print(f"vramdoc serve: {exc}", file=sys.stderr)
         return 2
@@ -47,10 +51,14 @@ def run(args: argparse.Namespace) -> int:
         # Every worker writes its counters here, so /metrics sums all workers, whichever answers.
         metrics_dir = tempfile.mkdtemp(prefix="vramdoc-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    # uvicorn runs an app object in this process; workers import the factory by name
+    app: Any = (
+        create_app(settings, packs=packs) if args.workers == 1 else "service.api.app:create_app_from_env"
+    )
     try:
         uvicorn.run(
-            "service.api.app:create_app_from_env",
-            factory=True,
+            app,
+            factory=args.workers > 1,
             host=args.host,
             port=args.port,
             workers=args.workers,

@@ -3,6 +3,9 @@
 The config is downloaded into the Hugging Face cache (so the next resolution finds it on disk); the
 parameter counts per dtype come from the model info's `safetensors` summary, else from the headers
 themselves (`get_safetensors_metadata`, ranged reads). Every call is bounded by the settings' timeout.
+
+`huggingface_hub`'s client (a fifth of a second to import) is imported on the first Hub call: a
+catalog model, the CLI's diagnose and most estimates never need it.
 """
 
 from __future__ import annotations
@@ -12,19 +15,13 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar, cast
-
-from huggingface_hub import HfApi
-from huggingface_hub.errors import (
-    EntryNotFoundError,
-    GatedRepoError,
-    LocalEntryNotFoundError,
-    RepositoryNotFoundError,
-    RevisionNotFoundError,
-)
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from service.errors import ModelAccessError, ModelUnavailableError, UnknownModelError
 from service.models.local import read_config
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
 
 __all__ = ["HubModel", "HubSettings", "fetch_from_hub"]
 
@@ -119,6 +116,8 @@ def fetch_from_hub(repo_id: str, settings: HubSettings, *, with_parameters: bool
     When the config arrives but the counts do not within their deadline, the answer is partial:
     the config, and a note that the weights come from the architecture formula.
     """
+    from huggingface_hub import HfApi
+
     api = HfApi(endpoint=settings.endpoint, token=settings.token or None)
     deadline = settings.timeout_s * _CONFIG_CALLS
     try:
@@ -142,6 +141,14 @@ def fetch_from_hub(repo_id: str, settings: HubSettings, *, with_parameters: bool
 
 
 def _config(api: HfApi, repo_id: str, settings: HubSettings) -> dict[str, object]:
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
     where = f"the Hugging Face Hub ({settings.endpoint})"
     try:
         path = api.hf_hub_download(

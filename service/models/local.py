@@ -1,6 +1,8 @@
 """Models on this machine: a checkpoint folder, or a repo in the Hugging Face cache.
 
 Both give the config.json and, where the weights are there too, their safetensors header totals.
+`huggingface_hub`'s cache lookup is imported when a repo is first looked up (it pulls in the whole
+client); its constants are cheap and imported here.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from pathlib import Path
 
 import msgspec
 from huggingface_hub import constants as hf_constants
-from huggingface_hub import try_to_load_from_cache
 
 from service.errors import InvalidConfigError
 from service.models.safetensors import SafetensorsError, directory_parameters
@@ -88,6 +89,8 @@ def read_folder(folder: Path) -> LocalModel | None:
 
 def cached_repo(repo_id: str, cache_dir: str | None) -> LocalModel | None:
     """The repo's newest snapshot in the Hugging Face cache, when its config.json was downloaded."""
+    from huggingface_hub import try_to_load_from_cache
+
     try:
         found = try_to_load_from_cache(repo_id, "config.json", cache_dir=cache_dir)
     except ValueError:  # not a valid repo id

@@ -9,23 +9,31 @@ The table is JSON, not YAML like the hand-written packs: it has some 10,000 gene
 even libyaml takes seconds to read, and every `vramdoc diagnose` loads the packs; msgspec decodes
 the same rows, validated into the same Structs, in milliseconds. Rows are arrays
 (`[file, function, stage, phase, versions]`) to keep the file small.
+
+Validated and grouped once, the table goes into the compiled-pack cache (service.packs.loader)
+keyed by the tables' bytes: a later start decodes the grouped rows from msgpack without checking
+each row again (`CheckedFrameRow` validates; the cache holds plain `FrameRow`s), and only when a
+traceback frame is first looked up: a log without one never pays for the table.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
 import msgspec
 
 from service.errors import PackError
+from service.packs.loader import deferred_decode
 from service.packs.signatures import Spec
 from service.schemas import Phase
 from service.versions import release
 
 __all__ = [
     "FRAME_STAGES",
+    "CheckedFrameRow",
     "FrameRow",
     "FrameTable",
     "FrameTableFile",
@@ -51,6 +59,10 @@ class FrameRow(msgspec.Struct, frozen=True, array_like=True, forbid_unknown_fiel
             return True
         return any(release(low) <= version <= release(high) for low, high in self.versions)
 
+
+class CheckedFrameRow(FrameRow, frozen=True, array_like=True, forbid_unknown_fields=True):
+    """A row as a frame table file gives it, checked while it is decoded."""
+
     def __post_init__(self) -> None:
         if self.file.startswith("/") or not self.file.endswith(".py"):
             raise ValueError(f"file {self.file!r} must be a path inside vllm/ ending in .py")
@@ -62,41 +74,92 @@ class FrameRow(msgspec.Struct, frozen=True, array_like=True, forbid_unknown_fiel
 class FrameTableFile(Spec, frozen=True, kw_only=True):
     source: str
     releases: list[str] = msgspec.field(default_factory=list)
-    frames: list[FrameRow]
+    frames: list[CheckedFrameRow]
 
 
-@dataclass(frozen=True, slots=True)
-class FrameTable:
-    """(file after `vllm/`, function name) -> the rows for it."""
+class FrameGroup(msgspec.Struct, frozen=True, array_like=True):
+    file: str
+    function: str
+    rows: tuple[FrameRow, ...]
 
-    by_file: dict[tuple[str, str], tuple[FrameRow, ...]]
+
+class CompiledFrames(msgspec.Struct, frozen=True, array_like=True):
+    """Every table's rows grouped by (file, function): what the pack cache stores."""
+
+    groups: list[FrameGroup]
     rows: int
 
 
+class FrameTable:
+    """(file after `vllm/`, function name) -> the rows for it, decoded on first use."""
+
+    __slots__ = ("_by_file", "_load", "_lock", "_rows")
+
+    def __init__(self, load: Callable[[], CompiledFrames]) -> None:
+        self._load = load
+        self._lock = threading.Lock()
+        self._by_file: dict[tuple[str, str], tuple[FrameRow, ...]] | None = None
+        self._rows = 0
+
+    def _decoded(self) -> dict[tuple[str, str], tuple[FrameRow, ...]]:
+        if self._by_file is not None:
+            return self._by_file
+        with self._lock:  # a large log is diagnosed on a worker thread: decode once
+            if self._by_file is None:
+                compiled = self._load()
+                self._rows = compiled.rows
+                self._by_file = {(g.file, g.function): g.rows for g in compiled.groups}
+            return self._by_file
+
+    @property
+    def by_file(self) -> dict[tuple[str, str], tuple[FrameRow, ...]]:
+        return self._decoded()
+
+    @property
+    def rows(self) -> int:
+        self._decoded()
+        return self._rows
+
+
+_EMPTY = CompiledFrames(groups=[], rows=0)
+
+
 def empty_frames() -> FrameTable:
-    return FrameTable(by_file={}, rows=0)
+    return FrameTable(lambda: _EMPTY)
 
 
-def _decode(path: Path, root: Path) -> FrameTableFile:
-    shown = path.relative_to(root).as_posix()
+def _decode(shown: str, data: bytes) -> FrameTableFile:
     try:
-        return msgspec.json.decode(path.read_bytes(), type=FrameTableFile)
-    except (OSError, msgspec.DecodeError) as exc:
+        return msgspec.json.decode(data, type=FrameTableFile)
+    except msgspec.DecodeError as exc:
         raise PackError(shown, f"is not a valid frame table ({exc})") from exc
+
+
+def _compile(tables: list[tuple[str, bytes]]) -> CompiledFrames:
+    by_file: dict[tuple[str, str], list[FrameRow]] = {}
+    rows = 0
+    for shown, data in tables:
+        for row in _decode(shown, data).frames:
+            by_file.setdefault((row.file, row.function), []).append(row)
+            rows += 1
+    groups = [FrameGroup(file, function, tuple(found)) for (file, function), found in by_file.items()]
+    return CompiledFrames(groups=groups, rows=rows)
 
 
 def load_frames(root: Path) -> FrameTable:
     """Every table under `root/frames`; an absent folder is an empty table (a rules folder without
     generated data still diagnoses)."""
     folder = root / "frames"
-    by_file: dict[tuple[str, str], list[FrameRow]] = {}
-    rows = 0
-    if folder.is_dir():
-        for path in sorted(folder.glob("*.json")):
-            table = _decode(path, root)
-            for row in table.frames:
-                by_file.setdefault((row.file, row.function), []).append(row)
-                rows += 1
-    elif folder.exists():
-        raise PackError(str(folder), "is not a folder of frame tables")
-    return FrameTable(by_file={k: tuple(v) for k, v in by_file.items()}, rows=rows)
+    if not folder.is_dir():
+        if folder.exists():
+            raise PackError(str(folder), "is not a folder of frame tables")
+        return empty_frames()
+    tables: list[tuple[str, bytes]] = []
+    for path in sorted(folder.glob("*.json")):
+        shown = path.relative_to(root).as_posix()
+        try:
+            tables.append((shown, path.read_bytes()))
+        except OSError as exc:
+            raise PackError(shown, f"cannot be read ({exc})") from exc
+    source = b"".join(b"%s\0%d\0%s" % (shown.encode(), len(data), data) for shown, data in tables)
+    return FrameTable(deferred_decode(source, CompiledFrames, lambda: _compile(tables)))

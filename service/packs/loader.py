@@ -4,17 +4,19 @@ msgspec names the `$.path` of a bad value; walking the `yaml.compose()` node tre
 gives the line, so an author sees `rules/signatures/kv.yaml:42 rule vllm-kv-... $.rules[3].phase`.
 
 Parsing YAML is most of what a start-up costs, so a file once decoded is kept as msgpack of its
-validated Struct, keyed by the file's bytes and the Struct's schema: the next process decodes that
-in microseconds, and a changed file or a changed Struct simply misses. YAML is parsed with libyaml
+validated Struct, keyed by the file's bytes and the code that defines the Struct: the next process
+decodes that in microseconds, and a changed file or changed code simply misses. YAML is parsed with libyaml
 where PyYAML has it, and the node tree (slow, pure Python) is composed only to locate an error.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
-import tempfile
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -25,13 +27,23 @@ from service.errors import PackError
 if TYPE_CHECKING:
     import yaml
 
-__all__ = ["PackError", "decode_yaml", "load_yaml_file", "locate", "pack_cache_dir", "yaml_line"]
+__all__ = [
+    "PackError",
+    "cached_decode",
+    "decode_yaml",
+    "deferred_decode",
+    "load_yaml_file",
+    "locate",
+    "pack_cache_dir",
+    "yaml_line",
+]
 
 T = TypeVar("T")
 
 CACHE_ENV = "VRAMDOC_PACK_CACHE"
-_CACHE_FORMAT = b"vramdoc-pack-cache-1\0"
-_SCHEMA_DIGESTS: dict[Any, bytes] = {}
+_CACHE_FORMAT = b"vramdoc-pack-cache-2\0"
+_CODE_DIGESTS: dict[Any, bytes] = {}
+_PACKAGE = Path(__file__).resolve().parents[1]  # the `service` package: every pack Struct is in it
 
 _PATH_PART = re.compile(r"\.([A-Za-z_][A-Za-z0-9_\-]*)|\[(\d+)\]|\[['\"](.+?)['\"]\]")
 
@@ -108,20 +120,34 @@ def pack_cache_dir() -> Path | None:
     return Path(base) / "vramdoc" / "packs"
 
 
-def _schema_digest(type_: Any) -> bytes:
-    """Changes whenever the Struct's fields, types, defaults or constraints change."""
-    digest = _SCHEMA_DIGESTS.get(type_)
+@functools.cache
+def _package_digest() -> bytes:
+    sha = hashlib.sha256()
+    for path in sorted(_PACKAGE.rglob("*.py")):
+        sha.update(path.relative_to(_PACKAGE).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return sha.digest()
+
+
+def _code_digest(type_: Any) -> bytes:
+    """Changes whenever the code that defines `type_` may have: a source file of the `service`
+    package, or of the module `type_` is defined in. Hashing the sources costs a few milliseconds
+    per process; walking every Struct's JSON schema cost several times that on each start."""
+    digest = _CODE_DIGESTS.get(type_)
     if digest is None:
-        digest = hashlib.sha256(msgspec.json.encode(msgspec.json.schema(type_))).digest()
-        _SCHEMA_DIGESTS[type_] = digest
+        sha = hashlib.sha256(_package_digest() + f"{type_.__module__}:{type_.__qualname__}".encode())
+        module = sys.modules.get(type_.__module__)
+        source = getattr(module, "__file__", None)
+        if source and not Path(source).resolve().is_relative_to(_PACKAGE):
+            sha.update(Path(source).read_bytes())
+        digest = _CODE_DIGESTS[type_] = sha.digest()
     return digest
 
 
-def _cache_path(text: str, type_: Any) -> Path | None:
+def _cache_path(source: bytes, type_: Any) -> Path | None:
     folder = pack_cache_dir()
     if folder is None:
         return None
-    key = hashlib.sha256(_CACHE_FORMAT + _schema_digest(type_) + text.encode("utf-8")).hexdigest()
+    key = hashlib.sha256(_CACHE_FORMAT + _code_digest(type_) + source).hexdigest()
     return folder / f"{key}.msgpack"
 
 
@@ -138,6 +164,8 @@ def _store(path: Path | None, value: Any) -> None:
     """Best effort: a read-only or missing cache folder only costs the next start its YAML parse."""
     if path is None:
         return
+    import tempfile  # only a cache miss writes: a start from the cache never needs it
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".part")
@@ -149,12 +177,34 @@ def _store(path: Path | None, value: Any) -> None:
         return
 
 
-def decode_yaml(text: str, type_: type[T], *, file: str) -> T:
-    """Decode one YAML document into `type_`, raising PackError that locates any bad field."""
-    cache = _cache_path(text, type_)
+def cached_decode(source: bytes, type_: type[T], build: Callable[[], T]) -> T:
+    """The `type_` value built from `source`: read from the cache while `source` and `type_` are
+    unchanged, else `build()` (which validates, raising PackError) and stored for the next process."""
+    cache = _cache_path(source, type_)
     hit = _cached(cache, type_)
     if hit is not None:
         return hit
+    value = build()
+    _store(cache, value)
+    return value
+
+
+def deferred_decode(source: bytes, type_: type[T], build: Callable[[], T]) -> Callable[[], T]:
+    """Like `cached_decode`, but a value already in the cache is decoded only when the returned
+    function is first called; a value that is not is built (so validated) now and kept."""
+    cache = _cache_path(source, type_)
+    if cache is not None and cache.is_file():
+        return lambda: cached_decode(source, type_, build)
+    value = cached_decode(source, type_, build)
+    return lambda: value
+
+
+def decode_yaml(text: str, type_: type[T], *, file: str) -> T:
+    """Decode one YAML document into `type_`, raising PackError that locates any bad field."""
+    return cached_decode(text.encode("utf-8"), type_, lambda: _decode_yaml_text(text, type_, file))
+
+
+def _decode_yaml_text(text: str, type_: type[T], file: str) -> T:
     yaml = _yaml()
     try:
         raw: Any = yaml.load(text, Loader=_loader())
@@ -173,7 +223,6 @@ def decode_yaml(text: str, type_: type[T], *, file: str) -> T:
             message = message[: match.start()].rstrip(" -")
         line, rule_id = locate(text, path or "$")
         raise PackError(file, message, path=path, line=line, rule_id=rule_id) from exc
-    _store(cache, value)
     return value
 
 

@@ -42,6 +42,15 @@ def test_rate_limit_answers_429_with_retry_after(serve: ServerFactory, problem: 
     assert api.get("/healthz").status_code == 200
 
 
+def test_a_refused_request_is_answered_before_its_body_or_parameters_are_read(
+    serve: ServerFactory, problem: ProblemCheck
+) -> None:
+    api = serve(Settings(rate_limit=RateLimit(1, 3600), api_tokens=("alpha-token",), max_body_bytes=1024))
+    oversized, bad_hint = "x" * 4096, {"top": "not-a-number"}
+    problem(api.post("/v1/diagnose", content=oversized, params=bad_hint), 401, "unauthorized")
+    problem(api.post("/v1/diagnose", content=oversized, params=bad_hint), 429, "rate-limited")
+
+
 def test_rate_limit_is_per_token_when_tokens_are_set(serve: ServerFactory) -> None:
     api = serve(Settings(rate_limit=RateLimit(2, 3600), api_tokens=("alpha-token", "beta-token")))
     alpha = {"authorization": "Bearer alpha-token"}

@@ -10,6 +10,7 @@ import pytest
 
 from service.errors import PackError
 from service.packs import load_packs
+from service.packs.frames import CompiledFrames, FrameGroup, FrameRow, load_frames
 from service.packs.loader import decode_yaml, pack_cache_dir
 
 RULES = Path(__file__).resolve().parents[2] / "rules"
@@ -103,3 +104,38 @@ def test_the_rules_load_the_same_from_the_cache_as_from_the_yaml(cache: Path) ->
     assert warm.catalog == cold.catalog
     assert warm.fixes == cold.fixes
     assert [r.rule for r in warm.signatures.rules] == [r.rule for r in cold.signatures.rules]
+
+
+def _frames_root(tmp_path: Path, rows: list[list[object]]) -> Path:
+    root = tmp_path / "rules"
+    (root / "frames").mkdir(parents=True)
+    table = {"source": "a test", "frames": rows}
+    (root / "frames" / "vllm.json").write_bytes(msgspec.json.encode(table))
+    return root
+
+
+ROW = ["worker/gpu_model_runner.py", "profile_run", "profiling", "warmup_oom", [["0.8.0", "0.33.0"]]]
+
+
+def test_the_frame_table_comes_from_the_cache_and_is_decoded_on_first_use(
+    cache: Path, tmp_path: Path
+) -> None:
+    root = _frames_root(tmp_path, [ROW, [*ROW[:1], "load_model", "loading", "weights_oom", ROW[4]]])
+    assert load_frames(root).rows == 2
+    (entry,) = cache.glob("*.msgpack")
+    table = load_frames(root)  # a hit: the entry is read when the table is first used, not before
+    stand_in = CompiledFrames(
+        groups=[FrameGroup("x.py", "f", (FrameRow("x.py", "f", "serving", None, []),))], rows=1
+    )
+    entry.write_bytes(msgspec.msgpack.encode(stand_in))
+    assert table.rows == 1
+    assert list(table.by_file) == [("x.py", "f")]
+
+
+def test_a_frame_table_with_a_bad_row_fails_at_load_and_is_not_cached(cache: Path, tmp_path: Path) -> None:
+    root = _frames_root(tmp_path, [["/abs/path.py", *ROW[1:]]])
+    with pytest.raises(PackError) as raised:
+        load_frames(root)
+    assert raised.value.file == "frames/vllm.json"
+    assert "inside vllm/" in str(raised.value)
+    assert not list(cache.glob("*.msgpack")) if cache.exists() else True
