@@ -12,6 +12,7 @@ import re
 
 import msgspec
 
+from service.quantities import sentence_tokens
 from service.redact import redact
 from service.registry import HOST_NAME
 from service.schemas import EstimateRequest
@@ -204,18 +205,9 @@ def _hosts(prose: str) -> tuple[str, ...]:
 
 
 def parse_length(raw: str) -> int | None:
-    """'32k' → 32768, '25.6k' → 26214, '8192' → 8192 (k = 1024: context sizes are counted that way)."""
-    raw = raw.strip().lower().replace(" ", "")
-    scale = 1
-    if raw.endswith("k"):
-        scale, raw = 1024, raw[:-1]
-    elif raw.endswith("m"):
-        scale, raw = 1024 * 1024, raw[:-1]
-    try:
-        value = int(float(raw) * scale)
-    except ValueError:
-        return None
-    return value if value > 0 else None
+    """'32k' → 32768, '25.6k' → 26214, '8192' → 8192: a person's context size (service.quantities)."""
+    value = sentence_tokens(raw.replace(" ", ""))
+    return value if value is not None and value > 0 else None
 
 
 def _spaced_sizing(flat: str) -> re.Match[str] | None:

@@ -10,6 +10,7 @@ ALLOWED_SERVICE_MODULES = {
     "service",
     "service.env_settings",
     "service.errors",
+    "service.quantities",
     "service.redact",
     "service.redis_link",
     "service.registry",
