@@ -1,5 +1,6 @@
-"""The prose vocabulary: which words in a person's sentence say that something failed, that it no
-longer does, and in which stage (`rules/prose.yaml`). Decoded strictly and compiled with RE2 once.
+"""The prose vocabulary: which words in a person's sentence say that something failed, that memory
+ran out (the host's or the GPU's), that it no longer does or is only asked about, and in which stage
+(`rules/prose.yaml`). Decoded strictly and compiled with RE2 once.
 """
 
 from __future__ import annotations
@@ -21,16 +22,26 @@ __all__ = ["ProseFile", "ProseVocabulary", "load_prose"]
 class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     clause_breaks: list[str]
     failure: list[str]
+    out_of_memory: list[str]
+    host: list[str]
+    device: list[str]
+    question: list[str]
     negation: list[str]
     stages: dict[Stage, list[str]]
 
 
 @dataclass(frozen=True, slots=True)
 class ProseVocabulary:
-    """Each list OR-ed into one case-insensitive RE2 pattern."""
+    """Each list OR-ed into one case-insensitive RE2 pattern; `said` is failure and out_of_memory
+    together (what makes a line worth reading)."""
 
     clause_break: Any
     failure: Any
+    out_of_memory: Any
+    said: Any
+    host: Any
+    device: Any
+    question: Any
     negation: Any
     stages: tuple[tuple[Stage, Any], ...]
 
@@ -52,6 +63,11 @@ def load_prose(rules_dir: Path) -> ProseVocabulary:
     return ProseVocabulary(
         clause_break=_compile(data.clause_breaks, "$.clause_breaks"),
         failure=_compile(data.failure, "$.failure"),
+        out_of_memory=_compile(data.out_of_memory, "$.out_of_memory"),
+        said=_compile([*data.failure, *data.out_of_memory], "$.failure"),
+        host=_compile(data.host, "$.host"),
+        device=_compile(data.device, "$.device"),
+        question=_compile(data.question, "$.question"),
         negation=_compile(data.negation, "$.negation"),
         stages=tuple((stage, _compile(p, f"$.stages.{stage}")) for stage, p in data.stages.items()),
     )
