@@ -133,13 +133,13 @@ def _said_in_prose(doc: Document, pattern: Any) -> bool:
 
 
 def memory_side(doc: Document, vocabulary: ProseVocabulary) -> Memory:
-    """Whose memory the person's words are about as a whole: the host's when they name host RAM and
-    never the GPU's memory, the device's when they name the GPU's, else unstated."""
+    """Whose memory the person's words are about as a whole: the device's when they name the GPU's
+    memory, else the host's when they name host RAM or memory of either side, else unstated."""
     if _said_in_prose(doc, vocabulary.device):
         return "device"
     if _said_in_prose(doc, vocabulary.host):
         return "host"
-    return "unstated"
+    return "host" if _said_in_prose(doc, vocabulary.either) else "unstated"
 
 
 def is_negated_prose(doc: Document, number: int, vocabulary: ProseVocabulary) -> bool:

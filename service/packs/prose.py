@@ -24,6 +24,7 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     failure: list[str]
     out_of_memory: list[str]
     host: list[str]
+    either: list[str]
     device: list[str]
     question: list[str]
     negation: list[str]
@@ -40,6 +41,7 @@ class ProseVocabulary:
     out_of_memory: Any
     said: Any
     host: Any
+    either: Any
     device: Any
     question: Any
     negation: Any
@@ -66,6 +68,7 @@ def load_prose(rules_dir: Path) -> ProseVocabulary:
         out_of_memory=_compile(data.out_of_memory, "$.out_of_memory"),
         said=_compile([*data.failure, *data.out_of_memory], "$.failure"),
         host=_compile(data.host, "$.host"),
+        either=_compile(data.either, "$.either"),
         device=_compile(data.device, "$.device"),
         question=_compile(data.question, "$.question"),
         negation=_compile(data.negation, "$.negation"),
