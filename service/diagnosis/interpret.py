@@ -189,11 +189,14 @@ def _said_host_oom(ctx: Context, number: int) -> bool:
 
 def _words_verdict(ctx: Context, hint: HintFn) -> Verdict | None:
     """A failure only the person's words state: memory ran out (the host's or the GPU's, placed by
-    every clue around the sentence), never more sure than a sentence can make it."""
-    said = next((c for c in ctx.prose_cues() if c.memory is not None), None)
+    every clue around the sentence) or one they name by what happened (a prompt too long), never
+    more sure than a sentence can make it."""
+    said = next((c for c in ctx.prose_cues() if c.memory is not None or c.phase is not None), None)
     if said is None:
         return None
     quoted = f'the person\'s words only ("{said.text[:80]}")'
+    if said.phase is not None:
+        return Verdict(said.phase, _PROSE_ONLY, None, quoted)
     if ctx.ran_out(said) == "host":
         return Verdict("host_oom", _PROSE_ONLY, None, f"{quoted}; host RAM ran out")
     placement = place_line(ctx, ctx.doc.line(said.line), "warmup_oom", hint, ctx.weights)

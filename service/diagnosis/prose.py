@@ -11,12 +11,13 @@ about it ("will it OOM?", "会OOM吗？"). Only lines the vocabulary's failure w
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from service.diagnosis.normalize import Document, Line, is_prose, run_of
 from service.packs.prose import ProseVocabulary
 from service.packs.signatures import Stage
+from service.schemas import Phase
 
 __all__ = ["Memory", "ProseCue", "is_negated_prose", "memory_side", "read_prose"]
 
@@ -34,6 +35,7 @@ class ProseCue:
     stage: Stage | None
     text: str
     memory: Memory | None = None
+    phase: Phase | None = None  # a failure the words name by what happened (a prompt too long)
 
 
 def _clauses(text: str, vocabulary: ProseVocabulary) -> list[str]:
@@ -87,6 +89,10 @@ def _memory(clause: str, vocabulary: ProseVocabulary) -> Memory | None:
     return "host" if vocabulary.host.search(clause) else "unstated"
 
 
+def _phase(clause: str, vocabulary: ProseVocabulary) -> Phase | None:
+    return next((phase for phase, pattern in vocabulary.phases if pattern.search(clause)), None)
+
+
 def _prose_lines(doc: Document, pattern: Any) -> Iterator[tuple[Line, int]]:
     """The unprefixed lines `pattern` hits, in order, from one pass over the document's text, each
     with how many times it repeats in a row (a line pasted over and over is read once)."""
@@ -107,24 +113,27 @@ def _prose_lines(doc: Document, pattern: Any) -> Iterator[tuple[Line, int]]:
             yield line, repeats
 
 
-def _affirmed(text: str, vocabulary: ProseVocabulary) -> list[tuple[Stage | None, str, Memory | None]]:
-    """The failure clauses a prose line affirms, with the stage each names and what ran out."""
-    return [
-        (_stage(clause, vocabulary), clause.strip(), _memory(clause, vocabulary))
-        for clause in _clauses(text, vocabulary)
-        if _affirms(clause, vocabulary)
-    ]
+def _affirmed(text: str, vocabulary: ProseVocabulary) -> list[ProseCue]:
+    """The failure clauses a prose line affirms (as cues of line 0), with the stage each names, what
+    ran out, or the failure it names by what happened."""
+    cues: list[ProseCue] = []
+    for clause in _clauses(text, vocabulary):
+        if _affirms(clause, vocabulary):
+            stage, memory = _stage(clause, vocabulary), _memory(clause, vocabulary)
+            phase = None if memory is not None else _phase(clause, vocabulary)
+            cues.append(ProseCue(0, stage, clause.strip(), memory, phase))
+    return cues
 
 
 def read_prose(doc: Document, vocabulary: ProseVocabulary) -> list[ProseCue]:
     """Every affirmative failure clause in the document's prose lines, in line order."""
     cues: list[ProseCue] = []
-    read: dict[str, list[tuple[Stage | None, str, Memory | None]]] = {}  # a line pasted again is read once
+    read: dict[str, list[ProseCue]] = {}  # a line pasted again is read once
     for line, repeats in _prose_lines(doc, vocabulary.said):
         if line.text not in read:
             read[line.text] = _affirmed(line.text, vocabulary) if is_prose(line) else []
         for number in range(line.number, line.number + repeats):
-            cues.extend(ProseCue(number, stage, clause, memory) for stage, clause, memory in read[line.text])
+            cues.extend(replace(cue, line=number) for cue in read[line.text])
     return cues
 
 

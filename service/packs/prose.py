@@ -15,6 +15,7 @@ import re2
 from service.errors import PackError
 from service.packs.loader import load_yaml_file
 from service.packs.signatures import Stage
+from service.schemas import Phase
 
 __all__ = ["ProseFile", "ProseVocabulary", "load_prose"]
 
@@ -23,6 +24,7 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     clause_breaks: list[str]
     failure: list[str]
     out_of_memory: list[str]
+    phases: dict[Phase, list[str]]
     host: list[str]
     either: list[str]
     device: list[str]
@@ -33,12 +35,13 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
 
 @dataclass(frozen=True, slots=True)
 class ProseVocabulary:
-    """Each list OR-ed into one case-insensitive RE2 pattern; `said` is failure and out_of_memory
-    together (what makes a line worth reading)."""
+    """Each list OR-ed into one case-insensitive RE2 pattern; `said` is every word that says
+    something failed (failure, out_of_memory, phases) together: what makes a line worth reading."""
 
     clause_break: Any
     failure: Any
     out_of_memory: Any
+    phases: tuple[tuple[Phase, Any], ...]
     said: Any
     host: Any
     either: Any
@@ -66,7 +69,11 @@ def load_prose(rules_dir: Path) -> ProseVocabulary:
         clause_break=_compile(data.clause_breaks, "$.clause_breaks"),
         failure=_compile(data.failure, "$.failure"),
         out_of_memory=_compile(data.out_of_memory, "$.out_of_memory"),
-        said=_compile([*data.failure, *data.out_of_memory], "$.failure"),
+        phases=tuple((phase, _compile(p, f"$.phases.{phase}")) for phase, p in data.phases.items()),
+        said=_compile(
+            [*data.failure, *data.out_of_memory, *(p for ps in data.phases.values() for p in ps)],
+            "$.failure",
+        ),
         host=_compile(data.host, "$.host"),
         either=_compile(data.either, "$.either"),
         device=_compile(data.device, "$.device"),

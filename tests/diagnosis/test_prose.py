@@ -171,3 +171,34 @@ def test_a_question_after_a_stated_failure_does_not_take_it_back(run_classify: C
 def test_a_log_line_outweighs_words_about_host_ram(run_classify: Classify) -> None:
     log = f"the machine has 64GB of RAM and it still fails\n{BARE_OOM}"
     assert run_classify(log).phase != "host_oom"
+
+
+@pytest.mark.parametrize(
+    ("sentence", "phase"),
+    [
+        ("The server crashes: my prompt is longer than the max model length", "request_too_long"),
+        ("Requests that exceed the context window return a 400", "request_too_long"),
+        ("当用户请求tokens数超过模型上下文时，服务报错", "request_too_long"),
+        ("Some sequences get preempted under load and the output is cut", "kv_preemption"),
+    ],
+)
+def test_a_failure_named_in_words_by_what_happened_gives_its_phase(
+    run_classify: Classify, sentence: str, phase: str
+) -> None:
+    diagnosis = run_classify(sentence)
+    assert diagnosis.phase == phase, diagnosis.summary
+    assert diagnosis.confidence <= 0.5
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "The stats look fine and no request was ever preempted during the benchmark",
+        "Without specifying anything about preemption it runs.",
+        "What happens when a prompt is longer than the max model length?",
+    ],
+)
+def test_naming_a_failure_only_to_deny_or_ask_about_it_is_no_failure(
+    run_classify: Classify, sentence: str
+) -> None:
+    assert run_classify(f"INFO:     Application startup complete.\n{sentence}").phase == "no_failure"
