@@ -153,9 +153,11 @@ def memory_side(doc: Document, vocabulary: ProseVocabulary) -> Memory:
 
 def is_negated_prose(doc: Document, number: int, vocabulary: ProseVocabulary) -> bool:
     """Whether line `number` is a person's sentence that takes a failure back (a clause negates it
-    or only asks about it) and affirms none."""
+    or only asks about it) and affirms none. A line no program prefixed counts even when it is too
+    short to read as prose when it ends in a question mark ("will it OOM?")."""
     line = doc.line(number)
-    if not is_prose(line):
+    asks = line.text.rstrip().endswith(("?", "？"))
+    if line.source or line.level or not (asks or is_prose(line)):
         return False
     clauses = _clauses(line.text, vocabulary)
     taken_back = any(_takes_back(c, vocabulary) for c in clauses)

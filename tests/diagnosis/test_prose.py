@@ -32,6 +32,7 @@ TAKEN_BACK = [
     "之前加载模型的时候报错，现在不再报错了",
     "为了避免显存不足，我们调低了 gpu_memory_utilization",
     # questions and advice ask about a failure or warn of one; they state none
+    "will it OOM?",
     "will it OOM with this config?",
     "When does vLLM run out of memory",
     "Does the server crash when the KV cache is full?",
