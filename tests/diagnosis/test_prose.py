@@ -177,7 +177,7 @@ def test_a_log_line_outweighs_words_about_host_ram(run_classify: Classify) -> No
 @pytest.mark.parametrize(
     ("sentence", "phase"),
     [
-        ("The server crashes: my prompt is longer than the max model length", "request_too_long"),
+        ("The server crashes once a chat exceeds its context window", "request_too_long"),
         ("Requests that exceed the context window return a 400", "request_too_long"),
         ("当用户请求tokens数超过模型上下文时，服务报错", "request_too_long"),
         ("Some sequences get preempted under load and the output is cut", "kv_preemption"),
