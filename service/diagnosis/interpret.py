@@ -43,6 +43,13 @@ PHASE_STAGE: dict[Phase, int] = {
     "no_failure": 9,
 }
 
+# When the host ran out, by the phase a CUDA OOM at the same point would have.
+_HOST_STAGE: dict[Phase, str] = {
+    "weights_oom": "while the weights loaded",
+    "warmup_oom": "after the weights loaded, while profiling, warming up or allocating the KV cache and swap",
+    "runtime_oom": "while serving",
+}
+
 MAX_PLACED_OOMS = 16
 _PROSE_ONLY = 0.5  # the most a verdict resting on a person's sentence alone may claim
 
@@ -174,6 +181,11 @@ def _decisive_phase(ctx: Context, hit: Hit, hint: HintFn) -> tuple[Phase, float,
         placement = place(ctx, hit, hint, ctx.weights)
         return placement.phase, placement.confidence, placement.basis
     assert rule.phase is not None
+    if rule.phase == "host_oom":  # placed in the stage where it happened, as a CUDA OOM is (DESIGN §3.1)
+        placement = place_line(ctx, hit.line, None, _no_hint, ctx.weights)
+        if placement.clues:
+            stage = _HOST_STAGE[placement.phase]
+            return rule.phase, 0.95, f"its own message; {stage}, going by the {placement.basis}"
     return rule.phase, 0.95, "its own message"
 
 

@@ -59,3 +59,16 @@ def test_a_ray_host_oom_with_its_oom_advice_is_never_a_cuda_oom(run_classify: Cl
 def test_an_out_of_resources_error_is_not_an_oom(run_classify: Classify) -> None:
     line = "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 66560"
     assert run_classify(line).phase not in DEVICE_OOM_PHASES | {"host_oom"}
+
+
+def test_a_host_oom_says_the_stage_it_happened_in(run_classify: Classify) -> None:
+    log = "\n".join(
+        [
+            "INFO 05-02 10:11:12 model_runner.py:1008] Loading model weights took 13.48 GB",
+            "INFO 05-02 10:11:20 gpu_executor.py:122] # GPU blocks: 2048, # CPU blocks: 8192",
+            "Killed",
+        ]
+    )
+    diagnosis = run_classify(log)
+    assert diagnosis.phase == "host_oom"
+    assert "after the weights loaded" in diagnosis.summary
