@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from service.diagnosis.fragments import FragmentHit, find_fragments
 from service.diagnosis.frames import cut_traceback, deepest_frame
 from service.diagnosis.normalize import Document, is_prose
-from service.diagnosis.placement import HintFn, place
-from service.diagnosis.prose import ProseCue, is_negated_prose, read_prose
+from service.diagnosis.placement import HintFn, place, place_line
+from service.diagnosis.prose import Memory, ProseCue, is_negated_prose, memory_side, read_prose
 from service.diagnosis.scan import Hit, present, scan_lines
 from service.packs import SignatureIndex
 from service.packs.evidence import EvidenceWeights
@@ -41,6 +41,13 @@ PHASE_STAGE: dict[Phase, int] = {
     "host_oom": 2,  # mostly while loading weights into RAM or allocating swap/offload buffers
     "not_memory": 0,
     "no_failure": 9,
+}
+
+# When the host ran out, by the phase a CUDA OOM at the same point would have.
+_HOST_STAGE: dict[Phase, str] = {
+    "weights_oom": "while the weights loaded",
+    "warmup_oom": "after the weights loaded, while profiling, warming up or allocating the KV cache and swap",
+    "runtime_oom": "while serving",
 }
 
 MAX_PLACED_OOMS = 16
@@ -92,6 +99,7 @@ class Context:
         self.weights = weights
         self.prose = prose
         self._cues: list[ProseCue] | None = None
+        self._side: Memory | None = None
         self._lazy: dict[tuple[int, int], list[Hit]] = {}
         self._present: list[CompiledRule] | None = None
 
@@ -134,6 +142,17 @@ class Context:
             self._cues = read_prose(self.doc, self.prose)
         return self._cues
 
+    def memory_side(self) -> Memory:
+        """Whose memory the person's words are about as a whole (cached)."""
+        if self._side is None:
+            self._side = memory_side(self.doc, self.prose)
+        return self._side
+
+    def ran_out(self, cue: ProseCue) -> Memory:
+        """Whose memory a sentence says ran out; one that does not say takes the side of the rest of
+        the person's words."""
+        return cue.memory if cue.memory not in (None, "unstated") else self.memory_side()
+
     def prose_stages(self) -> list[tuple[Stage, str, int]]:
         """The person's words about when it fails, once per stage."""
         found: dict[Stage, tuple[Stage, str, int]] = {}
@@ -162,11 +181,39 @@ def _decisive_phase(ctx: Context, hit: Hit, hint: HintFn) -> tuple[Phase, float,
         placement = place(ctx, hit, hint, ctx.weights)
         return placement.phase, placement.confidence, placement.basis
     assert rule.phase is not None
+    if rule.phase == "host_oom":  # placed in the stage where it happened, as a CUDA OOM is (DESIGN §3.1)
+        placement = place_line(ctx, hit.line, None, _no_hint, ctx.weights)
+        if placement.clues:
+            stage = _HOST_STAGE[placement.phase]
+            return rule.phase, 0.95, f"its own message; {stage}, going by the {placement.basis}"
     return rule.phase, 0.95, "its own message"
 
 
 def _no_hint() -> Phase | None:
     return None
+
+
+def _said_host_oom(ctx: Context, number: int) -> bool:
+    """Whether the person's sentence on line `number` says the host's RAM ran out, not the GPU's."""
+    cues = [c for c in ctx.prose_cues() if c.line == number and c.memory is not None]
+    return any(ctx.ran_out(c) == "host" for c in cues) if cues else ctx.memory_side() == "host"
+
+
+def _words_verdict(ctx: Context, hint: HintFn) -> Verdict | None:
+    """A failure only the person's words state: memory ran out (the host's or the GPU's, placed by
+    every clue around the sentence) or one they name by what happened (a prompt too long), never
+    more sure than a sentence can make it."""
+    said = next((c for c in ctx.prose_cues() if c.memory is not None or c.phase is not None), None)
+    if said is None:
+        return None
+    quoted = f'the person\'s words only ("{said.text[:80]}")'
+    if said.phase is not None:
+        return Verdict(said.phase, _PROSE_ONLY, None, quoted)
+    if ctx.ran_out(said) == "host":
+        return Verdict("host_oom", _PROSE_ONLY, None, f"{quoted}; host RAM ran out")
+    placement = place_line(ctx, ctx.doc.line(said.line), "warmup_oom", hint, ctx.weights)
+    confidence = min(placement.confidence, _PROSE_ONLY)
+    return Verdict(placement.phase, confidence, None, f"{quoted}; {placement.basis}")
 
 
 def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
@@ -208,10 +255,13 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
     if candidates:
         best = min(candidates, key=lambda c: (c[0], c[1], c[2]))
         _, _, _, phase, confidence, basis, root = best
+        decisive = [c[6] for c in candidates if c[3] == phase and c[0] == best[0]]
         if root.line.number in said:
             confidence = min(confidence, _PROSE_ONLY)
-            basis = f"the person's words only; {basis}"
-        decisive = [c[6] for c in candidates if c[3] == phase and c[0] == best[0]]
+            if _said_host_oom(ctx, root.line.number):
+                phase, basis = "host_oom", "the person's words only; host RAM ran out"
+            else:
+                basis = f"the person's words only; {basis}"
         return Verdict(phase, confidence, root, basis, decisive, first_exception, phases, taken_back)
     seen = _from_fragments(ctx, {h.line.number for h in hits if h.compiled.rule.kind in ("failure", "oom")})
     if seen is not None:
@@ -226,6 +276,11 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
     if known is not None and known.phase is not None:  # the paste stops inside a function of one phase
         basis = f"a traceback cut inside {known.function}, which only raises {known.phase} errors"
         return Verdict(known.phase, 0.7, None, basis, [], first_exception)
+    words = _words_verdict(ctx, hint)
+    if words is not None:
+        words.first_exception = first_exception
+        words.taken_back = taken_back
+        return words
     named = [h for h in errors if h.compiled.rule.severity == "error"]
     if named:
         root = named[0]

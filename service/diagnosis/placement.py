@@ -34,6 +34,7 @@ __all__ = [
     "Placement",
     "StageLookup",
     "place",
+    "place_line",
     "weigh",
 ]
 
@@ -214,9 +215,9 @@ def _marker_after(ctx: StageLookup, after: int) -> Clue | None:
     return Clue("marker_after", stage, "log lines after it", last.line.number)
 
 
-def gather(ctx: StageLookup, failure: Hit, hint: HintFn) -> list[Clue]:
-    """Every clue to where `failure` happened."""
-    line = failure.line
+def gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) -> list[Clue]:
+    """Every clue to where the failure stated on `line` happened; `default` is the phase its rule
+    gives when nothing else speaks."""
     start = _traceback_start(ctx.doc, line, _FRAME_WINDOW)
     frames = [h for h in ctx.lazy(start, line.number) if h.compiled.rule.kind == "frame"]
     clues = _frame_clues(frames, line.source, "frame", "inner_frame")
@@ -254,7 +255,6 @@ def gather(ctx: StageLookup, failure: Hit, hint: HintFn) -> list[Clue]:
         after_clue = _marker_after(ctx, line.number)
         if after_clue is not None:
             clues.append(after_clue)
-    default = failure.compiled.rule.phase
     if not clues and default in _PHASE_STAGE:
         clues.append(Clue("rule", _PHASE_STAGE[default], "no context around it"))
     return clues
@@ -283,7 +283,15 @@ def weigh(clues: list[Clue], weights: EvidenceWeights) -> Placement | None:
 
 def place(ctx: StageLookup, failure: Hit, hint: HintFn, weights: EvidenceWeights) -> Placement:
     """Place a bare CUDA OOM in startup order (DESIGN §3.1) from every clue around it."""
-    placed = weigh(gather(ctx, failure, hint), weights)
+    return place_line(ctx, failure.line, failure.compiled.rule.phase, hint, weights)
+
+
+def place_line(
+    ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn, weights: EvidenceWeights
+) -> Placement:
+    """Place an out-of-memory stated on `line` (a log line, or a person's sentence that says it) from
+    every clue around it."""
+    placed = weigh(gather(ctx, line, default, hint), weights)
     if placed is None:  # a rule without a default phase and no clue at all
-        return Placement(failure.compiled.rule.phase or "warmup_oom", weights.floor, "no context around it")
+        return Placement(default or "warmup_oom", weights.floor, "no context around it")
     return placed

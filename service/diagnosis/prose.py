@@ -1,37 +1,49 @@
-"""The person's words, read as a separate channel: what a sentence says failed, and when.
+"""The person's words, read as a separate channel: what a sentence says failed, what ran out, and when.
 
 Prose lines are told from log lines by `normalize.is_prose`; the vocabulary is `rules/prose.yaml`.
-A sentence is split into clauses; a clause counts when it says something failed, does not say
-the failure went away, was avoided or is hypothetical ("the OOM went away after --enforce-eager",
-"to avoid CUDA OOM we lowered --max-num-seqs", "没有再报错"), and names a stage. Only lines the
-vocabulary's failure words hit are examined (one RE2 pass over the text), so long logs cost one scan.
+A sentence is split into clauses; a clause counts when it says something failed or memory ran out,
+does not say the failure went away, was avoided or is hypothetical ("the OOM went away after
+--enforce-eager", "to avoid CUDA OOM we lowered --max-num-seqs", "没有再报错"), and does not ask
+about it ("will it OOM?", "会OOM吗？"). Only lines the vocabulary's failure words hit are examined
+(one RE2 pass over the text), so long logs cost one scan.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 from service.diagnosis.normalize import Document, Line, is_prose, run_of
 from service.packs.prose import ProseVocabulary
 from service.packs.signatures import Stage
+from service.schemas import Phase
 
-__all__ = ["ProseCue", "is_negated_prose", "read_prose"]
+__all__ = ["Memory", "ProseCue", "is_negated_prose", "memory_side", "read_prose"]
+
+# Whose memory a clause says ran out: the host's RAM, the GPU's, or it does not say.
+Memory = Literal["host", "device", "unstated"]
+_SUBCLAUSE = (",", "，", "、")
 
 
 @dataclass(frozen=True, slots=True)
 class ProseCue:
-    """One clause of a person's sentence that says something failed, and the stage it names."""
+    """One clause of a person's sentence that says something failed, the stage it names, and, when
+    it says memory ran out, whose."""
 
     line: int
     stage: Stage | None
     text: str
+    memory: Memory | None = None
+    phase: Phase | None = None  # a failure the words name by what happened (a prompt too long)
 
 
 def _clauses(text: str, vocabulary: ProseVocabulary) -> list[str]:
+    """The clauses of a sentence, each with its closing mark (a question keeps its "?")."""
     parts: list[str] = []
     start = 0
     for match in vocabulary.clause_break.finditer(text):
-        parts.append(text[start : match.start()])
+        parts.append(text[start : match.end()])
         start = match.end()
     parts.append(text[start:])
     return [p for p in parts if p.strip()]
@@ -44,50 +56,109 @@ def _stage(clause: str, vocabulary: ProseVocabulary) -> Stage | None:
     return None
 
 
-def read_prose(doc: Document, vocabulary: ProseVocabulary) -> list[ProseCue]:
-    """Every affirmative failure clause in the document's prose lines, in line order."""
-    cues: list[ProseCue] = []
-    read: dict[str, list[tuple[Stage | None, str]]] = {}  # a line pasted again is read once
+def _is_question(clause: str, said: Any, vocabulary: ProseVocabulary) -> bool:
+    """Whether the part of `clause` around its failure word (between commas) asks rather than says."""
+    start, end = said.start(), said.end()
+    low = max(clause.rfind(mark, 0, start) for mark in _SUBCLAUSE) + 1
+    ends = [i for i in (clause.find(mark, end) for mark in _SUBCLAUSE) if i >= 0]
+    part = clause[low : min(ends) if ends else len(clause)]
+    return vocabulary.question.search(part) is not None
+
+
+def _affirms(clause: str, vocabulary: ProseVocabulary) -> bool:
+    said = vocabulary.said.search(clause)
+    return (
+        said is not None
+        and not vocabulary.negation.search(clause)
+        and not _is_question(clause, said, vocabulary)
+    )
+
+
+def _takes_back(clause: str, vocabulary: ProseVocabulary) -> bool:
+    if vocabulary.negation.search(clause):
+        return True
+    said = vocabulary.said.search(clause)
+    return said is not None and _is_question(clause, said, vocabulary)
+
+
+def _memory(clause: str, vocabulary: ProseVocabulary) -> Memory | None:
+    if not vocabulary.out_of_memory.search(clause):
+        return None
+    if vocabulary.device.search(clause):
+        return "device"
+    return "host" if vocabulary.host.search(clause) else "unstated"
+
+
+def _phase(clause: str, vocabulary: ProseVocabulary) -> Phase | None:
+    return next((phase for phase, pattern in vocabulary.phases if pattern.search(clause)), None)
+
+
+def _prose_lines(doc: Document, pattern: Any) -> Iterator[tuple[Line, int]]:
+    """The unprefixed lines `pattern` hits, in order, from one pass over the document's text, each
+    with how many times it repeats in a row (a line pasted over and over is read once)."""
     data = doc.data
     pos, line_no, counted = 0, 1, 0
     while pos < len(data):
-        match = vocabulary.failure.search(data, pos)
+        match = pattern.search(data, pos)
         if match is None:
-            break
+            return
         start = data.rfind(b"\n", 0, match.start()) + 1
         end = data.find(b"\n", match.start())
         end = len(data) if end < 0 else end
         line_no += data.count(b"\n", counted, start)
         repeats, pos = run_of(data, data[start:end], end)
         line = doc.line(line_no)
-        first, line_no, counted = line_no, line_no + repeats, pos
-        if line.source or line.level:
-            continue  # a logger or process prefix: a program printed it
-        if line.text not in read:
-            read[line.text] = _affirmed(line, vocabulary)
-        for number in range(first, first + repeats):
-            cues.extend(ProseCue(number, stage, clause) for stage, clause in read[line.text])
+        line_no, counted = line_no + repeats, pos
+        if not (line.source or line.level):  # a logger or process prefix: a program printed it
+            yield line, repeats
+
+
+def _affirmed(text: str, vocabulary: ProseVocabulary) -> list[ProseCue]:
+    """The failure clauses a prose line affirms (as cues of line 0), with the stage each names, what
+    ran out, or the failure it names by what happened."""
+    cues: list[ProseCue] = []
+    for clause in _clauses(text, vocabulary):
+        if _affirms(clause, vocabulary):
+            stage, memory = _stage(clause, vocabulary), _memory(clause, vocabulary)
+            phase = None if memory is not None else _phase(clause, vocabulary)
+            cues.append(ProseCue(0, stage, clause.strip(), memory, phase))
     return cues
 
 
-def _affirmed(line: Line, vocabulary: ProseVocabulary) -> list[tuple[Stage | None, str]]:
-    """The failure clauses a prose line affirms, with the stage each names."""
-    if not is_prose(line):
-        return []
-    return [
-        (_stage(clause, vocabulary), clause.strip())
-        for clause in _clauses(line.text, vocabulary)
-        if vocabulary.failure.search(clause) and not vocabulary.negation.search(clause)
-    ]
+def read_prose(doc: Document, vocabulary: ProseVocabulary) -> list[ProseCue]:
+    """Every affirmative failure clause in the document's prose lines, in line order."""
+    cues: list[ProseCue] = []
+    read: dict[str, list[ProseCue]] = {}  # a line pasted again is read once
+    for line, repeats in _prose_lines(doc, vocabulary.said):
+        if line.text not in read:
+            read[line.text] = _affirmed(line.text, vocabulary) if is_prose(line) else []
+        for number in range(line.number, line.number + repeats):
+            cues.extend(replace(cue, line=number) for cue in read[line.text])
+    return cues
+
+
+def _said_in_prose(doc: Document, pattern: Any) -> bool:
+    return any(is_prose(line) for line, _ in _prose_lines(doc, pattern))
+
+
+def memory_side(doc: Document, vocabulary: ProseVocabulary) -> Memory:
+    """Whose memory the person's words are about as a whole: the device's when they name the GPU's
+    memory, else the host's when they name host RAM or memory of either side, else unstated."""
+    if _said_in_prose(doc, vocabulary.device):
+        return "device"
+    if _said_in_prose(doc, vocabulary.host):
+        return "host"
+    return "host" if _said_in_prose(doc, vocabulary.either) else "unstated"
 
 
 def is_negated_prose(doc: Document, number: int, vocabulary: ProseVocabulary) -> bool:
-    """Whether line `number` is a person's sentence that takes a failure back (a clause negates it)
-    and affirms none."""
+    """Whether line `number` is a person's sentence that takes a failure back (a clause negates it
+    or only asks about it) and affirms none. A line no program prefixed counts even when it is too
+    short to read as prose when it ends in a question mark ("will it OOM?")."""
     line = doc.line(number)
-    if not is_prose(line):
+    asks = line.text.rstrip().endswith(("?", "？"))
+    if line.source or line.level or not (asks or is_prose(line)):
         return False
     clauses = _clauses(line.text, vocabulary)
-    negated = any(vocabulary.negation.search(c) for c in clauses)
-    affirmed = any(vocabulary.failure.search(c) and not vocabulary.negation.search(c) for c in clauses)
-    return negated and not affirmed
+    taken_back = any(_takes_back(c, vocabulary) for c in clauses)
+    return taken_back and not any(_affirms(c, vocabulary) for c in clauses)

@@ -1,5 +1,6 @@
-"""The prose vocabulary: which words in a person's sentence say that something failed, that it no
-longer does, and in which stage (`rules/prose.yaml`). Decoded strictly and compiled with RE2 once.
+"""The prose vocabulary: which words in a person's sentence say that something failed, that memory
+ran out (the host's or the GPU's), that it no longer does or is only asked about, and in which stage
+(`rules/prose.yaml`). Decoded strictly and compiled with RE2 once.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re2
 from service.errors import PackError
 from service.packs.loader import load_yaml_file
 from service.packs.signatures import Stage
+from service.schemas import Phase
 
 __all__ = ["ProseFile", "ProseVocabulary", "load_prose"]
 
@@ -21,16 +23,30 @@ __all__ = ["ProseFile", "ProseVocabulary", "load_prose"]
 class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     clause_breaks: list[str]
     failure: list[str]
+    out_of_memory: list[str]
+    phases: dict[Phase, list[str]]
+    host: list[str]
+    either: list[str]
+    device: list[str]
+    question: list[str]
     negation: list[str]
     stages: dict[Stage, list[str]]
 
 
 @dataclass(frozen=True, slots=True)
 class ProseVocabulary:
-    """Each list OR-ed into one case-insensitive RE2 pattern."""
+    """Each list OR-ed into one case-insensitive RE2 pattern; `said` is every word that says
+    something failed (failure, out_of_memory, phases) together: what makes a line worth reading."""
 
     clause_break: Any
     failure: Any
+    out_of_memory: Any
+    phases: tuple[tuple[Phase, Any], ...]
+    said: Any
+    host: Any
+    either: Any
+    device: Any
+    question: Any
     negation: Any
     stages: tuple[tuple[Stage, Any], ...]
 
@@ -52,6 +68,16 @@ def load_prose(rules_dir: Path) -> ProseVocabulary:
     return ProseVocabulary(
         clause_break=_compile(data.clause_breaks, "$.clause_breaks"),
         failure=_compile(data.failure, "$.failure"),
+        out_of_memory=_compile(data.out_of_memory, "$.out_of_memory"),
+        phases=tuple((phase, _compile(p, f"$.phases.{phase}")) for phase, p in data.phases.items()),
+        said=_compile(
+            [*data.failure, *data.out_of_memory, *(p for ps in data.phases.values() for p in ps)],
+            "$.failure",
+        ),
+        host=_compile(data.host, "$.host"),
+        either=_compile(data.either, "$.either"),
+        device=_compile(data.device, "$.device"),
+        question=_compile(data.question, "$.question"),
         negation=_compile(data.negation, "$.negation"),
         stages=tuple((stage, _compile(p, f"$.stages.{stage}")) for stage, p in data.stages.items()),
     )

@@ -31,6 +31,36 @@ TAKEN_BACK = [
     "If it OOMs during CUDA graph capture, I will try eager mode",
     "之前加载模型的时候报错，现在不再报错了",
     "为了避免显存不足，我们调低了 gpu_memory_utilization",
+    # questions and advice ask about a failure or warn of one; they state none
+    "will it OOM?",
+    "will it OOM with this config?",
+    "When does vLLM run out of memory",
+    "Does the server crash when the KV cache is full?",
+    "to lower the risk of OOM we set --max-num-seqs 64",
+    "If you get an error about insufficient memory, raise --gpu-memory-utilization.",
+    "这样设置会OOM吗？",
+    "长上下文是否会爆显存？",
+]
+
+# Sentences that alone say memory ran out, with no allocator line anywhere: the stage they name
+# places it, never with a log line's certainty.
+SAID_ONLY = [
+    ("oom occurs after a few hours of serving", "runtime_oom"),
+    ("It ran out of VRAM while loading the weights", "weights_oom"),
+    ("It OOM'd during CUDA graph capture", "warmup_oom"),
+    ("The engine OOMs when the actor is rolling out", "runtime_oom"),
+    ("推理时显存溢出", "runtime_oom"),
+    ("并发测试时显存逐渐增加并溢出", "runtime_oom"),
+    ("加载模型的时候爆显存了", "weights_oom"),
+]
+
+# Host RAM said in words: host_oom, also when the same sentence says "OOM".
+HOST_SAID = [
+    "The container was killed by the OOM killer while loading the weights",
+    "System memory OOM after upgrading vLLM",
+    "the node has 96GB of RAM and got OOM",
+    "加载模型时容器内存不足",
+    "推理时内存溢出",
 ]
 
 # Sentences that place a bare OOM, and the phase they place it in.
@@ -110,3 +140,66 @@ def test_prose_is_told_from_log_lines(text: str, prose: bool) -> None:
 
 def test_a_line_with_a_logger_prefix_is_never_prose() -> None:
     assert not is_prose(Line(number=1, source="", level="INFO", text="It crashes while loading the weights."))
+
+
+@pytest.mark.parametrize(("sentence", "phase"), SAID_ONLY)
+def test_memory_running_out_said_only_in_words_is_placed_by_their_stage(
+    run_classify: Classify, sentence: str, phase: str
+) -> None:
+    diagnosis = run_classify(f"{sentence}\nINFO 05-02 10:11:12 llm_engine.py:72] Initializing an LLM engine")
+    assert diagnosis.phase == phase, diagnosis.summary
+    assert diagnosis.confidence <= 0.5
+
+
+@pytest.mark.parametrize("sentence", HOST_SAID)
+def test_host_ram_said_in_words_is_host_oom(run_classify: Classify, sentence: str) -> None:
+    diagnosis = run_classify(sentence)
+    assert diagnosis.phase == "host_oom", diagnosis.summary
+    assert diagnosis.confidence <= 0.5
+
+
+def test_an_ambiguous_memory_word_follows_the_rest_of_the_persons_words(run_classify: Classify) -> None:
+    # 内存 is host RAM on its own, the GPU's memory in a post that is about 显存
+    assert run_classify("推理时内存溢出").phase == "host_oom"
+    assert run_classify("推理时内存溢出\n显存占用一直在涨").phase == "runtime_oom"
+
+
+def test_a_question_after_a_stated_failure_does_not_take_it_back(run_classify: Classify) -> None:
+    diagnosis = run_classify("随着请求的增加显存慢慢增大，最终会报OOM错误，这个怎么解决呢？")
+    assert diagnosis.phase == "runtime_oom", diagnosis.summary
+
+
+def test_a_log_line_outweighs_words_about_host_ram(run_classify: Classify) -> None:
+    log = f"the machine has 64GB of RAM and it still fails\n{BARE_OOM}"
+    assert run_classify(log).phase != "host_oom"
+
+
+@pytest.mark.parametrize(
+    ("sentence", "phase"),
+    [
+        ("The server crashes once a chat exceeds its context window", "request_too_long"),
+        ("Requests that exceed the context window return a 400", "request_too_long"),
+        ("当用户请求tokens数超过模型上下文时，服务报错", "request_too_long"),
+        ("Some sequences get preempted under load and the output is cut", "kv_preemption"),
+    ],
+)
+def test_a_failure_named_in_words_by_what_happened_gives_its_phase(
+    run_classify: Classify, sentence: str, phase: str
+) -> None:
+    diagnosis = run_classify(sentence)
+    assert diagnosis.phase == phase, diagnosis.summary
+    assert diagnosis.confidence <= 0.5
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "The stats look fine and no request was ever preempted during the benchmark",
+        "Without specifying anything about preemption it runs.",
+        "What happens when a prompt is longer than the max model length?",
+    ],
+)
+def test_naming_a_failure_only_to_deny_or_ask_about_it_is_no_failure(
+    run_classify: Classify, sentence: str
+) -> None:
+    assert run_classify(f"INFO:     Application startup complete.\n{sentence}").phase == "no_failure"

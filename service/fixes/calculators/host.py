@@ -18,6 +18,22 @@ from service.fixes.context import FixContext, Proposal
 # vLLM warns above this share of the host's RAM for the swap space of all GPUs (config/cache.py).
 _SWAP_WARN_SHARE = 0.4
 _DEFAULT_SWAP_GIB = 4.0
+# How well a knob fits a host OOM in the other stage: the swap space is pinned when the KV cache is
+# allocated (after the weights loaded); offloaded weights are copied to host RAM while loading.
+_OTHER_STAGE = 0.35
+
+
+def _weights_loaded(ctx: FixContext) -> bool:
+    """Whether the log shows the weights finished loading (their size, or the KV cache sized after
+    them), so the host ran out later: when the swap space or serving buffers were allocated."""
+    facts = ctx.facts
+    stated = (
+        facts.model_weights_gib,
+        facts.num_gpu_blocks,
+        facts.available_kv_cache_gib,
+        facts.kv_cache_tokens,
+    )
+    return any(value is not None for value in stated)
 
 
 def _float_flag(ctx: FixContext, flag: str) -> float | None:
@@ -39,7 +55,12 @@ def lower_swap_space(ctx: FixContext) -> list[Proposal]:
             f"Each GPU's worker pins --swap-space GiB of host RAM ({_DEFAULT_SWAP_GIB:g} GiB by default), "
             f"{gpus} at once here; a smaller swap space frees it."
         )
-        return [Proposal(change=f"{ctx.flag} 1", why=why, exact=False, needs=("host_total_gib",))]
+        likelihood = 1.0 if _weights_loaded(ctx) or gpus < 2 else _OTHER_STAGE
+        return [
+            Proposal(
+                change=f"{ctx.flag} 1", why=why, exact=False, needs=("host_total_gib",), likelihood=likelihood
+            )
+        ]
     per_gpu = math.floor(_SWAP_WARN_SHARE * total / gpus)
     current = ctx.facts.swap_space_gib
     if current is not None and per_gpu * gpus >= current:
@@ -65,7 +86,12 @@ def lower_cpu_offload(ctx: FixContext) -> list[Proposal]:
         f"--cpu-offload-gb {offload:g} keeps {gib(offload * gpus)} of weights in host RAM across "
         f"{gpus} GPU(s); offloading less needs less RAM (and more GPU memory)."
     )
-    return [Proposal(change=f"{ctx.flag} {lower}", why=why, exact=False, source=("command",))]
+    likelihood = _OTHER_STAGE if _weights_loaded(ctx) else 1.0
+    return [
+        Proposal(
+            change=f"{ctx.flag} {lower}", why=why, exact=False, source=("command",), likelihood=likelihood
+        )
+    ]
 
 
 def raise_host_memory(ctx: FixContext) -> list[Proposal]:
@@ -87,6 +113,8 @@ def fewer_loading_workers(ctx: FixContext) -> list[Proposal]:
     gpus = readings.tensor_parallel(ctx) * readings.pipeline_parallel(ctx)
     if ctx.flag is None or gpus < 2 or ctx.facts.swap_space_gib is not None:
         return []  # a refused swap space fails before any weight loads
+    if _weights_loaded(ctx):
+        return []  # the weights were in: the host ran out after loading
     why = (
         f"{gpus} workers read their shards into host RAM at the same time; one at a time "
         "lowers the peak to one worker's share."
