@@ -8,14 +8,15 @@ wrappers, the person's words, the budget) into a phase and a confidence.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from service.diagnosis.fragments import FragmentHit, find_fragments
 from service.diagnosis.frames import cut_traceback, deepest_frame
 from service.diagnosis.normalize import Document, is_prose
-from service.diagnosis.placement import HintFn, place, place_line
+from service.diagnosis.placement import HintFn, is_marker, place, place_line
 from service.diagnosis.prose import Memory, ProseCue, is_negated_prose, memory_side, read_prose
-from service.diagnosis.scan import Hit, present, scan_lines
+from service.diagnosis.scan import Hit, LineBlocks, present
 from service.packs import SignatureIndex
 from service.packs.evidence import EvidenceWeights
 from service.packs.fragments import FragmentIndex, empty_fragments
@@ -100,8 +101,13 @@ class Context:
         self.prose = prose
         self._cues: list[ProseCue] | None = None
         self._side: Memory | None = None
-        self._lazy: dict[tuple[int, int], list[Hit]] = {}
+        self._lazy = LineBlocks(doc, signatures.lazy)
         self._present: list[CompiledRule] | None = None
+        self._eager_markers = [h for h in hits if is_marker(h)]  # in line order, as the scan found them
+        self._eager_marker_lines = [h.line.number for h in self._eager_markers]
+        self._eager_by_source: dict[str, list[int]] = {}
+        for marker in self._eager_markers:
+            self._eager_by_source.setdefault(marker.line.source, []).append(marker.line.number)
 
     def table_frame(self, first: int, last: int, source: str) -> tuple[Stage, str, int] | None:
         """The innermost frame on lines first..last that vLLM's call graph places in one stage."""
@@ -162,11 +168,21 @@ class Context:
         return list(found.values())
 
     def lazy(self, first: int, last: int) -> list[Hit]:
-        """Stage-marker and frame hits on lines first..last."""
-        key = (first, last)
-        if key not in self._lazy:
-            self._lazy[key] = scan_lines(self.doc, self.signatures.lazy, first, last)
-        return self._lazy[key]
+        """Stage-marker and frame hits on lines first..last (each line scanned at most once)."""
+        return self._lazy.hits(first, last)
+
+    def markers(self, first: int, last: int) -> list[Hit]:
+        """Stage markers on lines first..last in line order: lazy stage lines and eager markers."""
+        found = [h for h in self._lazy.hits(first, last) if h.compiled.rule.kind == "stage"]
+        lines = self._eager_marker_lines
+        found += self._eager_markers[bisect_left(lines, first) : bisect_right(lines, last)]
+        return sorted(found, key=lambda h: h.line.number)
+
+    def eager_marker_before(self, before: int, source: str) -> int:
+        """Line of process `source`'s (any process's when empty) last eager marker before `before`, or 1."""
+        lines = self._eager_by_source.get(source, []) if source else self._eager_marker_lines
+        at = bisect_left(lines, before)
+        return lines[at - 1] if at else 1
 
 
 def _basis(title: str) -> str:

@@ -18,6 +18,7 @@ from service.packs.signatures import CompiledRule, convert_fact, other_process
 __all__ = [
     "MAX_EXAMINED_LINES",
     "Hit",
+    "LineBlocks",
     "Scan",
     "match_line",
     "parse_pairs",
@@ -190,6 +191,57 @@ def scan_lines(doc: Document, index: PatternIndex, first: int, last: int) -> lis
         return []
     data = "\n".join(doc.lines[first - 1 : last]).encode("utf-8", errors="replace")
     return _Scanner(doc, index).run(data, first, None).hits
+
+
+class LineBlocks:
+    """Hits of one index on a document, scanned block by block as ranges are asked for.
+
+    Every line is scanned at most once however many ranges overlap (one OOM's traceback window,
+    another's walk back to its process's last marker), and one line memo serves every block, so a
+    line repeated across the document is examined once.
+    """
+
+    __slots__ = ("_blocks", "_scanner", "doc", "size")
+
+    def __init__(self, doc: Document, index: PatternIndex, size: int = 64) -> None:
+        self.doc = doc
+        self.size = size
+        self._scanner = _Scanner(doc, index)
+        self._blocks: dict[int, list[Hit]] = {}
+
+    def block_of(self, number: int) -> int:
+        """The block holding line `number` (clamped to the document)."""
+        return (min(max(1, number), max(1, len(self.doc.lines))) - 1) // self.size
+
+    def _scan(self, low: int, high: int) -> None:
+        """Scan blocks low..high (none of them scanned yet) in one pass and file the hits by block."""
+        first, last = low * self.size + 1, min(len(self.doc.lines), (high + 1) * self.size)
+        data = "\n".join(self.doc.lines[first - 1 : last]).encode("utf-8", errors="replace")
+        for block in range(low, high + 1):
+            self._blocks[block] = []
+        for hit in self._scanner.run(data, first, None).hits:
+            self._blocks[self.block_of(hit.line.number)].append(hit)
+
+    def hits(self, first: int, last: int) -> list[Hit]:
+        """Hits on lines first..last, in line order; each run of unscanned blocks is scanned at once."""
+        first, last = max(1, first), min(len(self.doc.lines), last)
+        if first > last:
+            return []
+        low, high = self.block_of(first), self.block_of(last)
+        block = low
+        while block <= high:
+            if block in self._blocks:
+                block += 1
+                continue
+            end = block
+            while end + 1 <= high and end + 1 not in self._blocks:
+                end += 1
+            self._scan(block, end)
+            block = end + 1
+        found: list[Hit] = []
+        for each in range(low, high + 1):
+            found.extend(h for h in self._blocks[each] if first <= h.line.number <= last)
+        return found
 
 
 def present(doc: Document, index: PatternIndex) -> list[CompiledRule]:
