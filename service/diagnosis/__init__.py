@@ -43,7 +43,9 @@ def classify_text(
         early = collect_facts(hits, set(), request_facts or {}, command, vllm_version, packs.fixes)
         return budget_hint(early.values, packs.catalog) or weights_hint(early.values, packs.catalog)
 
-    context = Context(doc, packs.signatures, hits, packs.evidence, packs.prose, packs.fragments)
+    context = Context(
+        doc, packs.signatures, hits, packs.evidence, packs.prose, packs.fragments, found_hits.copies
+    )
     verdict = interpret(context, functools.cache(ask_hint))
     stated = next((str(h.facts["vllm_version"]) for h in hits if "vllm_version" in h.facts), None)
     matched_rules = [h.compiled.rule for h in hits]

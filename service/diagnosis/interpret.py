@@ -92,6 +92,7 @@ class Context:
         weights: EvidenceWeights,
         prose: ProseVocabulary,
         fragments: FragmentIndex | None = None,
+        copies: tuple[tuple[int, int], ...] = (),
     ) -> None:
         self.doc = doc
         self.fragments = fragments or empty_fragments()
@@ -99,6 +100,7 @@ class Context:
         self.hits = hits
         self.weights = weights
         self.prose = prose
+        self.copies = copies  # the eager scan's repeated lines, which whole-text passes skip
         self._cues: list[ProseCue] | None = None
         self._side: Memory | None = None
         self._lazy = LineBlocks(doc, signatures.lazy)
@@ -123,7 +125,7 @@ class Context:
     def present(self) -> list[CompiledRule]:
         """Lazy-index rules matching anywhere in the document (one RE2 pass, cached)."""
         if self._present is None:
-            self._present = present(self.doc, self.signatures.lazy)
+            self._present = present(self.doc, self.signatures.lazy, self.copies)
         return self._present
 
     def signs(self) -> list[tuple[Stage, str, int | None]]:
@@ -168,12 +170,13 @@ class Context:
         return list(found.values())
 
     def lazy(self, first: int, last: int) -> list[Hit]:
-        """Stage-marker and frame hits on lines first..last (each line scanned at most once)."""
-        return self._lazy.hits(first, last)
+        """Stage-marker and frame hits on lines first..last (each line scanned at most once); none
+        without a line scan when no lazy rule matches anywhere (the one whole-text pass `present`)."""
+        return self._lazy.hits(first, last) if self.present() else []
 
     def markers(self, first: int, last: int) -> list[Hit]:
         """Stage markers on lines first..last in line order: lazy stage lines and eager markers."""
-        found = [h for h in self._lazy.hits(first, last) if h.compiled.rule.kind == "stage"]
+        found = [h for h in self.lazy(first, last) if h.compiled.rule.kind == "stage"]
         lines = self._eager_marker_lines
         found += self._eager_markers[bisect_left(lines, first) : bisect_right(lines, last)]
         return sorted(found, key=lambda h: h.line.number)

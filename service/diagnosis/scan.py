@@ -26,6 +26,7 @@ __all__ = [
     "scan",
     "scan_document",
     "scan_lines",
+    "without_copies",
 ]
 
 
@@ -172,6 +173,9 @@ class Scan:
     hits: list[Hit]
     examined: int
     stopped_at: int | None
+    # byte spans of the scanned text holding the copies of a line repeated on consecutive lines
+    # (every copy but the first): a position-free pass may skip them
+    copies: tuple[tuple[int, int], ...] = ()
 
 
 def scan(doc: Document, index: PatternIndex) -> list[Hit]:
@@ -244,11 +248,27 @@ class LineBlocks:
         return found
 
 
-def present(doc: Document, index: PatternIndex) -> list[CompiledRule]:
-    """Rules of `index` with a pattern matching anywhere in the document (one RE2 pass)."""
+def without_copies(data: bytes, copies: tuple[tuple[int, int], ...]) -> bytes:
+    """`data` without the byte spans `copies` (in order, not overlapping)."""
+    if not copies:
+        return data
+    pieces, done = [], 0
+    for start, end in copies:
+        pieces.append(data[done:start])
+        done = end
+    pieces.append(data[done:])
+    return b"".join(pieces)
+
+
+def present(
+    doc: Document, index: PatternIndex, copies: tuple[tuple[int, int], ...] = ()
+) -> list[CompiledRule]:
+    """Rules of `index` with a pattern matching anywhere in the document (one RE2 pass); `copies`
+    (a scan's repeated lines) need not be read again."""
     if not index.pattern_owner:
         return []
-    found = {index.pattern_owner[i][0] for i in index.pattern_set.Match(doc.data) or ()}
+    data = without_copies(doc.data, copies)
+    found = {index.pattern_owner[i][0] for i in index.pattern_set.Match(data) or ()}
     return [index.rules[i] for i in sorted(found)]
 
 
@@ -272,6 +292,7 @@ class _Scanner:
         if self.index.prefilter is None:
             return Scan(hits=[], examined=0, stopped_at=None)
         hits: list[Hit] = []
+        copies: list[tuple[int, int]] = []
         pos, line_no, counted_to, examined = 0, first_line, 0, 0
         size = len(data)
         search = self.index.prefilter.search
@@ -285,13 +306,15 @@ class _Scanner:
             end = size if end < 0 else end
             line_no += data.count(b"\n", counted_to, start)
             if limit is not None and examined >= limit:
-                return Scan(hits=hits, examined=examined, stopped_at=line_no)
+                return Scan(hits, examined, line_no, tuple(copies))
             examined += 1
             raw = data[start:end]
             repeats, pos = run_of(data, raw, end)
+            if repeats > 1:
+                copies.append((end, min(pos - 1, size)))
             hits.extend(self._hits_on_line(line_no, raw, repeats))
             line_no, counted_to = line_no + repeats, pos
-        return Scan(hits=hits, examined=examined, stopped_at=None)
+        return Scan(hits, examined, None, tuple(copies))
 
     def _hits_on_line(self, number: int, raw: bytes, repeats: int) -> list[Hit]:
         result = self.lines.get(raw)

@@ -106,3 +106,19 @@ def test_a_weight_outside_zero_and_one_fails_loading_with_its_line(tmp_path: Pat
     path.write_text(path.read_text(encoding="utf-8").replace("frame: 0.92", "frame: 1.5"), encoding="utf-8")
     with pytest.raises(PackError, match=r"evidence\.yaml.*weight of frame"):
         load_packs(tmp_path / "rules")
+
+
+def test_a_marker_hundreds_of_lines_back_places_every_oom_after_it(run_classify: Classify) -> None:
+    serving = [
+        f"(Worker_TP0 pid=300) DEBUG 01-01 00:00:02 [x.py:1] shard {n} of 900 read" for n in range(900)
+    ]
+    log = "\n".join(
+        [
+            "(Worker_TP0 pid=300) INFO 01-01 00:00:01 [loader.py:1] Loading safetensors checkpoint shards",
+            *serving,
+            *(f"(Worker_TP0 pid=300) ERROR 01-01 00:00:03 [core.py:1] {OOM} try {n}" for n in range(10)),
+        ]
+    )
+    diagnosis = run_classify(log)
+    assert diagnosis.phase == "weights_oom"
+    assert {f.phase for f in diagnosis.findings} == {"weights_oom"}
