@@ -72,6 +72,7 @@ class Verdict:
 # The call graph's stages (rules/frames/) as placement's stages: allocating the KV cache comes after
 # profiling and before serving, so an OOM there is a warm-up OOM (DESIGN §3.1).
 _TABLE_STAGE: dict[str, Stage] = {
+    "init": "init",
     "loading": "loading",
     "profiling": "profiling",
     "warmup": "warmup",
@@ -112,8 +113,9 @@ class Context:
             self._eager_by_source.setdefault(marker.line.source, []).append(marker.line.number)
 
     def table_frame(self, first: int, last: int, source: str) -> tuple[Stage, str, int] | None:
-        """The innermost frame on lines first..last that vLLM's call graph places in one stage."""
-        known = deepest_frame(self.doc, self.signatures.frames, first, last, source=source)
+        """The innermost frame on lines first..last (of process `source`; a failure without a process
+        prefix owns every frame) that vLLM's call graph places in one stage."""
+        known = deepest_frame(self.doc, self.signatures.frames, first, last, source=source or None)
         if known is None or known.stage not in _TABLE_STAGE:
             return None
         return _TABLE_STAGE[known.stage], known.function, known.line

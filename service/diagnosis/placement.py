@@ -229,7 +229,8 @@ def gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) ->
     if not clues:
         known = ctx.table_frame(start, line.number, line.source)
         if known is not None:
-            clues.append(Clue("table_frame", known[0], f"traceback frame {known[1]}", known[2]))
+            kind: ClueKind = "construction_frame" if known[0] == "init" else "table_frame"
+            clues.append(Clue(kind, known[0], f"traceback frame {known[1]}", known[2]))
     clues += _timeline_clues(ctx, line)
     if not clues:
         after = [
@@ -242,7 +243,8 @@ def gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) ->
         if not clues:  # the frames printed after it, as vLLM's call graph places them
             known = ctx.table_frame(line.number + 1, line.number + _AFTER_WINDOW, line.source)
             if known is not None:
-                clues.append(Clue("frame_after", known[0], f"traceback frame {known[1]} after it", known[2]))
+                kind = "construction_frame" if known[0] == "init" else "frame_after"
+                clues.append(Clue(kind, known[0], f"traceback frame {known[1]} after it", known[2]))
     strong = any(c.kind in ("frame", "table_frame", "marker", "frame_after") for c in clues)
     if not strong:
         given = hint()  # only set when the weights alone cannot fit: then nothing else could run
@@ -260,9 +262,24 @@ def gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) ->
         after_clue = _marker_after(ctx, line.number)
         if after_clue is not None:
             clues.append(after_clue)
+    clues = _refine_construction(clues)
     if not clues and default in _PHASE_STAGE:
         clues.append(Clue("rule", _PHASE_STAGE[default], "no context around it"))
     return clues
+
+
+def _refine_construction(clues: list[Clue]) -> list[Clue]:
+    """An engine-construction frame says start-up without saying which stage: it joins the first
+    other clue naming a start-up stage (the timeline's marker, a later line, the person's words)."""
+    startup = next(
+        (c for c in clues if c.kind != "construction_frame" and _PROGRESS[c.stage] < _PROGRESS["serving"]),
+        None,
+    )
+    if startup is None:
+        return clues
+    return [
+        Clue(c.kind, startup.stage, c.basis, c.line) if c.kind == "construction_frame" else c for c in clues
+    ]
 
 
 def weigh(clues: list[Clue], weights: EvidenceWeights) -> Placement | None:
