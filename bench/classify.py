@@ -148,7 +148,7 @@ def _both_cases(inner: str) -> str:
 
 def _bracket(body: str, caseless: bool) -> str:
     """Translate the inside of one RE2 bracket expression to POSIX."""
-    out, hyphen, i = [], False, 0
+    out, hyphen, bracket, i = [], False, False, 0
     negate = body.startswith("^")
     if negate:
         body = body[1:]
@@ -160,6 +160,8 @@ def _bracket(body: str, caseless: bool) -> str:
                 out.append(_CLASS[nxt])
             elif nxt == "-":
                 hyphen = True
+            elif nxt == "]":
+                bracket = True  # POSIX takes a literal "]" only first
             else:
                 out.append(nxt)
             i += 2
@@ -169,8 +171,8 @@ def _bracket(body: str, caseless: bool) -> str:
     inner = "".join(out)
     if caseless and "[:" not in inner:
         inner = _both_cases(inner)
-    if "]" in inner:
-        inner = "]" + inner.replace("]", "")
+    if bracket:
+        inner = "]" + inner
     return "[" + ("^" if negate else "") + inner + ("-" if hyphen else "") + "]"
 
 
@@ -186,8 +188,10 @@ def to_ere(pattern: str) -> str | None:
     while i < len(text):
         char = text[i]
         if char == "[":
-            end = text.find("]", i + 2 if text[i + 1 : i + 2] in ("]", "^") else i + 1)
-            if end < 0:
+            end = i + 2 if text[i + 1 : i + 2] in ("]", "^") else i + 1
+            while end < len(text) and text[end] != "]":
+                end += 2 if text[end] == "\\" else 1  # an escaped "]" does not close it
+            if end >= len(text):
                 return None
             out.append(_bracket(text[i + 1 : end], caseless))
             i = end + 1

@@ -108,6 +108,19 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
 # frames themselves; what they call is not walked, since a request reaches every part of the engine.
 REQUEST_HANDLERS = ("generate", "_process_request", "add_request", "encode", "abort")
 REQUEST_FOLDERS = ("vllm/engine/", "vllm/v1/engine/")
+# Engine construction: the constructors of engines, executors and workers run every start-up stage
+# in turn, so a traceback whose deepest known frame is one of them failed during start-up, in a stage
+# the cut traceback does not show (`init`). Like request handlers they are marked and not walked; a
+# constructor some stage's walk also reaches says nothing and is left out.
+CONSTRUCTORS = ("from_engine_args", "from_vllm_config", "_init_engine", "__init__", "_init_executor")
+CONSTRUCTOR_FOLDERS = (
+    "vllm/engine/",
+    "vllm/v1/engine/",
+    "vllm/executor/",
+    "vllm/v1/executor/",
+    "vllm/worker/",
+    "vllm/v1/worker/",
+)
 # Folders whose functions no stage's entry point calls: skipped to keep a rerun short.
 SKIPPED = re.compile(
     r"^vllm/(?:entrypoints|benchmarks|lora|multimodal|transformers_utils|tool_parsers|reasoning|third_party"
@@ -358,6 +371,8 @@ def stages_of(functions: list[Function]) -> dict[tuple[str, str], set[str]]:
     for function in functions:
         if function.name in REQUEST_HANDLERS and function.file.startswith(REQUEST_FOLDERS):
             reached[(function.file, function.qualname)].add("serving")
+        if function.name in CONSTRUCTORS and function.file.startswith(CONSTRUCTOR_FOLDERS):
+            reached[(function.file, function.qualname)].add("init")
     return reached
 
 

@@ -14,7 +14,7 @@ from service.diagnosis.hints import budget_hint, weights_hint
 from service.diagnosis.interpret import Context, interpret
 from service.diagnosis.misleading import flag_misleading
 from service.diagnosis.normalize import Document
-from service.diagnosis.scan import present, scan_document
+from service.diagnosis.scan import scan_document
 from service.diagnosis.wording import describe
 from service.packs import RulePacks
 from service.schemas import Diagnosis, Phase
@@ -43,12 +43,14 @@ def classify_text(
         early = collect_facts(hits, set(), request_facts or {}, command, vllm_version, packs.fixes)
         return budget_hint(early.values, packs.catalog) or weights_hint(early.values, packs.catalog)
 
-    context = Context(doc, packs.signatures, hits, packs.evidence, packs.prose, packs.fragments)
+    context = Context(
+        doc, packs.signatures, hits, packs.evidence, packs.prose, packs.fragments, found_hits.copies
+    )
     verdict = interpret(context, functools.cache(ask_hint))
     stated = next((str(h.facts["vllm_version"]) for h in hits if "vllm_version" in h.facts), None)
     matched_rules = [h.compiled.rule for h in hits]
     if not stated and not vllm_version:  # only then do the wordings of stage lines matter
-        matched_rules += [c.rule for c in present(doc, packs.signatures.lazy)]
+        matched_rules += [c.rule for c in context.present()]
     engine = infer_engine(matched_rules, stated, vllm_version)
     known = parse_version(engine.version) if engine.version else None
     version_text = ".".join(map(str, known)) if known else None

@@ -8,14 +8,15 @@ wrappers, the person's words, the budget) into a phase and a confidence.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from service.diagnosis.fragments import FragmentHit, find_fragments
 from service.diagnosis.frames import cut_traceback, deepest_frame
 from service.diagnosis.normalize import Document, is_prose
-from service.diagnosis.placement import HintFn, place, place_line
+from service.diagnosis.placement import HintFn, is_marker, place, place_line
 from service.diagnosis.prose import Memory, ProseCue, is_negated_prose, memory_side, read_prose
-from service.diagnosis.scan import Hit, present, scan_lines
+from service.diagnosis.scan import Hit, LineBlocks, present
 from service.packs import SignatureIndex
 from service.packs.evidence import EvidenceWeights
 from service.packs.fragments import FragmentIndex, empty_fragments
@@ -71,6 +72,7 @@ class Verdict:
 # The call graph's stages (rules/frames/) as placement's stages: allocating the KV cache comes after
 # profiling and before serving, so an OOM there is a warm-up OOM (DESIGN §3.1).
 _TABLE_STAGE: dict[str, Stage] = {
+    "init": "init",
     "loading": "loading",
     "profiling": "profiling",
     "warmup": "warmup",
@@ -91,6 +93,7 @@ class Context:
         weights: EvidenceWeights,
         prose: ProseVocabulary,
         fragments: FragmentIndex | None = None,
+        copies: tuple[tuple[int, int], ...] = (),
     ) -> None:
         self.doc = doc
         self.fragments = fragments or empty_fragments()
@@ -98,14 +101,21 @@ class Context:
         self.hits = hits
         self.weights = weights
         self.prose = prose
+        self.copies = copies  # the eager scan's repeated lines, which whole-text passes skip
         self._cues: list[ProseCue] | None = None
         self._side: Memory | None = None
-        self._lazy: dict[tuple[int, int], list[Hit]] = {}
+        self._lazy = LineBlocks(doc, signatures.lazy)
         self._present: list[CompiledRule] | None = None
+        self._eager_markers = [h for h in hits if is_marker(h)]  # in line order, as the scan found them
+        self._eager_marker_lines = [h.line.number for h in self._eager_markers]
+        self._eager_by_source: dict[str, list[int]] = {}
+        for marker in self._eager_markers:
+            self._eager_by_source.setdefault(marker.line.source, []).append(marker.line.number)
 
     def table_frame(self, first: int, last: int, source: str) -> tuple[Stage, str, int] | None:
-        """The innermost frame on lines first..last that vLLM's call graph places in one stage."""
-        known = deepest_frame(self.doc, self.signatures.frames, first, last, source=source)
+        """The innermost frame on lines first..last (of process `source`; a failure without a process
+        prefix owns every frame) that vLLM's call graph places in one stage."""
+        known = deepest_frame(self.doc, self.signatures.frames, first, last, source=source or None)
         if known is None or known.stage not in _TABLE_STAGE:
             return None
         return _TABLE_STAGE[known.stage], known.function, known.line
@@ -117,7 +127,7 @@ class Context:
     def present(self) -> list[CompiledRule]:
         """Lazy-index rules matching anywhere in the document (one RE2 pass, cached)."""
         if self._present is None:
-            self._present = present(self.doc, self.signatures.lazy)
+            self._present = present(self.doc, self.signatures.lazy, self.copies)
         return self._present
 
     def signs(self) -> list[tuple[Stage, str, int | None]]:
@@ -162,11 +172,22 @@ class Context:
         return list(found.values())
 
     def lazy(self, first: int, last: int) -> list[Hit]:
-        """Stage-marker and frame hits on lines first..last."""
-        key = (first, last)
-        if key not in self._lazy:
-            self._lazy[key] = scan_lines(self.doc, self.signatures.lazy, first, last)
-        return self._lazy[key]
+        """Stage-marker and frame hits on lines first..last (each line scanned at most once); none
+        without a line scan when no lazy rule matches anywhere (the one whole-text pass `present`)."""
+        return self._lazy.hits(first, last) if self.present() else []
+
+    def markers(self, first: int, last: int) -> list[Hit]:
+        """Stage markers on lines first..last in line order: lazy stage lines and eager markers."""
+        found = [h for h in self.lazy(first, last) if h.compiled.rule.kind == "stage"]
+        lines = self._eager_marker_lines
+        found += self._eager_markers[bisect_left(lines, first) : bisect_right(lines, last)]
+        return sorted(found, key=lambda h: h.line.number)
+
+    def eager_marker_before(self, before: int, source: str) -> int:
+        """Line of process `source`'s (any process's when empty) last eager marker before `before`, or 1."""
+        lines = self._eager_by_source.get(source, []) if source else self._eager_marker_lines
+        at = bisect_left(lines, before)
+        return lines[at - 1] if at else 1
 
 
 def _basis(title: str) -> str:

@@ -204,16 +204,21 @@ _MIN_WRAP_WIDTH = 60
 
 
 def _wrap_points(lines: list[str]) -> set[int]:
-    """Indexes of lines cut at the terminal width: the longest length, shared by two or more."""
+    """Indexes of lines cut at the terminal width: the longest length, shared by two or more.
+
+    A line followed by the same line is no wrap point (a wrapped piece never repeats whole), so a
+    run of one pasted line is not rejoined piece by piece.
+    """
     lengths = list(map(len, lines))
     width = max(lengths, default=0)
     if width < _MIN_WRAP_WIDTH or lengths.count(width) < 2:
         return set()
     points: set[int] = set()
-    at = -1
+    at, last = -1, len(lines) - 1
     for _ in range(lengths.count(width)):
         at = lengths.index(width, at + 1)
-        points.add(at)
+        if at == last or lines[at + 1] != lines[at]:
+            points.add(at)
     return points
 
 

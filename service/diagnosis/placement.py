@@ -33,6 +33,7 @@ __all__ = [
     "HintFn",
     "Placement",
     "StageLookup",
+    "is_marker",
     "place",
     "place_line",
     "weigh",
@@ -90,7 +91,8 @@ class Placement:
 
 
 class StageLookup(Protocol):
-    """What placement reads from a document: eager hits, lazy stage/frame hits by range, position-free
+    """What placement reads from a document: eager hits, lazy stage/frame hits and stage markers by
+    range (each line scanned once however many failures ask), position-free
     signs of a stage (wrappers with a line, message signs without), and the person's stage words."""
 
     @property
@@ -100,6 +102,10 @@ class StageLookup(Protocol):
     def hits(self) -> list[Hit]: ...
 
     def lazy(self, first: int, last: int) -> list[Hit]: ...
+
+    def markers(self, first: int, last: int) -> list[Hit]: ...
+
+    def eager_marker_before(self, before: int, source: str) -> int: ...
 
     def signs(self) -> list[tuple[Stage, str, int | None]]: ...
 
@@ -136,32 +142,33 @@ def _frame_clues(frames: list[Hit], source: str, outer: ClueKind, inner: ClueKin
     return clues
 
 
-def _is_marker(hit: Hit) -> bool:
+def is_marker(hit: Hit) -> bool:
+    """Whether a hit marks the stage a process has reached (not a frame, not a position-free sign)."""
     rule = hit.compiled.rule
     return rule.stage is not None and rule.kind != "frame" and not rule.anywhere
+
+
+_WALK = 256
 
 
 def _markers_before(ctx: StageLookup, before: int, source: str) -> tuple[Hit | None, list[Hit]]:
     """The failing process's last marker before line `before`, and other processes' markers after it
     (latest first).
 
-    A failure without a process prefix owns every marker. Reads backwards in growing blocks, never
-    below the process's last marker among the eager hits, so a long serving log is not rescanned.
+    A failure without a process prefix owns every marker. Walks back in blocks, never below the
+    process's last eager marker (where the walk must stop), and the lookup scans each line once, so
+    many failures cost one pass.
     """
-    eager = [h for h in ctx.hits if _is_marker(h) and h.line.number < before]
-    own_eager = [h for h in eager if not source or h.line.source == source]
-    floor = own_eager[-1].line.number if own_eager else 1
     others: list[Hit] = []
-    high, size = before - 1, 200
+    floor = ctx.eager_marker_before(before, source)
+    high = before - 1
     while high >= floor:
-        low = max(floor, high - size + 1)
-        block = [h for h in ctx.lazy(low, high) if h.compiled.rule.kind == "stage"]
-        block += [h for h in eager if low <= h.line.number <= high]
-        for hit in sorted(block, key=lambda h: h.line.number, reverse=True):
+        low = max(floor, high - _WALK + 1)
+        for hit in reversed(ctx.markers(low, high)):
             if not source or hit.line.source == source:
                 return hit, others
             others.append(hit)
-        high, size = low - 1, size * 4
+        high = low - 1
     return None, others
 
 
@@ -201,18 +208,16 @@ def _timeline_clues(ctx: StageLookup, failure: Line) -> list[Clue]:
 
 def _marker_after(ctx: StageLookup, after: int) -> Clue | None:
     """The last stage a running engine reached after line `after` (a failure stated above its log)."""
-    end = len(ctx.doc.lines)
-    found = [
-        h
-        for h in (*ctx.hits, *ctx.lazy(after + 1, end))
-        if h.line.number > after and _is_marker(h) and h.compiled.rule.stage in _ENGINE_STAGES
-    ]
-    if not found:
-        return None
-    last = max(found, key=lambda h: h.line.number)
-    stage = last.compiled.rule.stage
-    assert stage is not None
-    return Clue("marker_after", stage, "log lines after it", last.line.number)
+    high = len(ctx.doc.lines)
+    while high > after:
+        low = max(after + 1, high - _WALK + 1)
+        for hit in reversed(ctx.markers(low, high)):
+            stage = hit.compiled.rule.stage
+            if is_marker(hit) and stage in _ENGINE_STAGES:
+                assert stage is not None
+                return Clue("marker_after", stage, "log lines after it", hit.line.number)
+        high = low - 1
+    return None
 
 
 def gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) -> list[Clue]:
@@ -224,7 +229,8 @@ def gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) ->
     if not clues:
         known = ctx.table_frame(start, line.number, line.source)
         if known is not None:
-            clues.append(Clue("table_frame", known[0], f"traceback frame {known[1]}", known[2]))
+            kind: ClueKind = "construction_frame" if known[0] == "init" else "table_frame"
+            clues.append(Clue(kind, known[0], f"traceback frame {known[1]}", known[2]))
     clues += _timeline_clues(ctx, line)
     if not clues:
         after = [
@@ -237,7 +243,8 @@ def gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) ->
         if not clues:  # the frames printed after it, as vLLM's call graph places them
             known = ctx.table_frame(line.number + 1, line.number + _AFTER_WINDOW, line.source)
             if known is not None:
-                clues.append(Clue("frame_after", known[0], f"traceback frame {known[1]} after it", known[2]))
+                kind = "construction_frame" if known[0] == "init" else "frame_after"
+                clues.append(Clue(kind, known[0], f"traceback frame {known[1]} after it", known[2]))
     strong = any(c.kind in ("frame", "table_frame", "marker", "frame_after") for c in clues)
     if not strong:
         given = hint()  # only set when the weights alone cannot fit: then nothing else could run
@@ -255,9 +262,24 @@ def gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) ->
         after_clue = _marker_after(ctx, line.number)
         if after_clue is not None:
             clues.append(after_clue)
+    clues = _refine_construction(clues)
     if not clues and default in _PHASE_STAGE:
         clues.append(Clue("rule", _PHASE_STAGE[default], "no context around it"))
     return clues
+
+
+def _refine_construction(clues: list[Clue]) -> list[Clue]:
+    """An engine-construction frame says start-up without saying which stage: it joins the first
+    other clue naming a start-up stage (the timeline's marker, a later line, the person's words)."""
+    startup = next(
+        (c for c in clues if c.kind != "construction_frame" and _PROGRESS[c.stage] < _PROGRESS["serving"]),
+        None,
+    )
+    if startup is None:
+        return clues
+    return [
+        Clue(c.kind, startup.stage, c.basis, c.line) if c.kind == "construction_frame" else c for c in clues
+    ]
 
 
 def weigh(clues: list[Clue], weights: EvidenceWeights) -> Placement | None:

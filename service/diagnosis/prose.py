@@ -97,6 +97,7 @@ def _prose_lines(doc: Document, pattern: Any) -> Iterator[tuple[Line, int]]:
     """The unprefixed lines `pattern` hits, in order, from one pass over the document's text, each
     with how many times it repeats in a row (a line pasted over and over is read once)."""
     data = doc.data
+    printed: set[bytes] = set()  # lines already seen with a logger or process prefix
     pos, line_no, counted = 0, 1, 0
     while pos < len(data):
         match = pattern.search(data, pos)
@@ -106,10 +107,15 @@ def _prose_lines(doc: Document, pattern: Any) -> Iterator[tuple[Line, int]]:
         end = data.find(b"\n", match.start())
         end = len(data) if end < 0 else end
         line_no += data.count(b"\n", counted, start)
-        repeats, pos = run_of(data, data[start:end], end)
-        line = doc.line(line_no)
-        line_no, counted = line_no + repeats, pos
-        if not (line.source or line.level):  # a logger or process prefix: a program printed it
+        raw = data[start:end]
+        repeats, pos = run_of(data, raw, end)
+        first, line_no, counted = line_no, line_no + repeats, pos
+        if raw in printed:
+            continue
+        line = doc.line(first)
+        if line.source or line.level:  # a logger or process prefix: a program printed it
+            printed.add(raw)
+        else:
             yield line, repeats
 
 

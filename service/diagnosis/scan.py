@@ -18,6 +18,7 @@ from service.packs.signatures import CompiledRule, convert_fact, other_process
 __all__ = [
     "MAX_EXAMINED_LINES",
     "Hit",
+    "LineBlocks",
     "Scan",
     "match_line",
     "parse_pairs",
@@ -25,6 +26,7 @@ __all__ = [
     "scan",
     "scan_document",
     "scan_lines",
+    "without_copies",
 ]
 
 
@@ -171,6 +173,9 @@ class Scan:
     hits: list[Hit]
     examined: int
     stopped_at: int | None
+    # byte spans of the scanned text holding the copies of a line repeated on consecutive lines
+    # (every copy but the first): a position-free pass may skip them
+    copies: tuple[tuple[int, int], ...] = ()
 
 
 def scan(doc: Document, index: PatternIndex) -> list[Hit]:
@@ -192,11 +197,78 @@ def scan_lines(doc: Document, index: PatternIndex, first: int, last: int) -> lis
     return _Scanner(doc, index).run(data, first, None).hits
 
 
-def present(doc: Document, index: PatternIndex) -> list[CompiledRule]:
-    """Rules of `index` with a pattern matching anywhere in the document (one RE2 pass)."""
+class LineBlocks:
+    """Hits of one index on a document, scanned block by block as ranges are asked for.
+
+    Every line is scanned at most once however many ranges overlap (one OOM's traceback window,
+    another's walk back to its process's last marker), and one line memo serves every block, so a
+    line repeated across the document is examined once.
+    """
+
+    __slots__ = ("_blocks", "_scanner", "doc", "size")
+
+    def __init__(self, doc: Document, index: PatternIndex, size: int = 64) -> None:
+        self.doc = doc
+        self.size = size
+        self._scanner = _Scanner(doc, index)
+        self._blocks: dict[int, list[Hit]] = {}
+
+    def block_of(self, number: int) -> int:
+        """The block holding line `number` (clamped to the document)."""
+        return (min(max(1, number), max(1, len(self.doc.lines))) - 1) // self.size
+
+    def _scan(self, low: int, high: int) -> None:
+        """Scan blocks low..high (none of them scanned yet) in one pass and file the hits by block."""
+        first, last = low * self.size + 1, min(len(self.doc.lines), (high + 1) * self.size)
+        data = "\n".join(self.doc.lines[first - 1 : last]).encode("utf-8", errors="replace")
+        for block in range(low, high + 1):
+            self._blocks[block] = []
+        for hit in self._scanner.run(data, first, None).hits:
+            self._blocks[self.block_of(hit.line.number)].append(hit)
+
+    def hits(self, first: int, last: int) -> list[Hit]:
+        """Hits on lines first..last, in line order; each run of unscanned blocks is scanned at once."""
+        first, last = max(1, first), min(len(self.doc.lines), last)
+        if first > last:
+            return []
+        low, high = self.block_of(first), self.block_of(last)
+        block = low
+        while block <= high:
+            if block in self._blocks:
+                block += 1
+                continue
+            end = block
+            while end + 1 <= high and end + 1 not in self._blocks:
+                end += 1
+            self._scan(block, end)
+            block = end + 1
+        found: list[Hit] = []
+        for each in range(low, high + 1):
+            found.extend(h for h in self._blocks[each] if first <= h.line.number <= last)
+        return found
+
+
+def without_copies(data: bytes, copies: tuple[tuple[int, int], ...]) -> bytes:
+    """`data` without the byte spans `copies` (in order, not overlapping)."""
+    if not copies:
+        return data
+    pieces, done = [], 0
+    for start, end in copies:
+        pieces.append(data[done:start])
+        done = end
+    pieces.append(data[done:])
+    return b"".join(pieces)
+
+
+def present(
+    doc: Document, index: PatternIndex, copies: tuple[tuple[int, int], ...] = ()
+) -> list[CompiledRule]:
+    """Rules of `index` with a pattern matching anywhere in the document (one RE2 pass); `copies`
+    (a scan's repeated lines) need not be read again."""
     if not index.pattern_owner:
         return []
-    found = {index.pattern_owner[i][0] for i in index.pattern_set.Match(doc.data) or ()}
+    data = without_copies(doc.data, copies)
+    found = {index.pattern_owner[i][0] for i in index.pattern_set.Match(data) or ()}
     return [index.rules[i] for i in sorted(found)]
 
 
@@ -220,6 +292,7 @@ class _Scanner:
         if self.index.prefilter is None:
             return Scan(hits=[], examined=0, stopped_at=None)
         hits: list[Hit] = []
+        copies: list[tuple[int, int]] = []
         pos, line_no, counted_to, examined = 0, first_line, 0, 0
         size = len(data)
         search = self.index.prefilter.search
@@ -233,13 +306,15 @@ class _Scanner:
             end = size if end < 0 else end
             line_no += data.count(b"\n", counted_to, start)
             if limit is not None and examined >= limit:
-                return Scan(hits=hits, examined=examined, stopped_at=line_no)
+                return Scan(hits, examined, line_no, tuple(copies))
             examined += 1
             raw = data[start:end]
             repeats, pos = run_of(data, raw, end)
+            if repeats > 1:
+                copies.append((end, min(pos - 1, size)))
             hits.extend(self._hits_on_line(line_no, raw, repeats))
             line_no, counted_to = line_no + repeats, pos
-        return Scan(hits=hits, examined=examined, stopped_at=None)
+        return Scan(hits, examined, None, tuple(copies))
 
     def _hits_on_line(self, number: int, raw: bytes, repeats: int) -> list[Hit]:
         result = self.lines.get(raw)

@@ -18,6 +18,7 @@ __all__ = ["CLUE_KINDS", "ClueKind", "EvidenceWeights", "load_evidence"]
 ClueKind = Literal[
     "frame",
     "table_frame",
+    "construction_frame",
     "inner_frame",
     "marker",
     "superseded_marker",

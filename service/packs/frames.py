@@ -41,7 +41,7 @@ __all__ = [
     "load_frames",
 ]
 
-FrameStage = Literal["config", "loading", "profiling", "warmup", "kv_cache", "serving"]
+FrameStage = Literal["config", "init", "loading", "profiling", "warmup", "kv_cache", "serving"]
 FRAME_STAGES: tuple[FrameStage, ...] = FrameStage.__args__  # type: ignore[attr-defined]
 
 

@@ -106,3 +106,53 @@ def test_a_weight_outside_zero_and_one_fails_loading_with_its_line(tmp_path: Pat
     path.write_text(path.read_text(encoding="utf-8").replace("frame: 0.92", "frame: 1.5"), encoding="utf-8")
     with pytest.raises(PackError, match=r"evidence\.yaml.*weight of frame"):
         load_packs(tmp_path / "rules")
+
+
+def test_a_marker_hundreds_of_lines_back_places_every_oom_after_it(run_classify: Classify) -> None:
+    serving = [
+        f"(Worker_TP0 pid=300) DEBUG 01-01 00:00:02 [x.py:1] shard {n} of 900 read" for n in range(900)
+    ]
+    log = "\n".join(
+        [
+            "(Worker_TP0 pid=300) INFO 01-01 00:00:01 [loader.py:1] Loading safetensors checkpoint shards",
+            *serving,
+            *(f"(Worker_TP0 pid=300) ERROR 01-01 00:00:03 [core.py:1] {OOM} try {n}" for n in range(10)),
+        ]
+    )
+    diagnosis = run_classify(log)
+    assert diagnosis.phase == "weights_oom"
+    assert {f.phase for f in diagnosis.findings} == {"weights_oom"}
+
+
+def _vllm_frame(file: str, function: str) -> str:
+    return f'  File "/venv/lib/python3.10/site-packages/vllm/{file}", line 1, in {function}'
+
+
+def test_an_engine_construction_frame_outweighs_vague_words_about_running(run_classify: Classify) -> None:
+    log = "\n".join(
+        [
+            "It fails with OOM when running the server",
+            "Traceback (most recent call last):",
+            _vllm_frame("engine/async_llm_engine.py", "from_engine_args"),
+            "    engine = cls(",
+            _vllm_frame("engine/async_llm_engine.py", "_init_engine"),
+            "    return engine_class(*args, **kwargs)",
+            OOM,
+        ]
+    )
+    diagnosis = run_classify(log)
+    assert diagnosis.phase in ("weights_oom", "warmup_oom")
+    assert "_init_engine" in diagnosis.summary
+
+
+def test_a_construction_frame_takes_its_stage_from_the_process_timeline(run_classify: Classify) -> None:
+    log = "\n".join(
+        [
+            "INFO 08-26 14:33:37 model_runner.py:890] Loading model weights took 1.9634 GB",
+            "Traceback (most recent call last):",
+            _vllm_frame("engine/llm_engine.py", "from_engine_args"),
+            "    engine = cls(",
+            OOM,
+        ]
+    )
+    assert run_classify(log).phase == "warmup_oom"
