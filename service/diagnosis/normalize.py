@@ -216,7 +216,7 @@ def _wrap_points(lines: list[str]) -> set[int]:
     # one comprehension over (line, next line) pairs: a 2 MB paste of one line is 14,000 of them
     points = {
         at
-        for at, (size, line, after) in enumerate(zip(lengths, lines, lines[1:]))
+        for at, (size, line, after) in enumerate(zip(lengths, lines, lines[1:], strict=False))
         if size == width and line != after
     }
     if lengths[-1] == width:
