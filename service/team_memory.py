@@ -192,8 +192,9 @@ class TeamMemory:
             return False
         return bool(first)
 
-    async def recent(self, days: int, *, limit: int = 10, now: float | None = None) -> list[Recent]:
-        """The most frequent fingerprints seen in the last `days`, most sightings first.
+    async def recent(self, days: int, *, limit: int = 10, now: float | None = None) -> list[Recent] | None:
+        """The most frequent fingerprints seen in the last `days`, most sightings first; None when
+        Redis cannot say right now (an empty list would claim the team met no failure).
 
         Only the `MAX_RANKED` most recently seen are ranked, so a listing's Redis work is bounded
         however many distinct failures the window holds; an unreadable entry is skipped, not fatal.
@@ -218,7 +219,7 @@ class TeamMemory:
                     log.warning("the team-memory entry %s is unreadable; it is left out of the listing", key)
         except (RedisError, OSError) as exc:
             log.warning("team memory cannot list recent failures (%s)", exc)
-            return []
+            return None
         rows.sort(key=lambda row: (-row.sighting.count, -row.sighting.last_seen))
         return rows[:limit]
 

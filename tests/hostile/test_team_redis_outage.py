@@ -1,5 +1,6 @@
-"""A real Redis stopped under the service mid-run: diagnosis, estimates, pre-flight, the team-memory
-listing and calibration keep answering (no 500), and calibration records again once Redis is back."""
+"""A real Redis stopped under the service mid-run: diagnosis, estimates, pre-flight and calibration
+keep answering (no 500), the team-memory listing says Redis does not answer (503) rather than
+claiming no failure, and both work again once Redis is back."""
 
 from __future__ import annotations
 
@@ -73,14 +74,19 @@ def _every_new_surface(api: httpx.Client) -> list[int]:
 def test_a_redis_stopped_mid_run_costs_no_answer_and_calibration_resumes_after(
     api: httpx.Client, redis_server: RestartableRedis
 ) -> None:
+    """The listing's 503 is the one answer that changes: it cannot know what the team met."""
     assert _every_new_surface(api) == [200] * 5
     assert api.get("/v1/calibration").json()["samples"] == 1
 
     redis_server.stop()
     while_down = _every_new_surface(api)
+    listing = api.get("/v1/fingerprints")
     redis_server.start()  # a fresh, empty Redis on the same address
     api.post("/v1/diagnose", content=PROFILE_LOG, params={"gpu": "H100"})
     after = api.get("/v1/calibration")
 
-    assert while_down == [200] * 5
+    assert while_down == [200, 200, 200, 503, 200]
+    assert listing.json()["type"] == "urn:vramdoc:problem:team-memory-unreachable"
+    assert "does not answer" in listing.json()["detail"]
+    assert api.get("/v1/fingerprints").status_code == 200
     assert after.status_code == 200 and after.json()["samples"] == 1
