@@ -15,7 +15,7 @@ from service.diagnosis import classify_text
 from service.diagnosis.misleading import arithmetic_facts
 from service.errors import EmptyLogError, InputError
 from service.fingerprints import fingerprint
-from service.fixes import check_calculators
+from service.fixes import check_calculators, replace_facts, snapshot_gpu_facts
 from service.fixes.diagnosis import with_fixes
 from service.packs import RulePacks, load_packs
 from service.preflight import launch_model, preflight
@@ -149,10 +149,23 @@ def _budget(request: DiagnoseRequest, diagnosis: Diagnosis, packs: RulePacks) ->
     return msgspec.structs.replace(budget, sources={**budget.sources, "model": source}), True
 
 
+def _on_snapshot_gpu(diagnosis: Diagnosis, request: DiagnoseRequest, packs: RulePacks) -> Diagnosis:
+    """The host snapshot's GPU as the log's, when the log (and the hints) name none."""
+    changes = snapshot_gpu_facts(
+        diagnosis.phase, diagnosis.facts, request.snapshot, request.command, packs.fixes
+    )
+    if not changes:
+        return diagnosis
+    sources = {**diagnosis.fact_sources, **dict.fromkeys(changes, "snapshot")}
+    return msgspec.structs.replace(
+        diagnosis, facts=replace_facts(diagnosis.facts, changes), fact_sources=sources
+    )
+
+
 def diagnose(request: DiagnoseRequest, packs: RulePacks) -> Diagnosis:
     """The full diagnosis: classification, the budget when model and GPU are known, ranked fixes, and
     the fingerprint team memory recognises it by."""
-    diagnosis = classify(request, packs)
+    diagnosis = _on_snapshot_gpu(classify(request, packs), request, packs)
     budget, from_agent = _budget(request, diagnosis, packs)
     hints = request if not from_agent else msgspec.structs.replace(request, model=None)
     findings = diagnosis.findings + _unknown_hints(hints, diagnosis, packs, budget)

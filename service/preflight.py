@@ -259,6 +259,7 @@ def preflight(request: PreflightRequest, packs: RulePacks) -> Preflight:
         vllm_version=version,
         config=request.config,
         parameters=request.parameters,
+        strict=True,
     )
     if budget is None:
         find_model(packs.catalog, model)  # raises the unknown-model error with the closest names

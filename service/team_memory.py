@@ -22,6 +22,7 @@ __all__ = ["DAY_S", "Recent", "RepliedTo", "Sighting", "TeamMemory", "ThreadRef"
 log = logging.getLogger("vramdoc.team_memory")
 
 DAY_S = 86400
+MAX_RANKED = 1000  # the most recently seen fingerprints a listing ranks (its Redis work per request)
 _THREADS_KEPT = 20
 
 
@@ -90,8 +91,8 @@ class TeamMemory:
             log.warning("Redis is unreachable for team memory (%s); answering without it", exc)
             return None
         values = {_text(k): _text(v) for k, v in fields.items()}
-        if not values.get("count"):
-            return None
+        if not str(values.get("count") or "").isdigit():
+            return None  # new, or an entry this version cannot read
         first = None
         if values.get("first_channel") and values.get("first_ts"):
             first = ThreadRef(
@@ -191,11 +192,18 @@ class TeamMemory:
             return False
         return bool(first)
 
-    async def recent(self, days: int, *, limit: int = 10, now: float | None = None) -> list[Recent]:
-        """The most frequent fingerprints seen in the last `days`, most sightings first."""
+    async def recent(self, days: int, *, limit: int = 10, now: float | None = None) -> list[Recent] | None:
+        """The most frequent fingerprints seen in the last `days`, most sightings first; None when
+        Redis cannot say right now (an empty list would claim the team met no failure).
+
+        Only the `MAX_RANKED` most recently seen are ranked, so a listing's Redis work is bounded
+        however many distinct failures the window holds; an unreadable entry is skipped, not fatal.
+        """
         now = time.time() if now is None else now
         try:
-            keys = await self._redis.zrangebyscore(f"{self._prefix}recent", now - days * DAY_S, "+inf")
+            keys = await self._redis.zrevrangebyscore(
+                f"{self._prefix}recent", "+inf", now - days * DAY_S, start=0, num=MAX_RANKED
+            )
             rows: list[Recent] = []
             for raw_key in keys:
                 key = raw_key.decode() if isinstance(raw_key, bytes) else str(raw_key)
@@ -203,11 +211,15 @@ class TeamMemory:
                 raw = await self._redis.hget(self._key(key), "fingerprint")
                 if sighting is None or raw is None:
                     continue
-                print_ = msgspec.json.decode(raw, type=Fingerprint)
-                rows.append(Recent(fingerprint=print_, sighting=sighting))
-        except (RedisError, OSError, msgspec.DecodeError) as exc:
+                try:
+                    rows.append(
+                        Recent(fingerprint=msgspec.json.decode(raw, type=Fingerprint), sighting=sighting)
+                    )
+                except msgspec.DecodeError:
+                    log.warning("the team-memory entry %s is unreadable; it is left out of the listing", key)
+        except (RedisError, OSError) as exc:
             log.warning("team memory cannot list recent failures (%s)", exc)
-            return []
+            return None
         rows.sort(key=lambda row: (-row.sighting.count, -row.sighting.last_seen))
         return rows[:limit]
 

@@ -37,6 +37,11 @@ async def on_command(
     if recent is not None:
         days = int(recent.group(1) or 7)
         rows = await backends.memory.recent(days) if backends.memory is not None else []
+        if rows is None:
+            await ack(
+                text="Team memory's Redis does not answer right now; try `/vramdoc recent` again shortly."
+            )
+            return
         note = "" if backends.memory is not None else " (team memory needs Redis: VRAMDOC_REDIS_URL)"
         await ack(text=render_recent(rows, days) + note)
         return

@@ -27,7 +27,7 @@ from service.api.team import calibrated_note, record_calibration
 from service.api.views import GpuEntry, Health, Loaded, ModelInfo, Readiness, RulesInfo, loaded
 from service.models.chain import ResolvedModel, cite
 from service.packs import RulePacks
-from service.redact import redact
+from service.redacted import redacted_diagnose, redacted_estimate, redacted_preflight
 from service.schemas import (
     MAX_TOP,
     Budget,
@@ -36,7 +36,6 @@ from service.schemas import (
     EstimateRequest,
     Preflight,
     PreflightRequest,
-    Snapshot,
 )
 from service.serving import trim_freed_memory
 
@@ -74,47 +73,6 @@ def _media_type(content_type: str | None) -> str:
 def _is_json(content_type: str | None) -> bool:
     media = _media_type(content_type)
     return media == "application/json" or media.endswith("+json")
-
-
-def _redact_snapshot(snapshot: Snapshot) -> Snapshot:
-    gpus = [
-        msgspec.structs.replace(
-            gpu,
-            processes=[
-                msgspec.structs.replace(p, cmdline=redact(p.cmdline) if p.cmdline else p.cmdline)
-                for p in gpu.processes
-            ],
-        )
-        for gpu in snapshot.gpus
-    ]
-    return msgspec.structs.replace(snapshot, gpus=gpus)
-
-
-def _redact_hint(hint: str | None) -> str | None:
-    return redact(hint) if hint else hint
-
-
-def _redacted(req: DiagnoseRequest) -> DiagnoseRequest:
-    """Scrub secrets before the request is diagnosed, cached or echoed back (evidence, facts, 422s)."""
-    return msgspec.structs.replace(
-        req,
-        log=redact(req.log),
-        model=_redact_hint(req.model),
-        gpu=_redact_hint(req.gpu),
-        command=_redact_hint(req.command),
-        vllm_version=_redact_hint(req.vllm_version),
-        snapshot=_redact_snapshot(req.snapshot) if req.snapshot else None,
-    )
-
-
-def _redacted_estimate(req: EstimateRequest) -> EstimateRequest:
-    """An estimate's names are echoed in its answer and in 422 details: scrub them first."""
-    return msgspec.structs.replace(
-        req,
-        model=_redact_hint(req.model),
-        gpu=_redact_hint(req.gpu),
-        vllm_version=_redact_hint(req.vllm_version),
-    )
 
 
 class LogHints(msgspec.Struct, frozen=True):
@@ -305,7 +263,7 @@ async def _answer_log(
         # log's UTF-8 and the other fields as JSON (escaping the log as JSON only to hash it costs
         # half as much again as hashing it).
         (req.log.encode(), msgspec.json.encode(msgspec.structs.replace(req, log=""))),
-        lambda: run(_redacted(req), packs),
+        lambda: run(redacted_diagnose(req), packs),
         Diagnosis,
         large=len(body) > _THREAD_ABOVE_BYTES,
         computed=computed,
@@ -385,7 +343,7 @@ async def classify(
     tags=["budget"],
 )
 async def estimate(request: Request[Any, Any, Any], state: State) -> Response[Budget]:
-    data = _redacted_estimate(_decode_body(await request.body(), EstimateRequest))
+    data = redacted_estimate(_decode_body(await request.body(), EstimateRequest))
     ready = loaded(state)
     data, resolved = await resolve_model(ready, data)
 
@@ -400,18 +358,6 @@ async def estimate(request: Request[Any, Any, Any], state: State) -> Response[Bu
         lambda: cite(core.estimate(data, ready.packs), resolved),
         Budget,
         amend=with_note if ready.calibration is not None else None,
-    )
-
-
-def _redacted_preflight(req: PreflightRequest) -> PreflightRequest:
-    """The command is echoed (corrected) in the answer: scrub its tokens first, and the snapshot's."""
-    return msgspec.structs.replace(
-        req,
-        command=redact(req.command),
-        model=_redact_hint(req.model),
-        gpu=_redact_hint(req.gpu),
-        vllm_version=_redact_hint(req.vllm_version),
-        snapshot=_redact_snapshot(req.snapshot) if req.snapshot else None,
     )
 
 
@@ -444,7 +390,7 @@ async def _resolved_preflight(
     tags=["budget"],
 )
 async def preflight(request: Request[Any, Any, Any], state: State) -> Response[Preflight]:
-    data = _redacted_preflight(_decode_body(await request.body(), PreflightRequest))
+    data = redacted_preflight(_decode_body(await request.body(), PreflightRequest))
     ready = loaded(state)
     data, resolved = await _resolved_preflight(ready, data)
 

@@ -41,7 +41,8 @@ _UNAVAILABLE = {
     503: ResponseSpec(
         data_container=Problem,
         media_type=PROBLEM_MEDIA_TYPE,
-        description="No team memory or calibration: the service has no Redis (VRAMDOC_REDIS_URL).",
+        description="No team memory or calibration: the service has no Redis (VRAMDOC_REDIS_URL), "
+        "or team memory's Redis does not answer right now.",
     )
 }
 
@@ -105,6 +106,13 @@ async def fingerprints(
     limit: Annotated[int, Parameter(ge=1, le=MAX_FAILURES, description="failures to list")] = 10,
 ) -> RecurringFailures:
     rows = await team_memory(state).recent(days, limit=limit)
+    if rows is None:
+        raise ProblemError(
+            503,
+            "team-memory-unreachable",
+            "Team memory unreachable",
+            "The Redis that holds team memory does not answer right now; try again shortly.",
+        )
     return RecurringFailures(days=days, failures=rows)
 
 

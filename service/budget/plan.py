@@ -182,12 +182,14 @@ def budget_from_facts(
     vllm_version: str | None = None,
     config: dict[str, object] | None = None,
     parameters: dict[str, int] | None = None,
+    strict: bool = False,
 ) -> Budget | None:
     """The budget for what a log (or request hints) states, or None when the model or GPU is unknown.
 
     When the log states the KV memory vLLM found, it replaces the estimated overheads, so the pool
     matches the log's own arithmetic. `config`/`parameters` describe a model the catalog lacks (what
-    a host's agent read from disk).
+    a host's agent read from disk). `strict` raises the reason a stated configuration cannot be
+    sized (a pre-flight's command) where a log's budget is just left out.
     """
     name = model or facts.model
     if not name or (gpu is None and facts.gpu_name is None and facts.total_gib is None):
@@ -222,6 +224,8 @@ def budget_from_facts(
         return estimate(request, catalog)
     except InvalidConfigError:
         if request.free_gib is None:
+            if strict:
+                raise
             return None
         # free memory read from the log that the resolved GPU cannot have (another card than the
         # hint, or free memory at an OOM): the budget stands without the startup check
@@ -233,9 +237,12 @@ def budget_from_facts(
             vllm_version=vllm_version,
             config=config,
             parameters=parameters,
+            strict=strict,
         )
     except UnknownGpuError:
         if facts.total_gib is None:
+            if strict:
+                raise
             return None
         return budget_from_facts(
             msgspec.structs.replace(facts, gpu_name=None),
@@ -244,6 +251,9 @@ def budget_from_facts(
             vllm_version=vllm_version,
             config=config,
             parameters=parameters,
+            strict=strict,
         )
     except InputError:
+        if strict:
+            raise
         return None

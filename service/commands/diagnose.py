@@ -17,6 +17,7 @@ from service.core import load_rules
 from service.diagnosis.normalize import decode_bytes
 from service.errors import InputError, PackError
 from service.fixes.render import render_fixes
+from service.redacted import redacted_diagnose
 from service.schemas import MAX_TOP, DiagnoseRequest, Diagnosis, Snapshot
 
 __all__ = ["render_report", "run"]
@@ -107,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     """Handler of `vramdoc diagnose`."""
     try:
         data = _read_log(args.file)
-        request = _request(args, data)
+        request = redacted_diagnose(_request(args, data))
         packs = load_rules()
         diagnosis = core.diagnose(request, packs)
     except FileNotFoundError:

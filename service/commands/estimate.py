@@ -18,6 +18,7 @@ from service.models.chain import DiskModelCache, ModelResolver, ModelSettings, c
 from service.packs import default_rules_dir
 from service.packs.catalog import Catalog, load_catalog
 from service.quantities import HumanNumberError, command_int
+from service.redacted import redacted_estimate
 from service.schemas import BUDGET_LABELS, Budget, EstimateRequest, SpeculativeConfig
 
 __all__ = ["human_bytes", "human_tokens", "model_cache", "parse_human_int", "render", "run"]
@@ -201,7 +202,7 @@ def _estimate(request: EstimateRequest, catalog: Catalog) -> Budget:
 def run(args: argparse.Namespace) -> int:
     """Print the budget; exit 0 fits, 1 does not fit, 2 input error."""
     try:
-        budget = _estimate(_request(args), _catalog())
+        budget = _estimate(redacted_estimate(_request(args)), _catalog())
     except InputError as exc:
         print(f"vramdoc estimate: {exc}", file=sys.stderr)
         return 2

@@ -26,6 +26,7 @@ from service.env_settings import read_agent_token
 from service.errors import InputError, PackError, SettingsError
 from service.models.chain import ModelResolver, ModelSettings, cite
 from service.packs import RulePacks
+from service.redacted import redacted_hint, redacted_preflight
 from service.redis_link import connect_redis
 from service.schemas import EstimateRequest, Preflight, PreflightRequest, Snapshot
 
@@ -65,7 +66,7 @@ async def fetch_snapshot(
         found = await directory.resolve((host,))
         if not found.found:
             why = "the agent registry is unreachable" if found.registry_down else "no agent registered it"
-            raise HostUnreachableError(f"I don't know the host {host} ({why}).")
+            raise HostUnreachableError(f"I don't know the host {redacted_hint(host)} ({why}).")
         (result,) = await agents.snapshots(found.found)
     finally:
         await agents.close()
@@ -118,12 +119,14 @@ def _preflight(request: PreflightRequest, packs: RulePacks) -> Preflight:
 def run(args: argparse.Namespace) -> int:
     """Print the verdict; exit 0 it starts, 1 it does not, 2 input error."""
     try:
-        request = PreflightRequest(
-            command=args.launch,
-            snapshot=_snapshot(args),
-            gpu=args.gpu,
-            vllm_version=args.vllm_version,
-            top=args.top,
+        request = redacted_preflight(
+            PreflightRequest(
+                command=args.launch,
+                snapshot=_snapshot(args),
+                gpu=args.gpu,
+                vllm_version=args.vllm_version,
+                top=args.top,
+            )
         )
         result = _preflight(request, load_rules())
     except (InputError, SettingsError) as exc:

@@ -3,6 +3,7 @@
     rank_fixes(FixRequest(phase=…, facts=…, …), pack, catalog) -> list[Fix]
     corrected_command(command, fix, pack) -> str
     first_command_fix(fixes) -> Fix | None
+    snapshot_gpu_facts(phase, facts, snapshot, command, pack) -> the host GPU's facts a log lacks
     check_calculators(pack)  raises PackError for a recipe naming no known calculator
     service.fixes.diagnosis.with_fixes(diagnosis, request, pack, catalog) -> Diagnosis
         (what core.diagnose calls; kept out of this module because it reaches the budget)
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 from service.fixes import command as _command
 from service.fixes.calculators import check_calculators
 from service.fixes.context import Catalog
-from service.fixes.rank import FixRequest, rank_fixes
+from service.fixes.rank import FixRequest, rank_fixes, replace_facts, snapshot_gpu_facts
 from service.packs.fixes import FixPack
 from service.schemas import Fix
 
@@ -28,6 +29,8 @@ __all__ = [
     "corrected_command",
     "first_command_fix",
     "rank_fixes",
+    "replace_facts",
+    "snapshot_gpu_facts",
 ]
 
 

@@ -47,6 +47,26 @@ def _pick_gpu(snapshot: Snapshot | None, facts: Facts, command: ParsedCommand | 
     return by_index.get(0, snapshot.gpus[0])
 
 
+def snapshot_gpu_facts(
+    phase: Phase, facts: Facts, snapshot: Snapshot | None, command: str | None, pack: FixPack
+) -> dict[str, object]:
+    """The snapshot GPU's name, total and (a start-up failure) free memory for a log naming no GPU.
+
+    Most V1 logs state neither the GPU nor its size; a diagnosis asked "on gpu-07" sizes its budget
+    and records its calibration sample on the host's GPU instead of giving neither.
+    """
+    if facts.gpu_name is not None or facts.total_gib is not None:
+        return {}
+    parsed = parse_command(command, pack.aliases) if command else None
+    gpu = _pick_gpu(snapshot, facts, parsed)
+    if gpu is None or not gpu.total_gib > 0:
+        return {}
+    changes: dict[str, object] = {"gpu_name": gpu.name, "total_gib": gpu.total_gib}
+    if phase in _STARTUP_PHASES and facts.free_gib is None and gpu.free_gib >= 0:
+        changes["free_gib"] = gpu.free_gib
+    return changes
+
+
 def _merge_facts(
     phase: Phase,
     facts: Facts,

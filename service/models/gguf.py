@@ -27,6 +27,8 @@ _STRING, _ARRAY = 8, 9
 _MAX_TENSORS = 1_000_000
 _MAX_ITEMS = 50_000_000
 _MAX_DIMS = 8
+_MAX_NESTING = 4  # arrays of arrays: real headers nest one level (tokenizer merges are strings)
+_MAX_ELEMENTS = 2**50  # one tensor beyond a quadrillion elements is no checkpoint
 
 
 class _Reader:
@@ -48,10 +50,9 @@ class _Reader:
     def skip_string(self) -> None:
         self._handle.seek(self._bounded(self.u64()), 1)
 
-    def string(self) -> str:
-        return self.take(self._bounded(self.u64())).decode("utf-8", "replace")
-
-    def skip_value(self, kind: int) -> None:
+    def skip_value(self, kind: int, depth: int = 0) -> None:
+        if depth > _MAX_NESTING:
+            raise InvalidConfigError(f"{self._path} nests GGUF metadata arrays deeper than {_MAX_NESTING}.")
         if kind in _WIDTH:
             self._handle.seek(_WIDTH[kind], 1)
         elif kind == _STRING:
@@ -62,7 +63,7 @@ class _Reader:
                 self._handle.seek(_WIDTH[inner] * count, 1)
             else:
                 for _ in range(count):
-                    self.skip_value(inner)
+                    self.skip_value(inner, depth + 1)
         else:
             raise InvalidConfigError(f"{self._path} has a GGUF metadata value of unknown type {kind}.")
 
@@ -96,6 +97,8 @@ def _file_types(path: Path, names: Mapping[int, str]) -> dict[str, int]:
                 elements = 1
                 for _ in range(dims):
                     elements *= reader.u64()
+                if elements > _MAX_ELEMENTS:
+                    raise InvalidConfigError(f"{path} has a tensor of {elements} elements; not a GGUF model.")
                 kind = reader.u32()
                 reader.u64()  # the data offset
                 name = names.get(kind, f"ggml type {kind}")

@@ -7,13 +7,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import msgspec
 import pytest
 import redis
 
 from service.api.settings import Settings
 from service.core import diagnose
 from service.packs import RulePacks
-from service.schemas import DiagnoseRequest
+from service.schemas import DiagnoseRequest, Snapshot
 
 # the fixtures' types (tests/api/conftest.py); not imported, since `conftest` names a module per folder
 ServerFactory = Callable[[Settings], httpx.Client]
@@ -91,3 +92,51 @@ def test_without_redis_calibration_says_it_needs_it(serve: ServerFactory, proble
 
     body = problem(api.get("/v1/calibration"), 503, "no-team-memory")
     assert "Calibration lives in Redis" in str(body["detail"])
+
+
+def _host_snapshot(name: str, total_gib: float, free_gib: float) -> dict[str, object]:
+    """What the bot sends for "on gpu-07": the agent's snapshot of a host with one GPU."""
+    gpu = {
+        "index": 0,
+        "uuid": "GPU-0",
+        "name": name,
+        "total_gib": total_gib,
+        "used_gib": round(total_gib - free_gib, 2),
+        "free_gib": free_gib,
+        "reserved_gib": None,
+        "utilization_pct": None,
+        "compute_capability": "9.0",
+        "mig_mode": False,
+    }
+    return {
+        "host": "gpu-07",
+        "captured_at": "2026-12-01T12:00:00Z",
+        "driver_version": None,
+        "cuda_version": None,
+        "gpus": [gpu],
+    }
+
+
+def test_a_log_naming_no_gpu_is_sized_and_calibrated_on_the_snapshots_gpu(
+    serve: ServerFactory, redis_url: str, key_prefix: str, packs: RulePacks
+) -> None:
+    api = serve(_settings(redis_url, key_prefix, cache_ttl_s=0))
+    assert diagnose(DiagnoseRequest(log=PROFILE_LOG), packs).budget is None  # the log names no GPU
+
+    snapshot = _host_snapshot("NVIDIA H100 80GB HBM3", 79.65, 79.1)
+    answer = api.post("/v1/diagnose", json={"log": PROFILE_LOG, "snapshot": snapshot}).json()
+    report = api.get("/v1/calibration").json()
+
+    assert answer["budget"]["gpu"] == "H100-SXM-80GB"
+    assert answer["facts"]["gpu_name"] == "NVIDIA H100 80GB HBM3"
+    assert answer["fact_sources"]["gpu_name"] == answer["fact_sources"]["total_gib"] == "snapshot"
+    (group,) = report["groups"]
+    assert (group["gpu"], group["samples"]) == ("H100-SXM-80GB", 1)
+
+
+def test_a_snapshot_gpu_does_not_replace_the_gpu_a_log_states(packs: RulePacks) -> None:
+    stated = diagnose(DiagnoseRequest(log=PROFILE_LOG, gpu="A100-80GB"), packs)
+    snapshot = msgspec.convert(_host_snapshot("NVIDIA L4", 22.5, 22.0), Snapshot)
+    with_host = diagnose(DiagnoseRequest(log=PROFILE_LOG, gpu="A100-80GB", snapshot=snapshot), packs)
+    assert stated.budget is not None and with_host.budget is not None
+    assert with_host.budget.gpu == stated.budget.gpu and "L4" not in with_host.budget.gpu

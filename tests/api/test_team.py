@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import msgspec
+import pytest
 import redis.asyncio as aioredis
 
 from service.api.settings import Settings
@@ -137,3 +138,46 @@ def test_preflight_of_an_unknown_model_names_the_closest(serve: ServerFactory, p
     body = problem(api.post("/v1/preflight", content=msgspec.json.encode(request)), 422, "unknown-model")
 
     assert "Qwen/Qwen2.5-7B-Instruct" in str(body)
+
+
+def _fingerprint(key: str) -> Fingerprint:
+    return Fingerprint(key=key, phase="weights_oom", rule="torch-oom", model="m", gpu="L4", vllm_minor="0.32")
+
+
+def test_an_unreadable_team_memory_entry_is_left_out_not_fatal_to_the_listing(
+    serve: ServerFactory, redis_url: str, key_prefix: str
+) -> None:
+    _record(redis_url, key_prefix, _fingerprint("good"), ("gpu-07",), 2)
+    _record(redis_url, key_prefix, _fingerprint("torn"), ("gpu-08",), 1)
+    _record(redis_url, key_prefix, _fingerprint("garbled"), ("gpu-09",), 1)
+
+    async def damage() -> None:
+        client = aioredis.from_url(redis_url)
+        fingerprints = [k async for k in client.scan_iter(f"{key_prefix}*") if b"torn" in k and b":" in k]
+        main = min(fingerprints, key=len)  # the sighting hash, not its :hosts/:threads
+        await client.hset(main, "fingerprint", b"{not json")
+        garbled = min([k async for k in client.scan_iter(f"{key_prefix}*garbled*")], key=len)
+        await client.hset(garbled, "count", b"many")
+        await client.aclose()
+
+    asyncio.run(damage())
+    api = serve(Settings(rate_limit=None, redis_url=redis_url, redis_prefix=key_prefix.rstrip(":")))
+
+    response = api.get("/v1/fingerprints", params={"days": 30})
+
+    assert response.status_code == 200
+    assert [row["fingerprint"]["key"] for row in response.json()["failures"]] == ["good"]
+
+
+def test_a_listing_ranks_only_the_most_recently_seen_fingerprints(
+    serve: ServerFactory, redis_url: str, key_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("service.team_memory.MAX_RANKED", 2)
+    _record(redis_url, key_prefix, _fingerprint("oldest-but-most-frequent"), (), 5)
+    _record(redis_url, key_prefix, _fingerprint("newer"), (), 1)
+    _record(redis_url, key_prefix, _fingerprint("newest"), (), 1)
+    api = serve(Settings(rate_limit=None, redis_url=redis_url, redis_prefix=key_prefix.rstrip(":")))
+
+    rows = api.get("/v1/fingerprints", params={"days": 30, "limit": 10}).json()["failures"]
+
+    assert sorted(row["fingerprint"]["key"] for row in rows) == ["newer", "newest"]

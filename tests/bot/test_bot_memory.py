@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -293,3 +294,24 @@ async def test_slash_recent_lists_the_most_frequent_failures_with_hosts_and_fix(
     assert "*kv_cache_capacity* (qwen/qwen2.5-0.5b-instruct" in text
     assert "2 times on gpu-07, first in <#C0CHANNEL>" in text
     assert f"fixed by `{diagnosis.fixes[0].id}`" in text
+
+
+def _closed_port_redis_url() -> str:
+    """A Redis address nothing listens on (a port bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    return f"redis://127.0.0.1:{port}/0"
+
+
+async def test_slash_recent_says_redis_does_not_answer_rather_than_claiming_no_failures(
+    start_bot, service_url: str
+) -> None:
+    bot = await start_bot(service_url, redis_url=_closed_port_redis_url())
+
+    response = await bot.form(_slash("recent"))
+
+    assert response.status_code == 200
+    assert (
+        response.text == "Team memory's Redis does not answer right now; try `/vramdoc recent` again shortly."
+    )

@@ -169,3 +169,55 @@ async def test_the_command_line_names_a_host_nobody_registered(
         capsys.readouterr().err
         == "vramdoc preflight: I don't know the host gpu-99 (no agent registered it).\n"
     )
+
+
+HF_TOKEN = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567"
+API_KEY = "sk-" + "QwErTyUiOpAsDfGhJkLzXcVbNm123456"
+
+
+def _leaks(text: str) -> list[str]:
+    """Runs of 8 secret characters that survived (the hostile suite's bound)."""
+    return [s[i : i + 8] for s in (HF_TOKEN, API_KEY) for i in range(len(s) - 7) if s[i : i + 8] in text]
+
+
+async def test_a_preflight_question_with_tokens_posts_and_stores_none_of_them(
+    start_bot,
+    slack: SlackStandin,
+    service_url: str,
+    gpu_07: Host,
+    redis_client: aioredis.Redis,
+    key_prefix: str,
+) -> None:
+    bot = await start_bot(service_url)
+    command = f"{COMMAND} --hf-token {HF_TOKEN} --api-key {API_KEY}"
+
+    await bot.event(mention(f"will `{command}` start on gpu-07?"), event_id="EvPreSecret")
+    await slack.wait_for(lambda: len(slack.called("reactions.add")) == 2)
+
+    posted = json.dumps([slack.called(m) for m in ("chat.postMessage", "chat.update", "chat.postEphemeral")])
+    assert "Refused at the startup check on gpu-07" in posted
+    stored = [k async for k in redis_client.scan_iter(f"{key_prefix}*")]
+    values = [await redis_client.dump(k) or b"" for k in stored]
+    assert not _leaks(posted) and not _leaks(repr(stored)) and not _leaks(repr(values))
+
+
+@pytest.mark.parametrize(
+    ("question", "said"),
+    [
+        ("will `vllm serve --max-model-len 4096` start on gpu-07?", "names no model"),
+        (f"will `{COMMAND} -tp 0` start on gpu-07?", "tensor_parallel_size must be positive"),
+        (f"will `{COMMAND} --gpu-memory-utilization 7` start on gpu-07?", "gpu_memory_utilization"),
+    ],
+    ids=["no-model", "tp-0", "utilization-7"],
+)
+async def test_a_preflight_that_cannot_be_sized_is_one_sentence_in_the_thread(
+    start_bot, slack: SlackStandin, service_url: str, gpu_07: Host, question: str, said: str
+) -> None:
+    bot = await start_bot(service_url)
+
+    await bot.event(mention(question), event_id=f"EvPreBad{abs(hash(question)) % 10**6}")
+    await slack.wait_for(lambda: len(slack.called("reactions.add")) == 2)
+
+    (reply,) = slack.replies()
+    text = json.dumps(reply, ensure_ascii=False)
+    assert said in text and "Traceback" not in text and "cannot be sized on" not in text

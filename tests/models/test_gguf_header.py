@@ -96,6 +96,21 @@ def test_the_service_reads_no_gguf_path_of_its_own_disk(catalog: Catalog, tmp_pa
         (_gguf([("t", [32], 8)])[:30], "ends inside its GGUF header"),
         (_gguf([("t", [32], 8)], version=1), "GGUF version 1"),
         (b"GGUF" + struct.pack("<IQQ", 3, 10**9, 0), "claims 1000000000 tensors"),
+        (b"", "ends inside its GGUF header"),
+        (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 2**63), "a count of 9223372036854775808"),
+        (  # arrays of arrays of arrays...: a bounded depth, not a RecursionError
+            b"GGUF"
+            + struct.pack("<IQQ", 3, 0, 1)
+            + _string("k")
+            + struct.pack("<I", 9)
+            + struct.pack("<IQ", 9, 1) * 5000,
+            "nests GGUF metadata arrays deeper than",
+        ),
+        (  # a string array claiming 49 million items in a few bytes ends at the file's end
+            b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + _string("k") + struct.pack("<IIQ", 9, 8, 49_000_000),
+            "ends inside its GGUF header",
+        ),
+        (_gguf([("t", [2**63] * 4, 8)]), "has a tensor of .* elements; not a GGUF model"),
     ],
 )
 def test_a_broken_gguf_header_is_a_clear_error(tmp_path: Path, content: bytes, said: str) -> None:
