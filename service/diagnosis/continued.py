@@ -114,19 +114,20 @@ def _retyped_set(index: PatternIndex) -> _RetypedSet:
     return built
 
 
-def _retyped_hits(index: PatternIndex, first: Line, text: str) -> list[Hit]:
-    """Failure rules a retyped message matches: tried on an exception line nothing decisive matched."""
+def _retyped_matches(index: PatternIndex, text: str) -> list[tuple[CompiledRule, dict[str, object]]]:
+    """Failure rules a retyped message matches, with their facts: tried on an exception line nothing
+    decisive matched."""
     retyped = _retyped_set(index)
     if retyped.patterns is None:
         return []
     data = text.encode("utf-8", errors="replace")
     candidates = sorted({retyped.owner[i] for i in retyped.patterns.Match(data) or ()})
-    found: list[Hit] = []
+    found: list[tuple[CompiledRule, dict[str, object]]] = []
     for number in candidates:
         compiled = retyped.rules[number]
         facts = match_line(_retyped_rule(compiled), data)
         if facts is not None:
-            found.append(Hit(compiled=compiled, line=first, facts=facts))
+            found.append((compiled, facts))
     return found
 
 
@@ -184,9 +185,41 @@ def _count(found: dict[str, Hit]) -> int:
     return sum(len(hit.facts) + 1 for hit in found.values())
 
 
-def _patterns(text: str, index: PatternIndex) -> frozenset[int]:
-    """Which patterns of `index` match somewhere in `text` (one RE2 set pass)."""
-    return frozenset(index.pattern_set.Match(text.encode("utf-8", errors="replace")) or ())
+class _Readings:
+    """What one `continue_hits` call has read, by text: a log repeats its records (every rank, every
+    retry, every restart), and each distinct text is matched once."""
+
+    __slots__ = ("index", "patterns", "records", "retyped")
+
+    def __init__(self, index: PatternIndex) -> None:
+        self.index = index
+        self.patterns: dict[str, frozenset[int]] = {}
+        self.records: dict[tuple[str, tuple[tuple[str, bool], ...]], dict[str, Hit]] = {}
+        self.retyped: dict[str, list[tuple[CompiledRule, dict[str, object]]]] = {}
+
+    def patterns_in(self, text: str) -> frozenset[int]:
+        """Which patterns of the index match somewhere in `text` (one RE2 set pass per text)."""
+        known = self.patterns.get(text)
+        if known is None:
+            data = text.encode("utf-8", errors="replace")
+            known = self.patterns[text] = frozenset(self.index.pattern_set.Match(data) or ())
+        return known
+
+    def record(self, first: Line, pieces: list[_Piece]) -> dict[str, Hit]:
+        """The rules the record of `first` and `pieces` matches (read once per distinct record;
+        the answer is shared, not to be changed)."""
+        key = (first.text, tuple((piece.text, piece.spaced) for piece in pieces))
+        known = self.records.get(key)
+        if known is None:
+            known = self.records[key] = _record_hits(self, first, pieces)
+        return known
+
+    def retyped_hits(self, first: Line, text: str) -> list[Hit]:
+        """Failure rules the retyped `text` matches, as hits on `first`."""
+        known = self.retyped.get(text)
+        if known is None:
+            known = self.retyped[text] = _retyped_matches(self.index, text)
+        return [Hit(compiled=compiled, line=first, facts=facts) for compiled, facts in known]
 
 
 def _incomplete(hit: Hit) -> bool:
@@ -195,7 +228,7 @@ def _incomplete(hit: Hit) -> bool:
     return any(spec.field is None and spec.fact not in hit.facts for spec in specs)
 
 
-def _worth_reading(index: PatternIndex, first: Line, pieces: list[_Piece], line_hits: list[Hit]) -> bool:
+def _worth_reading(readings: _Readings, first: Line, pieces: list[_Piece], line_hits: list[Hit]) -> bool:
     """Whether the joined record can say more than its lines: a wrapper printed it, a hit lacks a
     fact it names, the cut may fall inside a number, or the joined text matches a pattern no single
     line does."""
@@ -208,21 +241,22 @@ def _worth_reading(index: PatternIndex, first: Line, pieces: list[_Piece], line_
         return False
     if _cut_in_number(first, pieces):
         return True
-    seen = _patterns(first.text, index).union(*(_patterns(piece.text, index) for piece in pieces))
-    return not _patterns(text, index) <= seen
+    seen = readings.patterns_in(first.text).union(*(readings.patterns_in(piece.text) for piece in pieces))
+    return not readings.patterns_in(text) <= seen
 
 
-def _record_hits(doc: Document, index: PatternIndex, first: Line, pieces: list[_Piece]) -> dict[str, Hit]:
+def _record_hits(readings: _Readings, first: Line, pieces: list[_Piece]) -> dict[str, Hit]:
     """The rules the whole record matches, with their facts: the better of the two joinings, then
     what its unescaped reading adds."""
+    index = readings.index
     tight, spaced = _joined(first.text, pieces, False), _joined(first.text, pieces, True)
-    readings = [_read(tight, index)]
+    read = [_read(tight, index)]
     if tight != spaced and (
-        any(map(_incomplete, readings[0].values())) or _patterns(tight, index) != _patterns(spaced, index)
+        any(map(_incomplete, read[0].values())) or readings.patterns_in(tight) != readings.patterns_in(spaced)
     ):
-        readings.append(_read(spaced, index))
-    best = max(readings, key=_count)  # max keeps the first on a tie: the boundary-true joining
-    text = _joined(first.text, pieces, any(r is best for r in readings[1:]))
+        read.append(_read(spaced, index))
+    best = max(read, key=_count)  # max keeps the first on a tie: the boundary-true joining
+    text = _joined(first.text, pieces, any(r is best for r in read[1:]))
     plain = unescape(text)
     if plain != text:
         for rule_id, hit in _read(plain, index).items():
@@ -255,6 +289,7 @@ def continue_hits(doc: Document, index: PatternIndex, hits: list[Hit]) -> list[H
     by_line: dict[int, list[Hit]] = {}
     for hit in hits:
         by_line.setdefault(hit.line.number, []).append(hit)
+    readings = _Readings(index)
     replaced: dict[int, Hit] = {}  # id(hit) -> hit with the record's facts
     added: dict[int, list[Hit]] = {}
     covered = 0
@@ -266,14 +301,14 @@ def continue_hits(doc: Document, index: PatternIndex, hits: list[Hit]) -> list[H
             continue
         pieces = _pieces(doc, first)
         new: list[Hit] = []
-        if _worth_reading(index, first, pieces, by_line[number]):
+        if _worth_reading(readings, first, pieces, by_line[number]):
             covered = pieces[-1].number if pieces else number
             in_record = [h for n in range(number, covered + 1) for h in by_line.get(n, ())]
-            record = _record_hits(doc, index, first, pieces)
+            record = readings.record(first, pieces)
             new = _merge(record, first, _cut_in_number(first, pieces), in_record, replaced)
         kinds = {hit.compiled.rule.kind for hit in (*by_line[number], *new)}
         if "exception" in kinds and not kinds & {"failure", "oom", "wrapper"}:
-            new += _retyped_hits(index, first, unescape(_joined(first.text, pieces, False)))
+            new += readings.retyped_hits(first, unescape(_joined(first.text, pieces, False)))
         if new:
             added[number] = new
     if not replaced and not added:
