@@ -285,8 +285,6 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
                 basis = f"the person's words only; {basis}"
         return Verdict(phase, confidence, root, basis, decisive, first_exception, phases, taken_back)
     seen = _from_fragments(ctx, {h.line.number for h in hits if h.compiled.rule.kind in ("failure", "oom")})
-    if seen is not None:
-        return seen
     errors = [h for h in hits if h.compiled.rule.kind == "exception" and h.line.number not in wrapped]
     cut = cut_traceback(ctx.doc)
     known = (
@@ -294,19 +292,35 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
         if cut
         else None
     )
+    cut_weight = ctx.weights.weights["cut_frame"]
+    # a message known from part of its template and a traceback cut inside one phase's function
+    # speak with the strength the evidence table gives each; the stronger decides
+    if seen is not None and (known is None or known.phase is None or seen.confidence >= cut_weight):
+        return seen
     if known is not None and known.phase is not None:  # the paste stops inside a function of one phase
         basis = f"a traceback cut inside {known.function}, which only raises {known.phase} errors"
-        return Verdict(known.phase, 0.7, None, basis, [], first_exception)
+        return Verdict(known.phase, cut_weight, None, basis, [], first_exception)
     words = _words_verdict(ctx, hint)
     if words is not None:
         words.first_exception = first_exception
         words.taken_back = taken_back
         return words
-    named = [h for h in errors if h.compiled.rule.severity == "error"]
+    # an error a person's sentence or an issue title names counts below one a log line shows, and
+    # a sentence that takes it back ("it no longer fails with …") names none
+    stated = {h.line.number for h in errors if is_prose(h.line) or _is_title(ctx.doc, h.line.number)}
+    negated = {n for n in stated if is_negated_prose(ctx.doc, n, ctx.prose)}
+    errors = [h for h in errors if h.line.number not in negated]
+    named = sorted(
+        (h for h in errors if h.compiled.rule.severity == "error"), key=lambda h: h.line.number in stated
+    )
     if named:
         root = named[0]
-        basis = "an error that is not about GPU memory"
-        return Verdict("not_memory", 0.6, root, basis, [root], root, taken_back=taken_back)
+        if root.line.number in stated:
+            basis = "an error that is not about GPU memory, named only in words or a title"
+            confidence = ctx.weights.weights["stated_error"]
+        else:
+            basis, confidence = "an error that is not about GPU memory", ctx.weights.weights["error_line"]
+        return Verdict("not_memory", confidence, root, basis, [root], root, taken_back=taken_back | negated)
     wrappers = [h for h in hits if h.compiled.rule.kind == "wrapper" and h.compiled.rule.severity == "error"]
     if wrappers:
         root = wrappers[0]
@@ -319,6 +333,15 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
     seen_vllm = any(h.compiled.rule.kind in ("info", "version") for h in hits)
     confidence = 0.9 if seen_vllm else 0.5
     return Verdict("no_failure", confidence, None, "no failure signature", [], None, taken_back=taken_back)
+
+
+def _is_title(doc: Document, number: int) -> bool:
+    """Whether line `number` is the heading a paste starts with (an issue or message title): the first
+    line with text, no logger or process prefix, and a blank line or nothing after it."""
+    line = doc.line(number)
+    if line.source or line.level or any(doc.lines[n].strip() for n in range(number - 1)):
+        return False
+    return number == len(doc) or not doc.lines[number].strip()
 
 
 def _from_fragments(ctx: Context, skip: set[int]) -> Verdict | None:

@@ -67,7 +67,8 @@ def _number(value: object) -> str:
 
 # The exception a line names: `torch.distributed.DistBackendError: NCCL error …`, `RayTaskError(X)`.
 _EXCEPTION = re.compile(
-    r"(?:^|(?<=[\s:>'\"(\[{|]))(?P<name>(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit))"
+    r"(?:^|(?<=[\s:>'\"(\[{|]))(?P<name>(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)"
+    r"|(?:[a-z_]\w*\.){2,}[A-Z][a-z]\w*(?=:\s))"
     r"(?P<inner>\([A-Z]\w*\))?(?::\s*(?P<message>.*))?"
 )
 # An OpenAI-compatible error body: {"object": "error", "message": "...", "type": "BadRequestError"}
@@ -75,6 +76,8 @@ _BODY_FIELD = re.compile(
     r"""["'](?P<key>message|type)["']\s*:\s*(?P<q>["'])(?P<value>(?:\\.|(?!(?P=q)).){0,400})(?P=q)"""
 )
 HEAD_CHARS = 100
+# the tag an issue title starts with: `[Bug]: `, `[Usage] `
+_TITLE_TAG = re.compile(r"^\s*\[[^\]]{1,24}\]:?\s*")
 
 
 def _shorten(text: str) -> str:
@@ -95,6 +98,7 @@ def error_head(text: str) -> str:
     if "message" in fields:
         kind = fields.get("type")
         return _shorten(f"{kind}: {fields['message']}" if kind else fields["message"])
+    text = _TITLE_TAG.sub("", text, count=1)
     found = list(_EXCEPTION.finditer(text))
     if not found:
         return _shorten(text)

@@ -31,6 +31,9 @@ ClueKind = Literal[
     "marker_after",
     "rule",
     "template_fragment",
+    "cut_frame",
+    "error_line",
+    "stated_error",
 ]
 CLUE_KINDS: tuple[ClueKind, ...] = ClueKind.__args__  # type: ignore[attr-defined]
 

@@ -182,3 +182,119 @@ def test_a_tpu_allocation_failure_is_an_out_of_memory(packs: RulePacks) -> None:
         "of memory. That was not possible. There are 5.10G free, 0B reserved, and 5.10G reservable."
     )
     assert _diagnose(packs, log).phase in ("weights_oom", "warmup_oom", "runtime_oom")
+
+
+LOADING = (
+    "INFO 08-20 14:01:20 [default_loader.py:262] Loading weights took 1.73 seconds\n"
+    "INFO 08-20 14:01:21 [gpu_model_runner.py:2007] Model loading took 15.6269 GiB and 1.822261 seconds\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("native", "named"),
+    [
+        pytest.param(
+            "CUDA error (/src/flash_fwd_launch_template.h:188): invalid argument",
+            "invalid argument",
+            id="kernel-check",
+        ),
+        pytest.param(
+            "terminate called after throwing an instance of 'c10::Error'", "c10::Error", id="cpp-abort"
+        ),
+        pytest.param("Fatal Python error: Segmentation fault", "Segmentation fault", id="cpython-fatal"),
+        pytest.param("double free or corruption (!prev)", "double free", id="glibc-heap"),
+        pytest.param(
+            "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.", "Xid", id="gpu-lost"
+        ),
+        pytest.param(
+            "ncclUnhandledCudaError: Call to CUDA function failed.",
+            "ncclUnhandledCudaError",
+            id="nccl-result",
+        ),
+        pytest.param(
+            "RuntimeError: level_zero backend failed with error: 20 (UR_RESULT_ERROR_DEVICE_LOST)",
+            "DEVICE_LOST",
+            id="level-zero",
+        ),
+    ],
+)
+def test_a_native_error_line_after_log_lines_is_not_memory_and_named(
+    packs: RulePacks, native: str, named: str
+) -> None:
+    diagnosis = _diagnose(packs, LOADING + native + "\n")
+    assert diagnosis.phase == "not_memory"
+    assert named in diagnosis.title
+
+
+@pytest.mark.parametrize(
+    "native",
+    [
+        "RuntimeError: CUDA error: out of memory",
+        "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+        "terminate called after throwing an instance of 'c10::OutOfMemoryError'\n"
+        "  what():  CUDA error: out of memory",
+    ],
+)
+def test_a_native_allocation_failure_stays_an_out_of_memory(packs: RulePacks, native: str) -> None:
+    assert _diagnose(packs, LOADING + native + "\n").phase.endswith("_oom")
+
+
+def test_an_issue_title_naming_an_error_is_not_memory_but_less_sure_than_a_log_line(packs: RulePacks) -> None:
+    titled = _diagnose(packs, "[Bug]: vLLM 0.9.1 CUDA error: an illegal memory access\n\n" + LOADING)
+    logged = _diagnose(
+        packs, LOADING + "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    assert titled.phase == logged.phase == "not_memory"
+    assert "[Bug]" not in titled.title
+    assert titled.confidence < logged.confidence
+
+
+def test_a_log_line_error_is_named_before_the_title_error_above_it(packs: RulePacks) -> None:
+    log = (
+        "[Bug]: the server crashes with a CUDA error: unknown error\n\n"
+        + LOADING
+        + ("RuntimeError: CUDA error: no kernel image is available for execution on the device\n")
+    )
+    assert "no kernel image" in _diagnose(packs, log).title
+
+
+def test_a_sentence_saying_the_error_is_gone_names_none(packs: RulePacks) -> None:
+    log = LOADING + 'After the upgrade it no longer fails with "illegal memory access" error, thanks\n'
+    assert _diagnose(packs, log).phase == "no_failure"
+
+
+def test_an_openai_error_body_with_a_negative_default_max_tokens_is_a_request_too_long(
+    packs: RulePacks,
+) -> None:
+    log = (
+        "openai.BadRequestError: Error code: 400 - {'object': 'error', 'message': "
+        "'max_tokens must be at least 1, got -344.', 'type': 'BadRequestError', 'param': None, 'code': 400}"
+    )
+    assert _diagnose(packs, log).phase == "request_too_long"
+
+
+def test_an_openai_error_body_stating_the_context_limit_gives_its_numbers(packs: RulePacks) -> None:
+    log = (
+        '{"object":"error","message":"This model\'s maximum context length is 4096 tokens. However, you '
+        "requested 5000 tokens (4000 in the messages, 1000 in the completion). Please reduce the length "
+        'of the messages or completion.","type":"BadRequestError","param":null,"code":400}'
+    )
+    diagnosis = _diagnose(packs, log)
+    assert diagnosis.phase == "request_too_long"
+    assert (diagnosis.facts.context_limit, diagnosis.facts.requested_tokens) == (4096, 5000)
+
+
+def test_a_traceback_cut_inside_one_phases_function_outweighs_a_few_words_of_another_message(
+    packs: RulePacks,
+) -> None:
+    log = (
+        "[Usage]: Workaround to run model on GPUs with Compute Capability < 8.0?\n\n"
+        "Traceback (most recent call last):\n"
+        '  File "/py/vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py", '
+        "line 117, in get_quant_method\n"
+        "    quant_scheme = self.get_scheme(layer=layer, layer_name=prefix)\n"
+        '  File "/py/vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py", '
+        "line 480, in _check_scheme_supported\n"
+        "    raise RuntimeError(\n"
+    )
+    assert _diagnose(packs, log).phase == "quantization_config"
