@@ -249,7 +249,12 @@ def preflight(request: PreflightRequest, packs: RulePacks) -> Preflight:
     model = facts.model or request.model
     if not model:
         raise NoModelError("The command names no model: give it as `vllm serve <model> …` or `--model`.")
-    needed = max(1, (facts.tensor_parallel_size or 1) * (facts.pipeline_parallel_size or 1))
+    needed = max(
+        1,
+        (facts.tensor_parallel_size or 1)
+        * (facts.pipeline_parallel_size or 1)
+        * (facts.data_parallel_size or 1),
+    )
     visible = parse_launch(request.command, packs.fixes.aliases).env_value("CUDA_VISIBLE_DEVICES")
     facts, gpus = _on_host(request, facts, visible, needed)
     budget = budget_from_facts(

@@ -99,6 +99,8 @@ class Facts(Wire, frozen=True, omit_defaults=True):
     kv_cache_dtype: str | None = None
     tensor_parallel_size: int | None = None
     pipeline_parallel_size: int | None = None
+    data_parallel_size: int | None = None
+    enable_expert_parallel: bool | None = None
     gpu_memory_utilization: float | None = None
     max_model_len: int | None = None
     max_num_seqs: int | None = None
@@ -308,6 +310,8 @@ FACT_LABELS: dict[str, str] = {
     "needed_kv_cache_gib": "KV cache needed",
     "kv_cache_tokens": BUDGET_LABELS["kv_cache_tokens"],
     "tensor_parallel_size": "Tensor parallel",
+    "data_parallel_size": "Data parallel",
+    "enable_expert_parallel": "Expert parallel",
     "dtype": "Dtype",
     "quantization": "Quantization",
     "kv_cache_dtype": "KV cache dtype",

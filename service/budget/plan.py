@@ -203,7 +203,14 @@ def budget_from_facts(
         parameters=parameters,
         gpu=gpu or facts.gpu_name,
         gpu_total_gib=facts.total_gib,
-        gpus=max(1, (facts.tensor_parallel_size or 1) * (facts.pipeline_parallel_size or 1)),
+        gpus=max(
+            1,
+            (facts.tensor_parallel_size or 1)
+            * (facts.pipeline_parallel_size or 1)
+            * (facts.data_parallel_size or 1),
+        ),
+        data_parallel_size=facts.data_parallel_size,
+        enable_expert_parallel=facts.enable_expert_parallel,
         dtype=facts.dtype,
         quantization=facts.quantization,
         kv_cache_dtype=facts.kv_cache_dtype,

@@ -165,3 +165,18 @@ def test_a_version_before_the_startup_check_says_a_busy_gpu_shows_up_later(packs
 
     assert result.budget.startup_check.passes is None and result.outcome != "refused"
     assert any("runs no startup check" in note for note in result.uncertain)
+
+
+def test_data_and_expert_parallel_in_the_command_size_the_experts_over_every_engine(packs: RulePacks) -> None:
+    command = "vllm serve Qwen3-30B-A3B -tp 2 -dp 2 --enable-expert-parallel --max-model-len 8192"
+    result = preflight(PreflightRequest(command=command, snapshot=_host(79.1)), packs)
+    sliced = preflight(
+        PreflightRequest(
+            command=command.replace(" -dp 2 --enable-expert-parallel", ""), snapshot=_host(79.1)
+        ),
+        packs,
+    )
+    assert result.budget is not None and sliced.budget is not None
+    assert (result.budget.data_parallel_size, result.budget.expert_parallel_size) == (2, 4)
+    assert result.gpus == [0, 1, 2, 3]  # TP 2 × DP 2 engines need all four GPUs
+    assert result.budget.weights_gib < sliced.budget.weights_gib  # 128 experts over 4 GPUs, not 2
