@@ -24,7 +24,7 @@ CORPUS = Path(__file__).resolve().parent
 HEALTHY = CORPUS.parent / "healthy"
 HEALTHY_EXCERPTS = CORPUS.parent / "diagnosis" / "healthy_excerpts"
 # Rounds collected from public threads, scored before any classifier change (REALWORLD.md).
-HELD_OUT = re.compile(r"^gh[45]-")
+HELD_OUT = re.compile(r"^gh[456]-")
 COMMON_PHASES = ("startup_budget", "weights_oom", "kv_cache_capacity", "warmup_oom", "runtime_oom")
 VERSION = re.compile(r"^\d+\.\d+\.\d+(\.post\d+)?$")
 
