@@ -15,6 +15,7 @@ import msgspec
 
 from service.env_settings import EnvVar, convert_env, read_agent_token
 from service.errors import SettingsError
+from service.redis_link import DEFAULT_REDIS_PREFIX, redis_prefix
 
 __all__ = ["BotSettings", "SettingsError", "load_settings"]
 
@@ -36,7 +37,7 @@ class BotSettings(msgspec.Struct, frozen=True, kw_only=True):
     service_token: str | None = None
     redis_url: str | None = None
     # the installation's Redis namespace, shared with the service and the agents (VRAMDOC_REDIS_PREFIX)
-    redis_prefix: str = "vramdoc"
+    redis_prefix: str = DEFAULT_REDIS_PREFIX
     agent_token: str | None = None
     hosts_file: Path | None = None
     slack_api_url: str | None = None
@@ -115,7 +116,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, http: bool = False) -
         service_url=_url(env, "VRAMDOC_SERVICE_URL", _HTTP, "http://127.0.0.1:8080") or "",
         service_token=env.get("VRAMDOC_SERVICE_TOKEN", "").strip() or None,
         redis_url=_url(env, "VRAMDOC_REDIS_URL", ("redis://", "rediss://", "unix://"), None),
-        redis_prefix=env.get("VRAMDOC_REDIS_PREFIX", "").strip() or "vramdoc",
+        redis_prefix=redis_prefix(env),
         agent_token=read_agent_token(env),
         hosts_file=Path(hosts_file) if hosts_file else None,
         slack_api_url=_url(env, "VRAMDOC_SLACK_API_URL", _HTTP, None),

@@ -9,6 +9,7 @@ it goes and when it comes back, not once per request.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
@@ -16,9 +17,16 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-__all__ = ["HEALTH_CHECK_INTERVAL_S", "Outage", "connect_redis"]
+__all__ = ["DEFAULT_REDIS_PREFIX", "HEALTH_CHECK_INTERVAL_S", "Outage", "connect_redis", "redis_prefix"]
 
 HEALTH_CHECK_INTERVAL_S = 10
+# The installation's Redis namespace (VRAMDOC_REDIS_PREFIX), the same for the service, bot and agents.
+DEFAULT_REDIS_PREFIX = "vramdoc"
+
+
+def redis_prefix(env: Mapping[str, str]) -> str:
+    """VRAMDOC_REDIS_PREFIX, else the default: every process of an installation reads it here."""
+    return env.get("VRAMDOC_REDIS_PREFIX", "").strip() or DEFAULT_REDIS_PREFIX
 
 
 def connect_redis(url: str, *, timeout_s: float, decode_responses: bool = False) -> Redis:

@@ -23,6 +23,7 @@ import msgspec
 
 from service.env_settings import MIN_TOKEN_CHARS, EnvVar, convert_env, read_agent_token
 from service.errors import SettingsError
+from service.redis_link import DEFAULT_REDIS_PREFIX, redis_prefix
 from service.registry import HOST_NAME
 
 __all__ = [
@@ -44,7 +45,7 @@ class AgentSettings(msgspec.Struct, frozen=True, kw_only=True):
     dcgm_url: str | None = None
     redis_url: str | None = None
     # the installation's Redis namespace, shared with the service and the bot (VRAMDOC_REDIS_PREFIX)
-    redis_prefix: str = "vramdoc"
+    redis_prefix: str = DEFAULT_REDIS_PREFIX
     url: str | None = None
     heartbeat_s: Seconds = 15.0
     scrape_timeout_s: Seconds = 2.0
@@ -95,7 +96,7 @@ def load_settings(env: Mapping[str, str]) -> AgentSettings:
         vllm_urls=vllm_urls,
         dcgm_url=_http_url("VRAMDOC_AGENT_DCGM_URL", dcgm) if dcgm else None,
         redis_url=_redis_url(env.get("VRAMDOC_REDIS_URL", "").strip() or None),
-        redis_prefix=env.get("VRAMDOC_REDIS_PREFIX", "").strip() or "vramdoc",
+        redis_prefix=redis_prefix(env),
         url=_http_url("VRAMDOC_AGENT_URL", url) if url else None,
     )
 

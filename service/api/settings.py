@@ -15,6 +15,7 @@ import msgspec
 
 from service.env_settings import EnvVar, convert_env
 from service.errors import SettingsError
+from service.redis_link import DEFAULT_REDIS_PREFIX
 
 __all__ = ["RateLimit", "Settings", "SettingsError"]
 
@@ -55,7 +56,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     """Everything the HTTP service reads from its environment (defaults suit `make run`)."""
 
     redis_url: str | None = None
-    redis_prefix: str = "vramdoc"
+    redis_prefix: str = DEFAULT_REDIS_PREFIX
     sentry_dsn: str | None = None
     sentry_environment: str | None = None
     rules_dir: Path | None = None
@@ -97,7 +98,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             env,
             _VARIABLES,
             redis_url=redis_url,
-            redis_prefix=text("VRAMDOC_REDIS_PREFIX") or "vramdoc",
+            redis_prefix=text("VRAMDOC_REDIS_PREFIX") or DEFAULT_REDIS_PREFIX,
             sentry_dsn=text("VRAMDOC_SENTRY_DSN"),
             sentry_environment=text("VRAMDOC_SENTRY_ENVIRONMENT"),
             rules_dir=Path(rules_dir) if rules_dir else None,

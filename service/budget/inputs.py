@@ -271,7 +271,7 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
     offline = request.entrypoint == "llm"
     device = gpu.spec.id if gpu.spec else gpu.name
     defaults = scheduler_defaults(engine, version_t, device, gpu.total_gib, offline=offline)
-    served = scheduler_defaults(engine, version_t, device, gpu.total_gib)
+    served = scheduler_defaults(engine, version_t, device, gpu.total_gib) if offline else defaults
     assert defaults is not None  # only None when no GPU name is known; the budget always has one
     seqs, batched = defaults
     max_num_seqs = request.max_num_seqs or seqs

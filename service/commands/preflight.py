@@ -27,7 +27,7 @@ from service.errors import InputError, PackError, SettingsError
 from service.models.chain import ModelResolver, ModelSettings, cite
 from service.packs import RulePacks
 from service.redacted import redacted_hint, redacted_preflight
-from service.redis_link import connect_redis
+from service.redis_link import connect_redis, redis_prefix
 from service.schemas import EstimateRequest, Preflight, PreflightRequest, Snapshot
 
 __all__ = ["fetch_snapshot", "render", "run"]
@@ -59,7 +59,7 @@ async def fetch_snapshot(
     directory = HostDirectory(
         connect_redis(redis_url, timeout_s=_AGENT_TIMEOUT_S) if redis_url else None,
         static,
-        key_prefix=f"{os.environ.get('VRAMDOC_REDIS_PREFIX', '').strip() or 'vramdoc'}:",
+        key_prefix=f"{redis_prefix(os.environ)}:",
     )
     agents = AgentClient(token, timeout_s=_AGENT_TIMEOUT_S)
     try:
