@@ -495,6 +495,9 @@ class EstimateRequest(Wire, frozen=True):
     data_parallel_size: int | None = None
     enable_expert_parallel: bool | None = None
     speculative_config: SpeculativeConfig | None = None
+    # --enable-prefix-caching (None: vLLM's default, which is off for linear-attention/Mamba hybrids);
+    # a hybrid with it keeps a second state page per request (mamba_cache_mode "align")
+    enable_prefix_caching: bool | None = None
     # Parameter counts per safetensors dtype read from the checkpoint's headers (e.g. {"BF16": 8030261248});
     # with it the weights are the checkpoint's bytes, not the architecture's parameter count.
     parameters: dict[str, int] | None = None
