@@ -101,6 +101,7 @@ class Facts(Wire, frozen=True, omit_defaults=True):
     pipeline_parallel_size: int | None = None
     data_parallel_size: int | None = None
     enable_expert_parallel: bool | None = None
+    enable_prefix_caching: bool | None = None
     gpu_memory_utilization: float | None = None
     max_model_len: int | None = None
     max_num_seqs: int | None = None
@@ -312,6 +313,7 @@ FACT_LABELS: dict[str, str] = {
     "tensor_parallel_size": "Tensor parallel",
     "data_parallel_size": "Data parallel",
     "enable_expert_parallel": "Expert parallel",
+    "enable_prefix_caching": "Prefix caching",
     "dtype": "Dtype",
     "quantization": "Quantization",
     "kv_cache_dtype": "KV cache dtype",

@@ -16,11 +16,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from service.budget import estimate
+from service.budget import budget_from_facts, estimate
 from service.budget.config import model_from_config
 from service.budget.kv import cdiv
 from service.packs.catalog import Catalog
-from service.schemas import Budget, EstimateRequest
+from service.schemas import Budget, EstimateRequest, Facts
 
 CONFIGS = Path(__file__).resolve().parents[1] / "models" / "configs"
 
@@ -216,4 +216,30 @@ def test_a_request_holds_the_state_pages_of_its_mamba_cache_mode(
     per_request = 164 + 3 * state_pages
     budget = _qwen36_tp2(catalog, kv_cache_memory_bytes=2 * per_request * _BLOCK_BYTES, **given)
     assert budget.num_blocks == 2 * per_request
+    assert budget.max_concurrency == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize(("stated", "state_pages"), [(True, 2), (None, 1)])
+def test_a_log_that_states_prefix_caching_sizes_the_state_pages_by_it(
+    catalog: Catalog, stated: bool | None, state_pages: int
+) -> None:
+    # Qwen3.6-27B at TP 2, fp8_e5m2 KV, no drafter: block 16 · cdiv(5120 · 3 · 2 + 1,572,864, 16 · 1024)
+    # = 1568; a block costs 16 · 1568 · 1024 B; a request holds cdiv(262,144, 1568) = 168 attention
+    # blocks + 3 GDN groups × its state pages. A log's non-default args (or --enable-prefix-caching)
+    # state prefix caching; unstated, a hybrid's default is off.
+    block_bytes = 16 * 1568 * 1024
+    per_request = 168 + 3 * state_pages
+    facts = Facts(
+        gpu_name="RTX-3090",
+        tensor_parallel_size=2,
+        dtype="float16",
+        kv_cache_dtype="fp8_e5m2",
+        max_model_len=262_144,
+        vllm_version="0.24.0",
+        enable_prefix_caching=stated,
+        available_kv_cache_gib=2 * per_request * block_bytes / 2**30,
+    )
+    config = json.loads((CONFIGS / "Qwen--Qwen3.6-27B.json").read_text())
+    budget = budget_from_facts(facts, catalog, model="Qwen/Qwen3.6-27B", config=config)
+    assert budget is not None and budget.block_size == 1568
     assert budget.max_concurrency == pytest.approx(2.0)
