@@ -101,6 +101,7 @@ class Facts(Wire, frozen=True, omit_defaults=True):
     pipeline_parallel_size: int | None = None
     data_parallel_size: int | None = None
     enable_expert_parallel: bool | None = None
+    enable_prefix_caching: bool | None = None
     gpu_memory_utilization: float | None = None
     max_model_len: int | None = None
     max_num_seqs: int | None = None
@@ -312,6 +313,7 @@ FACT_LABELS: dict[str, str] = {
     "tensor_parallel_size": "Tensor parallel",
     "data_parallel_size": "Data parallel",
     "enable_expert_parallel": "Expert parallel",
+    "enable_prefix_caching": "Prefix caching",
     "dtype": "Dtype",
     "quantization": "Quantization",
     "kv_cache_dtype": "KV cache dtype",
@@ -495,6 +497,9 @@ class EstimateRequest(Wire, frozen=True):
     data_parallel_size: int | None = None
     enable_expert_parallel: bool | None = None
     speculative_config: SpeculativeConfig | None = None
+    # --enable-prefix-caching (None: vLLM's default, which is off for linear-attention/Mamba hybrids);
+    # a hybrid with it keeps a second state page per request (mamba_cache_mode "align")
+    enable_prefix_caching: bool | None = None
     # Parameter counts per safetensors dtype read from the checkpoint's headers (e.g. {"BF16": 8030261248});
     # with it the weights are the checkpoint's bytes, not the architecture's parameter count.
     parameters: dict[str, int] | None = None

@@ -49,6 +49,13 @@ def _opt_int(config: Mapping[str, object], key: str) -> int | None:
 
 
 def _rope(config: Mapping[str, object]) -> RopeSpec:
+    # transformers 5 writes `rope_parameters` (theta, type, partial factor, scaling) where older
+    # configs have rope_theta / rope_scaling / partial_rotary_factor at the top
+    parameters = config.get("rope_parameters")
+    if isinstance(parameters, dict):
+        config = {**parameters, **config}
+        if config.get("rope_scaling") is None and parameters.get("rope_type", "default") != "default":
+            config["rope_scaling"] = parameters
     theta = config.get("rope_theta", 10000.0)
     scaling = config.get("rope_scaling")
     kind, factor, original = "default", 1.0, None

@@ -1,9 +1,12 @@
 """Hybrid models: which layers keep a KV cache and what per-request state the others keep.
 
 Read from config.json as vLLM's model classes read it (0.33.0 sources):
-- Gated DeltaNet (Qwen3-Next, `qwen3_next.py`): `layer_types` or `full_attention_interval`; conv
-  state (2·k_heads·k_dim + v_heads·v_dim) × (kernel − 1), recurrent (v_heads, v_dim, k_dim) in the
-  model dtype (`MambaStateShapeCalculator.gated_delta_net_state_shape`).
+- Gated DeltaNet (Qwen3-Next `qwen3_next.py`, Qwen3.5/3.6 `qwen3_5.py`): `layer_types` or
+  `full_attention_interval`; conv state (2·k_heads·k_dim + v_heads·v_dim) × (kernel − 1 + the
+  speculative tokens), recurrent (v_heads, v_dim, k_dim)
+  (`MambaStateShapeCalculator.gated_delta_net_state_shape`, `num_spec`) in the model dtype, or in
+  the config's `mamba_ssm_dtype` (Qwen3.5's `Qwen3_5ForConditionalGenerationConfig` makes it the
+  `mamba_ssm_cache_dtype`; its releases say float32).
 - Kimi Delta Attention (Kimi-Linear, `kimi_gdn_linear_attn.py`): `linear_attn_config` with 1-based
   `kda_layers` / `full_attn_layers`; conv 3·heads·head_dim × (kernel − 1), recurrent (heads, d, d) in
   float32 (`kda_state_dtype`).
@@ -25,6 +28,7 @@ __all__ = ["hybrid_block_size", "state_bytes", "state_from_config"]
 # vLLM raises an MLA model's block to a multiple of 128 for the TRT-LLM/FlashInfer MLA kernels.
 _KERNEL_BLOCK = 16
 _MLA_KERNEL_BLOCK = 128
+_FLOAT32 = ("float32", "fp32")
 
 
 def _int(config: Mapping[str, object], key: str, default: int = 0) -> int:
@@ -53,6 +57,7 @@ def _gdn(config: Mapping[str, object], layers: int) -> StateSpec | None:
         conv_width=_int(config, "linear_conv_kernel_dim", 4) - 1,
         heads=v_heads,
         head_elements=v_dim * k_dim,
+        float32_state=config.get("mamba_ssm_dtype") in _FLOAT32,
     )
 
 
@@ -91,7 +96,7 @@ def _mamba2(config: Mapping[str, object], layers: int) -> StateSpec | None:
         conv_width=_int(config, "conv_kernel", 4) - 1,
         heads=heads,
         head_elements=head_dim * state,
-        float32_state=ssm_dtype in ("float32", "fp32"),
+        float32_state=ssm_dtype in _FLOAT32,
         groups=_int(config, "n_groups", 1),
         group_channels=2 * state,
     )
@@ -108,12 +113,17 @@ def state_from_config(config: Mapping[str, object], model_type: str, layers: int
     return None
 
 
-def state_bytes(state: StateSpec, tp: int, dtype_bytes: float) -> int:
-    """Bytes of one state layer's per-request state on one GPU (vLLM's MambaSpec page, unpadded)."""
+def state_bytes(state: StateSpec, tp: int, dtype_bytes: float, speculative_tokens: int = 0) -> int:
+    """Bytes of one state layer's per-request state on one GPU (vLLM's MambaSpec page, unpadded).
+
+    Under speculative decoding the conv state also keeps the drafted tokens: every state shape
+    calculator (Gated DeltaNet, KDA, Mamba2) widens it by `num_spec` = num_speculative_tokens.
+    """
     groups = state.groups
     if groups and groups % tp:
         groups += tp - groups  # vLLM's extra_groups_for_head_shards, for groups that do not divide
-    conv = (state.conv_dim + groups * state.group_channels) // tp * state.conv_width * dtype_bytes
+    width = state.conv_width + speculative_tokens
+    conv = (state.conv_dim + groups * state.group_channels) // tp * width * dtype_bytes
     recurrent = state.heads // tp * state.head_elements * (4 if state.float32_state else dtype_bytes)
     return int(conv + recurrent)
 

@@ -72,6 +72,7 @@ class Run:
     # --enable-expert-parallel: MoE experts split whole over the TP × DP GPUs, not sliced by TP
     expert_parallel: bool = False
     drafter: Drafter | None = None
+    prefix_caching: bool = False
     # a GGUF checkpoint's file type (from its name) when the model reference is a GGUF file
     gguf: GgufFileType | None = None
     # what the weights figure stands on when not the architecture (safetensors, a GGUF file)
@@ -304,6 +305,7 @@ def resolve(request: EstimateRequest, catalog: Catalog) -> Run:
         dp=dp,
         expert_parallel=bool(request.enable_expert_parallel),
         drafter=resolve_drafter(request.speculative_config, model, catalog),
+        prefix_caching=bool(request.enable_prefix_caching),
         gguf=gguf,
         dtype_spec=dtype,
         kv=kv,

@@ -34,6 +34,8 @@ class KvLayout:
     # linear-attention / Mamba layers: one state page (padded to the attention page) per request
     state_layers: int = 0
     state_groups: int = 0
+    # state pages one request holds in each state group (MambaSpec.max_memory_usage_bytes)
+    state_blocks: int = 1
     # a separate draft model's attention layers (speculative decoding): vLLM merges them with the
     # target's full-attention layers, so each full-attention block also holds the draft's tokens
     draft_bytes_per_token: int = 0
@@ -65,7 +67,7 @@ class KvLayout:
         blocks = self.full_groups * cdiv(length, self.block_size)
         if self.sliding_groups:
             blocks += self.sliding_groups * self._sliding_blocks(length)
-        return blocks + self.state_groups
+        return blocks + self.state_groups * self.state_blocks
 
     def need_bytes(self, length: int) -> int:
         """Bytes the capacity check asks for one request of `length` tokens (summed over layers)."""
@@ -74,7 +76,7 @@ class KvLayout:
         )
         if self.sliding_layers:
             need += self.sliding_layers * self._sliding_blocks(length) * self.page_bytes
-        return need + self.state_layers * self.page_bytes
+        return need + self.state_layers * self.state_blocks * self.page_bytes
 
 
 def group_layout(full: int, sliding: int, state: int = 0) -> tuple[int, int, int, int]:

@@ -211,6 +211,7 @@ def budget_from_facts(
         ),
         data_parallel_size=facts.data_parallel_size,
         enable_expert_parallel=facts.enable_expert_parallel,
+        enable_prefix_caching=facts.enable_prefix_caching,
         dtype=facts.dtype,
         quantization=facts.quantization,
         kv_cache_dtype=facts.kv_cache_dtype,

@@ -100,7 +100,16 @@ def _kv_bytes_per_token_layer(run: Run, tp: int, model: ModelSpec | None = None)
     return int(2 * heads * model.kv_head_dim * element + 2 * heads * kv.scale_bytes_per_head)
 
 
-def _layout(run: Run, tp: int, start: int, stop: int, hybrid: bool, last: bool) -> KvLayout:
+def _state_blocks(run: Run, catalog: Catalog) -> int:
+    """State pages a request holds per state group: one, or by mamba_cache_mode since it exists."""
+    if not run.at_least(catalog.engine.mamba_cache_mode_since):
+        return 1
+    return (2 if run.prefix_caching else 1) + (run.drafter.tokens if run.drafter is not None else 0)
+
+
+def _layout(
+    run: Run, tp: int, start: int, stop: int, hybrid: bool, last: bool, state_blocks: int = 1
+) -> KvLayout:
     full, sliding = _layer_kinds(run, start, stop, hybrid)
     draft = run.drafter if last else None
     if draft is not None:
@@ -110,11 +119,14 @@ def _layout(run: Run, tp: int, start: int, stop: int, hybrid: bool, last: bool) 
     size, full_groups, sliding_groups, state_groups = group_layout(full, sliding, states)
     per_token = _kv_bytes_per_token_layer(run, tp)
     block = run.block_size
+    drafted = run.drafter.tokens if run.drafter is not None else 0
     if state is not None:
-        block = hybrid_block_size(run.model, block, per_token, state_bytes(state, tp, run.dtype_bytes))
+        page = state_bytes(state, tp, run.dtype_bytes, drafted)
+        block = hybrid_block_size(run.model, block, per_token, page)
     return KvLayout(
         state_layers=states,
         state_groups=state_groups,
+        state_blocks=state_blocks,
         bytes_per_token_layer=per_token,
         block_size=block,
         full_layers=full,
@@ -200,6 +212,7 @@ def stage_budgets(run: Run, tp: int, catalog: Catalog) -> list[Stage]:
         weights[-1] = with_draft(weights[-1], draft)
     in_budget = run.at_least(catalog.engine.cudagraph_profiled_since) and not run.enforce_eager
     hybrid = run.at_least(catalog.engine.hybrid_kv_cache_since)
+    state_blocks = _state_blocks(run, catalog)
     stages: list[Stage] = []
     start = 0
     for n, w in zip(pp_layer_counts(run.model.num_hidden_layers, run.pp), weights, strict=True):
@@ -209,7 +222,7 @@ def stage_budgets(run: Run, tp: int, catalog: Catalog) -> list[Stage]:
         stages.append(
             Stage(
                 weights=w,
-                layout=_layout(run, tp, start, start + n, hybrid, last),
+                layout=_layout(run, tp, start, start + n, hybrid, last, state_blocks),
                 non_torch=max(0, component_bytes(era.non_torch, terms.non_torch)),
                 activation=activation,
                 cuda_graph=max(0, component_bytes(era.cuda_graph, terms.cuda_graph)),

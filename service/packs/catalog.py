@@ -603,6 +603,7 @@ class EngineFacts(Entry, frozen=True):
     kv_cache_memory_bytes_since: str
     pool_tokens_per_group_since: str
     pool_tokens_from_concurrency_since: str
+    mamba_cache_mode_since: str
     vocab_padding: int
     default_block_size: int
     marlin_min_thread_n: int

@@ -46,6 +46,10 @@ class Point(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=Tru
     max_num_batched_tokens: int | None = None
     chunked_prefill: bool | None = None
     enforce_eager: bool | None = None
+    enable_prefix_caching: bool | None = None
+    # --speculative-config's method and num_speculative_tokens
+    speculative_method: str | None = None
+    num_speculative_tokens: int | None = None
     # logged figures (GiB unless a count)
     total_gpu_gib: float | None = None
     usable_gib: float | None = None
@@ -63,6 +67,10 @@ class Point(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=Tru
     inferred: dict[str, str] = msgspec.field(default_factory=dict)
     # False where the checkpoint is outside rules/catalog (it needs Hub or config.json resolution)
     model_in_catalog: bool = True
+    # for a checkpoint outside the catalog: the Hugging Face id of the checked-in config.json
+    # (tests/models/configs) of the release it is an export of, which the estimate is given as the
+    # pasted config (its quantization is the run's own flag); `inferred["config"]` says why that one
+    config: str | None = None
     skip_weights: str | None = None
     skip_pool: str | None = None
     # why the logged KV memory cannot be compared with one GPU's estimate (tools/fit_overheads.py)

@@ -13,11 +13,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 
-from service.budget import estimate
+from service.budget import budget_from_facts, estimate
+from service.budget.config import model_from_config
+from service.budget.kv import cdiv
 from service.packs.catalog import Catalog
-from service.schemas import Budget, EstimateRequest
+from service.schemas import Budget, EstimateRequest, Facts
 
 CONFIGS = Path(__file__).resolve().parents[1] / "models" / "configs"
 
@@ -136,3 +139,107 @@ def test_gemma3_text_config_defaults_give_its_five_to_one_sliding_pattern(catalo
         budget.kv_bytes_per_token,
         budget.kv_bytes_per_block,
     )
+
+
+def test_qwen3_5_text_config_keeps_a_float32_gated_deltanet_state(catalog: Catalog) -> None:
+    # Qwen3.6-27B (Qwen3_5ForConditionalGeneration; the layout sits in text_config): 64 layers, every
+    # 4th full attention (16) with 4 KV heads of 256, 48 Gated DeltaNet layers of 16 key / 48 value
+    # heads of 128. attention per token: 2 · 4 · 256 · 2 B = 4096 per layer.
+    # state: conv (2·16·128 + 48·128 = 10,240) × 3 · 2 B = 61,440 + recurrent 48 · 128 · 128 · 4 B
+    # (mamba_ssm_dtype float32, which Qwen3_5ForConditionalGenerationConfig makes the cache dtype)
+    # = 3,145,728 → 3,207,168; block: 16 · cdiv(3,207,168, 16 · 4096) = 16 · 49 = 784
+    budget = _budget(catalog, "Qwen/Qwen3.6-27B", gpu="A100-80GB")
+    assert budget.kv_bytes_per_token == 16 * 4096 == 65_536
+    assert budget.block_size == 784
+    assert budget.kv_bytes_per_block == 16 * 784 * 4096  # groups of 16: 1 attention, 3 GDN
+
+
+def test_qwen3_5_moe_reads_its_rope_parameters_and_experts(catalog: Catalog) -> None:
+    # Qwen3.6-35B-A3B: 40 layers (10 full attention, 2 KV heads of 256), 256 experts of 512, top 8;
+    # transformers 5's rope_parameters carry the theta and the partial rotary factor 0.25
+    config = json.loads((CONFIGS / "Qwen--Qwen3.6-35B-A3B.json").read_text())
+    spec, quant = model_from_config(config, "Qwen/Qwen3.6-35B-A3B")
+    assert quant is None and spec.moe is not None and spec.state is not None
+    assert (spec.moe.num_experts, spec.moe.experts_per_token, spec.moe.intermediate_size) == (256, 8, 512)
+    assert spec.rope is not None and (spec.rope.theta, spec.rope.partial_rotary_factor) == (1e7, 0.25)
+    assert (len(spec.state.attention_layers), len(spec.state.state_layers)) == (10, 30)
+    assert spec.state.float32_state and spec.mtp_layers == 1
+
+
+def _qwen36_tp2(catalog: Catalog, **given: object) -> Budget:
+    fields: dict[str, object] = {
+        "gpu": "RTX-3090",
+        "gpus": 2,
+        "tensor_parallel_size": 2,
+        "dtype": "float16",
+        "kv_cache_dtype": "fp8_e5m2",
+        "max_model_len": 262_144,
+        "vllm_version": "0.24.0",
+        "speculative_config": {"method": "mtp", "num_speculative_tokens": 3},
+        **given,
+    }
+    config = json.loads((CONFIGS / "Qwen--Qwen3.6-27B.json").read_text())
+    request = msgspec.convert({"model": "Qwen/Qwen3.6-27B", "config": config, **fields}, EstimateRequest)
+    return estimate(request, catalog)
+
+
+# TP 2, fp8 KV, MTP with 3 drafted tokens: attention 2 · 2 · 256 · 1 B = 1024 per token and layer, 17
+# attention layers (16 + the MTP layer's); GDN conv (10,240 / 2) × (3 + 3 drafted) · 2 B = 61,440
+# + recurrent 24 · 128 · 128 · 4 B = 1,572,864 → 1,634,304; block 16 · cdiv(1,634,304, 16 · 1024)
+# = 1600; a block costs 17 · 1600 · 1024 B; a 262,144-token request holds cdiv(262,144, 1600) = 164
+# attention blocks + 3 GDN groups × its state pages.
+_BLOCK_BYTES = 17 * 1600 * 1024
+
+
+def test_drafted_tokens_widen_the_conv_state_and_raise_the_block(catalog: Catalog) -> None:
+    budget = _qwen36_tp2(catalog)
+    assert (budget.block_size, budget.kv_bytes_per_block) == (1600, _BLOCK_BYTES)
+    assert _qwen36_tp2(catalog, speculative_config=None).block_size == 16 * cdiv(
+        5120 * 3 * 2 + 1_572_864, 16 * 1024
+    )
+
+
+@pytest.mark.parametrize(
+    ("given", "state_pages"),
+    [
+        # since 0.15 (mamba_cache_mode): prefix caching ("align") keeps 2 + drafted pages, else 1 + drafted
+        ({"enable_prefix_caching": True}, 2 + 3),
+        ({"enable_prefix_caching": False}, 1 + 3),
+        ({}, 1 + 3),  # a hybrid's prefix caching is off unless asked for
+        # before 0.15 one page per request, whatever the drafter
+        ({"enable_prefix_caching": True, "vllm_version": "0.14.1"}, 1),
+    ],
+)
+def test_a_request_holds_the_state_pages_of_its_mamba_cache_mode(
+    catalog: Catalog, given: dict[str, object], state_pages: int
+) -> None:
+    per_request = 164 + 3 * state_pages
+    budget = _qwen36_tp2(catalog, kv_cache_memory_bytes=2 * per_request * _BLOCK_BYTES, **given)
+    assert budget.num_blocks == 2 * per_request
+    assert budget.max_concurrency == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize(("stated", "state_pages"), [(True, 2), (None, 1)])
+def test_a_log_that_states_prefix_caching_sizes_the_state_pages_by_it(
+    catalog: Catalog, stated: bool | None, state_pages: int
+) -> None:
+    # Qwen3.6-27B at TP 2, fp8_e5m2 KV, no drafter: block 16 · cdiv(5120 · 3 · 2 + 1,572,864, 16 · 1024)
+    # = 1568; a block costs 16 · 1568 · 1024 B; a request holds cdiv(262,144, 1568) = 168 attention
+    # blocks + 3 GDN groups × its state pages. A log's non-default args (or --enable-prefix-caching)
+    # state prefix caching; unstated, a hybrid's default is off.
+    block_bytes = 16 * 1568 * 1024
+    per_request = 168 + 3 * state_pages
+    facts = Facts(
+        gpu_name="RTX-3090",
+        tensor_parallel_size=2,
+        dtype="float16",
+        kv_cache_dtype="fp8_e5m2",
+        max_model_len=262_144,
+        vllm_version="0.24.0",
+        enable_prefix_caching=stated,
+        available_kv_cache_gib=2 * per_request * block_bytes / 2**30,
+    )
+    config = json.loads((CONFIGS / "Qwen--Qwen3.6-27B.json").read_text())
+    budget = budget_from_facts(facts, catalog, model="Qwen/Qwen3.6-27B", config=config)
+    assert budget is not None and budget.block_size == 1568
+    assert budget.max_concurrency == pytest.approx(2.0)

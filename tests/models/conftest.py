@@ -24,6 +24,9 @@ HUB_PARAMETERS = {
     "MiniMaxAI/MiniMax-M2": {"BF16": 2_473_201_664, "F32": 1_998_848, "F8_E4M3": 226_525_478_912},
     "Qwen/Qwen3-VL-235B-A22B-Instruct": {"BF16": 235_693_047_024},
     "nvidia/NVIDIA-Nemotron-Nano-9B-v2": {"BF16": 8_888_227_328},
+    # the Gated-DeltaNet hybrids the club-3090 runs serve as local exports (model cards: 27B, 35B)
+    "Qwen/Qwen3.6-27B": {"BF16": 27_000_000_000},
+    "Qwen/Qwen3.6-35B-A3B": {"BF16": 35_000_000_000},
 }
 
 

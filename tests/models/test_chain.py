@@ -216,3 +216,42 @@ def test_the_catalog_answers_before_any_io(
 def test_resolved_models_round_trip_through_json(hub: HubStandIn, settings: ModelSettings) -> None:
     resolved = ModelResolver(settings).resolve(NEXT)
     assert msgspec.json.decode(msgspec.json.encode(resolved), type=type(resolved)) == resolved
+
+
+# The club-3090 runs' dual-3090 configuration: TP 2, fp16, fp8_e5m2 KV, MTP with 3 tokens, prefix
+# caching, 262,144 tokens (tests/budget/realworld_numbers.yaml, issues 294/295 of that repository).
+_DUAL_3090 = {
+    "gpu": "RTX-3090",
+    "gpus": 2,
+    "tensor_parallel_size": 2,
+    "dtype": "float16",
+    "kv_cache_dtype": "fp8_e5m2",
+    "max_model_len": 262_144,
+    "vllm_version": "0.22.1",
+    "enable_prefix_caching": True,
+    "speculative_config": {"method": "mtp", "num_speculative_tokens": 3},
+    "kv_cache_memory_bytes": 2 * 179 * 17 * 1600 * 1024,
+}
+
+
+def test_a_gated_deltanet_hybrid_from_the_hub_gets_its_state_layout(
+    hub: HubStandIn, settings: ModelSettings, catalog: Catalog
+) -> None:
+    # block 1600 and 164 + 3 × (2 + 3) = 179 blocks per request: test_architectures.py works them out
+    request = msgspec.convert({"model": "Qwen/Qwen3.6-27B", **_DUAL_3090}, EstimateRequest)
+    prepared, resolved = ModelResolver(settings).prepare(request, catalog)
+    budget = estimate(prepared, catalog)
+    assert resolved.source == "hub"
+    assert (budget.block_size, budget.num_blocks, budget.max_concurrency) == (1600, 358, 2.0)
+
+
+def test_a_local_export_of_a_hybrid_resolves_from_its_folder(
+    tmp_path: Path, settings: ModelSettings, catalog: Catalog
+) -> None:
+    folder = tmp_path / "qwen3.6-27b-autoround-int4"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config("Qwen/Qwen3.6-27B")))
+    request = msgspec.convert({"model": str(folder), **_DUAL_3090}, EstimateRequest)
+    prepared, resolved = ModelResolver(settings).prepare(request, catalog)
+    assert resolved.source == "local"
+    assert estimate(prepared, catalog).kv_cache_tokens == int(358 / 179 * 262_144)
