@@ -149,8 +149,9 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 _TOKEN_CLASS = f"[{re.escape(''.join(sorted(_TOKEN_CHARS)))}]"
-# a line break between two token characters (not at the very start of the text)
-_JOINABLE_BREAK = re.compile(f"(?<={_TOKEN_CLASS})\n(?={_TOKEN_CLASS})")
+# a line break between two token characters (not at the very start of the text); the pattern starts
+# with the break itself, so `re` jumps from break to break instead of trying every position
+_JOINABLE_BREAK = re.compile(f"\n(?<={_TOKEN_CLASS}\n)(?={_TOKEN_CLASS})")
 
 
 def _joined(text: str) -> str:
