@@ -182,12 +182,12 @@ def _to_raw(
     return start, end
 
 
-def _spans_in(text: str, *, join: bool) -> list[tuple[int, int]]:
-    view = _joined(text) if join else text
+def _spans_in(text: str, view: str) -> list[tuple[int, int]]:
+    """Secret spans in raw positions of `text`, found on `view` (the text itself or its joined view)."""
     found: list[tuple[int, int]] = []
     for seg_start, seg_end in _candidate_segments(view):
         found.extend((seg_start + s, seg_start + e) for s, e in _secret_spans(view[seg_start:seg_end]))
-    if not found or view is text or len(view) == len(text):
+    if not found or len(view) == len(text):  # joining only removes breaks: same length, same text
         return found
     breaks = _breaks(text)
     joined_at = [position - k for k, position in enumerate(breaks)]
@@ -211,8 +211,12 @@ def redact(text: str) -> str:
     """Return `text` with every recognised secret replaced by [REDACTED], line count unchanged."""
     if not text:
         return text
-    text = _replace(text, _spans_in(text, join=True))
-    return _replace(text, _spans_in(text, join=False))
+    view = _joined(text)
+    spans = _spans_in(text, view)
+    if not spans and len(view) == len(text):
+        return text  # no break joined and nothing found: the raw pass would read the same text again
+    text = _replace(text, spans)
+    return _replace(text, _spans_in(text, text))
 
 
 def redact_value(value: Any, *, keep: frozenset[str] = frozenset()) -> Any:
