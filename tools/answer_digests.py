@@ -5,8 +5,8 @@ parameters), then again raw (a cache hit) and as JSON (the same cache entry); th
 must be the same bytes. Prints `name sha256-of-the-answer` per log and a digest of them all, so two
 revisions compare with `diff`:
 
-    python tools/answer_digests.py > /tmp/after.txt     # on the branch
-    python tools/answer_digests.py > /tmp/before.txt    # on the base, then: diff /tmp/before.txt /tmp/after.txt
+    python tools/answer_digests.py > after.txt     # on the branch
+    python tools/answer_digests.py > before.txt    # on the base; then: diff before.txt after.txt
 """
 
 from __future__ import annotations
