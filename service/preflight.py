@@ -224,7 +224,7 @@ def _fixes(
             top=request.top,
         ),
         packs.fixes,
-        CatalogLookup(packs.catalog),
+        CatalogLookup.for_catalog(packs.catalog),
     )
     return _rejected_first(fixes, issues)
 

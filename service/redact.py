@@ -148,25 +148,20 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
-_BREAK_BEFORE_TOKEN = re.compile(f"\n(?=[{re.escape(''.join(sorted(_TOKEN_CHARS)))}])")
+_TOKEN_CLASS = f"[{re.escape(''.join(sorted(_TOKEN_CHARS)))}]"
+# a line break between two token characters (not at the very start of the text); the pattern starts
+# with the break itself, so `re` jumps from break to break instead of trying every position
+_JOINABLE_BREAK = re.compile(f"\n(?<={_TOKEN_CLASS}\n)(?={_TOKEN_CLASS})")
 
 
-def _joined(text: str) -> tuple[str, list[int]]:
-    """The text with every break between two token characters removed, and where each one was."""
-    breaks = [
-        at
-        for match in _BREAK_BEFORE_TOKEN.finditer(text)
-        if (at := match.start()) and text[at - 1] in _TOKEN_CHARS
-    ]
-    if not breaks:
-        return text, []
-    pieces = []
-    done = 0
-    for position in breaks:
-        pieces.append(text[done:position])
-        done = position + 1
-    pieces.append(text[done:])
-    return "".join(pieces), breaks
+def _joined(text: str) -> str:
+    """The text with every break between two token characters removed (one pass in C)."""
+    return _JOINABLE_BREAK.sub("", text)
+
+
+def _breaks(text: str) -> list[int]:
+    """Where `_joined` removed a break, in raw positions (only needed once a secret is found)."""
+    return [match.start() for match in _JOINABLE_BREAK.finditer(text)]
 
 
 def _to_raw(
@@ -187,13 +182,14 @@ def _to_raw(
     return start, end
 
 
-def _spans_in(text: str, *, join: bool) -> list[tuple[int, int]]:
-    view, breaks = _joined(text) if join else (text, [])
+def _spans_in(text: str, view: str) -> list[tuple[int, int]]:
+    """Secret spans in raw positions of `text`, found on `view` (the text itself or its joined view)."""
     found: list[tuple[int, int]] = []
     for seg_start, seg_end in _candidate_segments(view):
         found.extend((seg_start + s, seg_start + e) for s, e in _secret_spans(view[seg_start:seg_end]))
-    if not breaks:
+    if not found or len(view) == len(text):  # joining only removes breaks: same length, same text
         return found
+    breaks = _breaks(text)
     joined_at = [position - k for k, position in enumerate(breaks)]
     return [_to_raw(span, breaks, text, joined_at) for span in found]
 
@@ -215,8 +211,12 @@ def redact(text: str) -> str:
     """Return `text` with every recognised secret replaced by [REDACTED], line count unchanged."""
     if not text:
         return text
-    text = _replace(text, _spans_in(text, join=True))
-    return _replace(text, _spans_in(text, join=False))
+    view = _joined(text)
+    spans = _spans_in(text, view)
+    if not spans and len(view) == len(text):
+        return text  # no break joined and nothing found: the raw pass would read the same text again
+    text = _replace(text, spans)
+    return _replace(text, _spans_in(text, text))
 
 
 def redact_value(value: Any, *, keep: frozenset[str] = frozenset()) -> Any:

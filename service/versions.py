@@ -8,6 +8,8 @@ flags and messages exist (a pre-release of 0.12.0 already has 0.12's flags), so 
 
 from __future__ import annotations
 
+import functools
+
 import msgspec
 from packaging.specifiers import InvalidSpecifier, Specifier
 from packaging.version import InvalidVersion
@@ -37,6 +39,9 @@ EARLIEST: Version = (0, 2, 7)
 NEWEST: Version = (999, 0, 0)
 
 
+# Ranges in the packs are read on every diagnosis (each recipe's and flag's bounds), and a log states
+# one version: the same few strings come back, so their parses are kept (bounded: logs choose them).
+@functools.lru_cache(maxsize=4096)
 def parse_version(text: str) -> Version | None:
     """The (major, minor, patch) of a vLLM version string, or None when it is not one."""
     try:

@@ -7,6 +7,7 @@ content type, with the hints as query parameters (`curl --data-binary @vllm.log 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
@@ -23,6 +24,7 @@ from service.api.models import resolve_model
 from service.api.monitoring import count_diagnosis, count_preflight
 from service.api.openapi import EstimateBodyOperation, LogBodyOperation, PreflightBodyOperation
 from service.api.problems import PROBLEM_MEDIA_TYPE, FieldError, Problem, ProblemError, decode_error
+from service.api.stores import SharedState
 from service.api.team import calibrated_note, record_calibration
 from service.api.views import GpuEntry, Health, Loaded, ModelInfo, Readiness, RulesInfo, loaded
 from service.models.chain import ResolvedModel, cite
@@ -99,27 +101,28 @@ def _decode_body(body: bytes, type_: type[R]) -> R:
         raise ProblemError(400, "invalid-json", "Invalid JSON", detail) from None
 
 
-def _log_request(body: bytes, is_json: bool, hints: LogHints) -> DiagnoseRequest:
-    """A JSON DiagnoseRequest, or a raw log (any bytes, decoded with replacement) plus the hints."""
-    if is_json:
-        req = _decode_body(body, DiagnoseRequest)
-        req = msgspec.structs.replace(
-            req,
-            model=req.model or hints.model,
-            gpu=req.gpu or hints.gpu,
-            command=req.command or hints.command,
-            vllm_version=req.vllm_version or hints.vllm_version,
-        )
-    else:
-        req = DiagnoseRequest(
-            log=body.decode("utf-8", errors="replace"),
-            model=hints.model,
-            gpu=hints.gpu,
-            command=hints.command,
-            vllm_version=hints.vllm_version,
-            top=5 if hints.top is None else hints.top,
-        )
-    return req  # a JSON body's top is bounded by DiagnoseRequest's Meta, a query's by _Top
+def _json_log_request(body: bytes, hints: LogHints) -> DiagnoseRequest:
+    """A JSON DiagnoseRequest, its empty fields filled in from the hints."""
+    req = _decode_body(body, DiagnoseRequest)
+    return msgspec.structs.replace(
+        req,
+        model=req.model or hints.model,
+        gpu=req.gpu or hints.gpu,
+        command=req.command or hints.command,
+        vllm_version=req.vllm_version or hints.vllm_version,
+    )  # its top is bounded by DiagnoseRequest's Meta, a query's by _Top
+
+
+def _raw_log_request(hints: LogHints) -> DiagnoseRequest:
+    """The request of a raw log, without the log: its bytes are decoded only if the answer is computed."""
+    return DiagnoseRequest(
+        log="",
+        model=hints.model,
+        gpu=hints.gpu,
+        command=hints.command,
+        vllm_version=hints.vllm_version,
+        top=5 if hints.top is None else hints.top,
+    )
 
 
 _HINT_FIELDS = ("model", "gpu", "command", "vllm_version")
@@ -168,9 +171,23 @@ async def _uploaded_log(request: Request[Any, Any, Any], hints: LogHints) -> tup
 _CACHE_LAYOUT = "2"
 
 
-def _cache_key(endpoint: str, packs: RulePacks, *parts: bytes) -> str:
-    """sha256 over the endpoint, the rules digest and the canonical request (one-way: no text is kept)."""
-    digest = hashlib.sha256(f"{endpoint}\0{packs.digest}\0{_CACHE_LAYOUT}".encode())
+@functools.lru_cache(maxsize=64)
+def _key_prefix(endpoint: str, digest: str) -> Any:
+    """sha256 of what every key of `endpoint` starts with, to be copied per request."""
+    return hashlib.sha256(f"{endpoint}\0{digest}\0{_CACHE_LAYOUT}".encode())
+
+
+def _cache_key(shared: SharedState, endpoint: str, packs: RulePacks, *parts: bytes) -> str:
+    """The endpoint and a one-way hash of the rules digest and the canonical request (no text is kept).
+
+    A key that never leaves this process (no Redis) is Python's own hash of the parts: SipHash,
+    keyed at random per process, at about half sha256's cost on a 37 KB log; a request cannot
+    choose another request's key without that key. Keys shared through Redis are sha256, the same
+    in every worker and service version with this cache layout.
+    """
+    if shared.redis is None:
+        return f"{endpoint}:{hash((packs.digest, *parts)):x}:{sum(map(len, parts))}"
+    digest = _key_prefix(endpoint, packs.digest).copy()
     for part in parts:
         digest.update(b"\0%d\0" % len(part))
         digest.update(part)
@@ -216,7 +233,7 @@ async def _answer(
     answer that was computed, not one served from the cache.
     """
     ttl_s = ready.settings.cache_ttl_s
-    key = _cache_key(endpoint, ready.packs, *key_parts) if ttl_s else None
+    key = _cache_key(ready.shared, endpoint, ready.packs, *key_parts) if ttl_s else None
     cached = await ready.shared.cached(key) if key else None
     label, newline, body = cached.partition(b"\n") if cached is not None else (b"", b"", b"")
     if newline:
@@ -253,17 +270,27 @@ async def _answer_log(
     content_type = request.headers.get("content-type")
     if _media_type(content_type) == "multipart/form-data":
         body, hints = await _uploaded_log(request, hints)
-    req = _log_request(body, _is_json(content_type), hints)
+    parsed = _json_log_request(body, hints) if _is_json(content_type) else None
+    if parsed is not None:
+        log, rest = parsed.log.encode(), msgspec.structs.replace(parsed, log="")
+    else:  # any bytes, decoded with replacement, and only when the answer is computed
+        log, rest = body, _raw_log_request(hints)
+
+    def whole() -> DiagnoseRequest:
+        if parsed is not None:
+            return parsed
+        return msgspec.structs.replace(rest, log=body.decode("utf-8", errors="replace"))
+
     ready = loaded(state)
     packs = ready.packs
     return await _answer(
         ready,
         endpoint,
         # The canonical request, so a raw log and the same log as JSON share one cache entry: the
-        # log's UTF-8 and the other fields as JSON (escaping the log as JSON only to hash it costs
-        # half as much again as hashing it).
-        (req.log.encode(), msgspec.json.encode(msgspec.structs.replace(req, log=""))),
-        lambda: run(redacted_diagnose(req), packs),
+        # log's UTF-8 (a raw body as it came) and the other fields as JSON (escaping the log as JSON
+        # only to hash it costs half as much again as hashing it).
+        (log, msgspec.json.encode(rest)),
+        lambda: run(redacted_diagnose(whole()), packs),
         Diagnosis,
         large=len(body) > _THREAD_ABOVE_BYTES,
         computed=computed,

@@ -102,6 +102,14 @@ class FixContext:
     gpus_present: int | None = None
     flag: str | None = None
 
+    def with_flag(self, flag: str | None) -> FixContext:
+        """This context for a recipe whose flag is spelled `flag`: a shallow copy of the fields (the
+        one thing that differs per recipe), without re-running the dataclass machinery of
+        `dataclasses.replace` for each of the recipes a diagnosis ranks."""
+        view = object.__new__(FixContext)
+        view.__dict__.update(self.__dict__, flag=flag)
+        return view
+
     def source(self, fact: str) -> str:
         """Where a fact came from, as a short label for `Fix.source` (e.g. `line 812`)."""
         return self.sources.get(fact, "log")

@@ -36,7 +36,7 @@ def with_fixes(
             evidence=[item.text for item in diagnosis.evidence if item.rule],
         ),
         pack,
-        CatalogLookup(catalog) if catalog is not None else None,
+        CatalogLookup.for_catalog(catalog) if catalog is not None else None,
     )
     corrected = None
     if request.command and (fix := first_command_fix(fixes)) is not None:

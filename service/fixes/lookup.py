@@ -17,12 +17,30 @@ __all__ = ["CatalogLookup"]
 
 _LINEAR_ROPE = ("linear", "dynamic")
 
+# the catalog each lookup serves is kept beside it, so an id is never reused while it is cached
+_LOOKUPS: dict[int, tuple[BudgetCatalog, CatalogLookup]] = {}
+_MAX_LOOKUPS = 8
+_MAX_REMEMBERED = 1024
+
 
 class CatalogLookup:
     """Implements `service.fixes.context.Catalog` over the budget's loaded catalog."""
 
     def __init__(self, catalog: BudgetCatalog) -> None:
         self._catalog = catalog
+        # answers that depend only on the catalog, kept for the catalog's lifetime (see `for_catalog`)
+        self._tp_sizes: dict[tuple[str, str | None], tuple[list[int] | None]] = {}
+
+    @classmethod
+    def for_catalog(cls, catalog: BudgetCatalog) -> CatalogLookup:
+        """The one lookup of a loaded catalog: what it derives is computed once per catalog, not per
+        diagnosis (a catalog is immutable; a service holds one, tests load a few)."""
+        entry = _LOOKUPS.get(id(catalog))
+        if entry is None or entry[0] is not catalog:
+            if len(_LOOKUPS) >= _MAX_LOOKUPS:
+                _LOOKUPS.clear()
+            entry = _LOOKUPS[id(catalog)] = (catalog, cls(catalog))
+        return entry[1]
 
     def _model(self, model: str) -> ModelSpec | None:
         try:
@@ -73,6 +91,16 @@ class CatalogLookup:
         return [(c.id, c.quantization.method) for c in self._catalog.models.checkpoints if c.base == spec.id]
 
     def tensor_parallel_sizes(self, model: str, quantization: str | None = None) -> list[int] | None:
+        key = (model, quantization)
+        known = self._tp_sizes.get(key)
+        if known is None:
+            known = (self._tensor_parallel_sizes(model, quantization),)
+            if len(self._tp_sizes) >= _MAX_REMEMBERED:  # names come from logs: keep the memo bounded
+                self._tp_sizes.clear()
+            self._tp_sizes[key] = known
+        return None if known[0] is None else list(known[0])
+
+    def _tensor_parallel_sizes(self, model: str, quantization: str | None) -> list[int] | None:
         try:
             spec, checkpoint = find_model(self._catalog, model)
             method = quantization or (checkpoint.method if checkpoint is not None else None)

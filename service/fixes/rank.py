@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
 import msgspec
 
@@ -214,7 +213,7 @@ def _proposals(ctx: FixContext, pack: FixPack) -> list[tuple[float, int, FixReci
         missing = ctx.missing(*recipe.needs)
         if missing and recipe.without_facts == "skip":
             continue
-        view = ctx if flag == ctx.flag else replace(ctx, flag=flag)  # most recipes name no flag: no copy
+        view = ctx if flag == ctx.flag else ctx.with_flag(flag)  # most recipes name no flag: no copy
         for proposal in CALCULATORS[recipe.calculator](view):
             if _flags_exist(proposal, pack, ctx.span):
                 found.append((recipe.rank / max(proposal.likelihood, 0.01), order, recipe, proposal))

@@ -27,6 +27,18 @@ def test_identical_request_is_a_cache_hit_with_the_same_answer(serve: ServerFact
     assert second.json() == first.json()
 
 
+def test_a_raw_log_is_keyed_by_its_bytes_and_a_hit_sends_the_stored_answer(serve: ServerFactory) -> None:
+    api = serve(Settings(rate_limit=None))
+    log = KV_LOG.encode() + b"tail \xff\xfe bytes no UTF-8 decoder accepts\n"
+    twin = log.replace(b"tail ", b"tale ")  # same length, one byte apart
+    first, second = (api.post("/v1/diagnose", content=log) for _ in range(2))
+    other = api.post("/v1/diagnose", content=twin)
+    assert [r.headers["x-cache"] for r in (first, second, other)] == ["miss", "hit", "miss"]
+    assert second.content == first.content
+    as_json = api.post("/v1/diagnose", json={"log": log.decode("utf-8", errors="replace")})
+    assert as_json.json() == first.json()  # its own entry (the JSON has no raw bytes), the same answer
+
+
 def test_cache_off_computes_every_time(serve: ServerFactory) -> None:
     api = serve(Settings(rate_limit=None, cache_ttl_s=0))
     assert [api.post("/v1/classify", content=KV_LOG).headers["x-cache"] for _ in range(2)] == ["off", "off"]

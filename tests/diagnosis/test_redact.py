@@ -93,12 +93,32 @@ _FRAGMENTS = [
 def _redact_everywhere(text: str) -> str:
     """The reference: every pattern over the whole text (joined view, then raw), no candidate scan."""
     for join in (True, False):
-        view, breaks = redact_module._joined(text) if join else (text, [])
+        view = redact_module._joined(text) if join else text
+        breaks = redact_module._breaks(text) if join else []
         spans = list(redact_module._secret_spans(view))
         if breaks:
             spans = [redact_module._to_raw(span, breaks, text) for span in spans]
         text = redact_module._replace(text, spans)
     return text
+
+
+def _joined_char_by_char(text: str) -> tuple[str, list[int]]:
+    """The reference for the joined view: every break between two token characters, one by one."""
+    tokens = redact_module._TOKEN_CHARS
+    breaks = [
+        at
+        for at, char in enumerate(text)
+        if char == "\n" and 0 < at < len(text) - 1 and text[at - 1] in tokens and text[at + 1] in tokens
+    ]
+    return "".join(char for at, char in enumerate(text) if at not in breaks), breaks
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.sampled_from(["\n", "\n\n", "a", "=", " ", "é", "hf_", "INFO "]), max_size=30).map("".join)
+)
+def test_the_joined_view_removes_exactly_the_breaks_between_token_characters(text: str) -> None:
+    assert (redact_module._joined(text), redact_module._breaks(text)) == _joined_char_by_char(text)
 
 
 @settings(max_examples=400, deadline=None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from service.budget import estimate
 from service.fixes import FixRequest, rank_fixes
 from service.fixes.command import edit_of
+from service.fixes.context import FixContext
 from service.fixes.lookup import CatalogLookup
 from service.packs.catalog import load_catalog
 from service.packs.fixes import FixPack, load_fix_recipes
@@ -217,3 +219,23 @@ def test_budget_and_fixes_assume_the_same_scheduler_defaults_on_an_a800(pack: Fi
         )
         seqs = next(f for f in fixes if f.id == "lower-max-num-seqs")
         assert seqs.change == f"--max-num-seqs {halved}", gpu
+
+
+def test_one_lookup_per_catalog_remembers_tp_sizes_without_sharing_its_lists() -> None:
+    lookup = CatalogLookup.for_catalog(CATALOG)
+    assert CatalogLookup.for_catalog(CATALOG) is lookup
+    assert CatalogLookup.for_catalog(load_catalog(RULES)) is not lookup  # another catalog, another lookup
+    fresh = CatalogLookup(CATALOG)
+    for model, quant in (("meta-llama/Llama-3.1-70B-Instruct", None), ("Qwen/Qwen2.5-7B-Instruct", "awq")):
+        first = lookup.tensor_parallel_sizes(model, quant)
+        assert first == fresh.tensor_parallel_sizes(model, quant) and first
+        first.append(-1)  # a caller's list is its own: the remembered answer is unchanged
+        assert lookup.tensor_parallel_sizes(model, quant) == fresh.tensor_parallel_sizes(model, quant)
+    assert lookup.tensor_parallel_sizes("a model nobody trained") is None
+
+
+def test_a_recipes_view_of_the_context_is_the_context_with_its_flag() -> None:
+    ctx = FixContext(phase="kv_cache_capacity", facts=Facts(max_model_len=8192), sources={}, pack=PACK)
+    view = ctx.with_flag("--max-model-len")
+    assert view == replace(ctx, flag="--max-model-len") and view.flag == "--max-model-len"
+    assert ctx.flag is None and type(view) is FixContext

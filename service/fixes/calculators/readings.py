@@ -180,6 +180,8 @@ def no_cache_blocks(ctx: FixContext) -> bool:
     f = ctx.facts
     if f.num_gpu_blocks == 0 or (f.available_kv_cache_gib is not None and f.available_kv_cache_gib <= 0):
         return True
-    texts = [x.rule for x in ctx.findings] + [line.lower() for line in ctx.lines]  # also retold in words
+    # the rules that fired, and the decisive lines (also retold in words), one per line: no marker
+    # holds a line break, so none is found across two of them
+    texts = "\n".join(x.rule for x in ctx.findings) + "\n" + "\n".join(ctx.lines).lower()
     markers = ("no-cache-blocks", "no-blocks", "no available memory for the cache blocks", "gpu blocks: -1")
-    return any(marker in t for t in texts for marker in markers)
+    return any(marker in texts for marker in markers)

@@ -1,0 +1,67 @@
+"""A digest of every `/v1/diagnose` answer on the corpus, to show a change leaves the answers alone.
+
+Each corpus and healthy log is posted raw to an in-process app (with its case's hints as query
+parameters), then again raw (a cache hit) and as JSON (the same cache entry); the three answers
+must be the same bytes. Prints `name sha256-of-the-answer` per log and a digest of them all, so two
+revisions compare with `diff`:
+
+    python tools/answer_digests.py > after.txt     # on the branch
+    python tools/answer_digests.py > before.txt    # on the base; then: diff before.txt after.txt
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+import msgspec
+import yaml
+from litestar.testing import TestClient
+
+from service.api.app import create_app
+from service.api.settings import Settings
+
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+FOLDERS = (TESTS / "corpus", TESTS / "healthy", TESTS / "diagnosis" / "healthy_excerpts")
+HINTS = ("model", "gpu", "vllm_version", "command")
+
+
+def _hints(log: Path) -> dict[str, str]:
+    sidecar = log.with_suffix(".yaml")
+    if not sidecar.exists():
+        return {}
+    given = (yaml.safe_load(sidecar.read_text()) or {}).get("hints") or {}
+    return {name: str(given[name]) for name in HINTS if given.get(name)}
+
+
+def main() -> int:
+    logs = sorted(log for folder in FOLDERS for log in folder.glob("*.log"))
+    total = hashlib.sha256()
+    failures = 0
+    with TestClient(create_app(Settings(rate_limit=None, cache_ttl_s=300))) as client:
+        for log in logs:
+            body, hints = log.read_bytes(), _hints(log)
+            answers = [
+                client.post("/v1/diagnose", params=hints, content=body),
+                client.post("/v1/diagnose", params=hints, content=body),
+                client.post(
+                    "/v1/diagnose",
+                    content=msgspec.json.encode({"log": body.decode("utf-8", errors="replace"), **hints}),
+                    headers={"content-type": "application/json"},
+                ),
+            ]
+            name = f"{log.parent.name}/{log.name}"
+            first = answers[0].content
+            if any(a.status_code != answers[0].status_code or a.content != first for a in answers[1:]):
+                failures += 1
+                print(f"{name}: the cached or JSON answer differs from the computed one", file=sys.stderr)
+            digest = hashlib.sha256(b"%d\0" % answers[0].status_code + first).hexdigest()
+            total.update(f"{name} {digest}\n".encode())
+            print(name, digest)
+    print(f"all {len(logs)} answers {total.hexdigest()}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
