@@ -11,12 +11,14 @@ from __future__ import annotations
 import itertools
 import operator
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 import re2
 
 __all__ = [
+    "DistinctLines",
     "Document",
     "Line",
     "clean_text",
@@ -290,7 +292,7 @@ def _continues(line: str, previous: str) -> bool:
 class Document:
     """A cleaned log: whole text for fast scans, lines on demand with their original numbers."""
 
-    __slots__ = ("_cache", "_data", "_split", "lines", "moved", "text")
+    __slots__ = ("_cache", "_data", "_distinct", "_ends", "_split", "lines", "moved", "text")
 
     def __init__(self, raw: str) -> None:
         encoded = raw.encode("utf-8", errors="replace")
@@ -312,6 +314,42 @@ class Document:
         self._cache: dict[int, Line] = {}
         self._split: dict[str, tuple[str, str, str]] = {}  # identical lines are split once
         self._data = data
+        self._distinct: DistinctLines | None = None
+        self._ends: list[int] | None = None  # byte offset where each line ends, when asked for
+
+    @property
+    def distinct(self) -> DistinctLines:
+        """Each distinct line once, for whole-text passes that care which lines match, not where."""
+        if self._distinct is None:
+            self._distinct = DistinctLines(self.lines)
+        return self._distinct
+
+    def lines_hit(self, pattern: Any) -> set[str]:
+        """The distinct lines an RE2 `pattern` matches (one pass over each distinct line once)."""
+        return self.distinct.hit_by(pattern)
+
+    def runs(self, chosen: Collection[str], first: int = 1, last: int | None = None) -> list[tuple[int, int]]:
+        """(number, repeats) of every run of identical lines in `chosen`, in order, on lines
+        first..last: a line pasted over and over on consecutive lines is one run."""
+        last = len(self.lines) if last is None else min(last, len(self.lines))
+        lines = self.lines
+        window = lines[first - 1 : last] if first > 1 or last < len(lines) else lines
+        numbers = list(itertools.compress(range(first, last + 1), map(chosen.__contains__, window)))
+        out: list[tuple[int, int]] = []
+        at, count = 0, len(numbers)
+        while at < count:
+            number = numbers[at]
+            repeats = _run_length(lines, number - 1, last)
+            out.append((number, repeats))
+            at += repeats  # every line of the run is in `chosen` and in `numbers`, one after another
+        return out
+
+    def line_end(self, number: int) -> int:
+        """The byte offset in `data` where line `number` ends (its newline, or the end of the text)."""
+        if self._ends is None:
+            lengths = map(len, self.data.split(b"\n"))
+            self._ends = list(itertools.accumulate(lengths, lambda total, size: total + size + 1))
+        return self._ends[number - 1]
 
     @property
     def data(self) -> bytes:
@@ -349,6 +387,52 @@ class Document:
         first = max(1, first)
         last = min(len(self.lines), last)
         return [self.line(n) for n in range(first, last + 1)]
+
+
+def _run_length(lines: list[str], index: int, stop: int) -> int:
+    """How many lines from `index` (0-based, before `stop`) equal lines[index]: blocks of a growing
+    size are compared in C, so a paste of one line 14,000 times costs a few dozen comparisons."""
+    text, repeats, step = lines[index], 1, 1
+    while step:
+        end = index + repeats + step
+        if end <= stop and lines[index + repeats : end].count(text) == step:
+            repeats, step = repeats + step, step * 2
+        else:
+            step //= 2
+    return repeats
+
+
+class DistinctLines:
+    """A document's distinct lines, joined as UTF-8: a pass over them finds which lines a pattern
+    matches, once however often each line repeats (every rank, every request, every restart)."""
+
+    __slots__ = ("data", "lines")
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = list(dict.fromkeys(lines))
+        self.data = "\n".join(self.lines).encode("utf-8", errors="replace")
+
+    def hit_by(self, pattern: Any) -> set[str]:
+        """The distinct lines `pattern` matches inside (a match never takes in a neighbour line)."""
+        data, lines = self.data, self.lines
+        found: set[str] = set()
+        pos, index, counted, size = 0, 0, 0, len(data)
+        search = pattern.search
+        while pos < size:
+            match = search(data, pos)
+            if match is None:
+                break
+            start = data.rfind(b"\n", 0, match.start()) + 1
+            index += data.count(b"\n", counted, start)
+            end = data.find(b"\n", match.start())
+            end = size if end < 0 else end
+            # a match running on past the line's end (a leading `\s*` taking its newline) counts only
+            # when the pattern also matches inside the line
+            if match.end() <= end or search(data, match.start(), end) is not None:
+                found.add(lines[index])
+            pos = counted = end + 1
+            index += 1
+        return found
 
 
 # What a log line has and a person's sentence does not: a traceback, a frame, an exception name, a

@@ -185,7 +185,7 @@ def scan(doc: Document, index: PatternIndex) -> list[Hit]:
 
 def scan_document(doc: Document, index: PatternIndex, limit: int = MAX_EXAMINED_LINES) -> Scan:
     """The hits in the whole document, examining at most `limit` matched lines."""
-    return _Scanner(doc, index).run(doc.data, 1, limit)
+    return _Scanner(doc, index).run_document(limit)
 
 
 def scan_lines(doc: Document, index: PatternIndex, first: int, last: int) -> list[Hit]:
@@ -314,6 +314,29 @@ class _Scanner:
                 copies.append((end, min(pos - 1, size)))
             hits.extend(self._hits_on_line(line_no, raw, repeats))
             line_no, counted_to = line_no + repeats, pos
+        return Scan(hits, examined, None, tuple(copies))
+
+    def run_document(self, limit: int | None) -> Scan:
+        """The whole document: the prefilter runs over each distinct line once, and only the lines it
+        hits are walked, in order, a run of identical lines at a time."""
+        if self.index.prefilter is None:
+            return Scan(hits=[], examined=0, stopped_at=None)
+        doc = self.doc
+        hits: list[Hit] = []
+        copies: list[tuple[int, int]] = []
+        examined = 0
+        raws: dict[str, bytes] = {}
+        for number, repeats in doc.runs(doc.lines_hit(self.index.prefilter)):
+            if limit is not None and examined >= limit:
+                return Scan(hits, examined, number, tuple(copies))
+            examined += 1
+            if repeats > 1:
+                copies.append((doc.line_end(number), doc.line_end(number + repeats - 1)))
+            text = doc.lines[number - 1]
+            raw = raws.get(text)
+            if raw is None:
+                raw = raws[text] = text.encode("utf-8", errors="replace")
+            hits.extend(self._hits_on_line(number, raw, repeats))
         return Scan(hits, examined, None, tuple(copies))
 
     def _hits_on_line(self, number: int, raw: bytes, repeats: int) -> list[Hit]:

@@ -1,0 +1,68 @@
+"""Whole-text passes over each distinct line once: which lines a pattern hits, runs of repeats, and
+the eager scan built on them giving what a walk over every line gives."""
+
+from __future__ import annotations
+
+import random
+
+import re2
+
+from service.diagnosis.normalize import Document
+from service.diagnosis.scan import scan_document, scan_lines
+from service.packs import RulePacks
+
+LOG_LINES = (
+    "(EngineCore_DP0 pid=7) INFO 03-02 11:00:00 [gpu_worker.py:2] Available KV cache memory: 3.5 GiB",
+    "(EngineCore_DP0 pid=7) ERROR 03-02 11:00:01 [core.py:9] EngineCore failed to start.",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total capacity "
+    "of 23.6 GiB of which 0.9 GiB is free.",
+    '(APIServer pid=1) INFO:     127.0.0.1:4410 - "GET /metrics HTTP/1.1" 200 OK',
+    "",
+    "we tried a smaller batch and it still ran out of memory",
+    "ValueError: The model's max seq len (65536) is larger than the maximum number of tokens that can "
+    "be stored in KV cache (20000).",
+)
+
+
+def _shuffled_log(seed: int, size: int) -> str:
+    rng = random.Random(seed)
+    lines: list[str] = []
+    while len(lines) < size:
+        lines.extend([rng.choice(LOG_LINES)] * rng.choice((1, 1, 1, 2, 5)))
+    return "\n".join(lines)
+
+
+def test_lines_hit_are_the_distinct_lines_a_pattern_matches_inside() -> None:
+    doc = Document("alpha error\nbeta\nalpha error\n\nGamma Error here\nbeta")
+    pattern = re2.compile(r"\s*[Ee]rror")
+    # the blank line's newline starts a match running into the next line: the blank line is not hit
+    assert doc.lines_hit(pattern) == {"alpha error", "Gamma Error here"}
+    assert doc.lines_hit(re2.compile("nothing")) == set()
+
+
+def test_runs_group_consecutive_identical_lines_within_the_window() -> None:
+    doc = Document("a\na\nb\na\na\na\nc\na")
+    assert doc.runs({"a"}) == [(1, 2), (4, 3), (8, 1)]
+    assert doc.runs({"a", "b"}, first=2, last=5) == [(2, 1), (3, 1), (4, 2)]
+    long = Document("x\n" + "oom\n" * 14_000 + "y")
+    assert long.runs({"oom"}) == [(2, 14_000)]
+    assert long.line_end(2) == len("x\noom")
+
+
+def test_the_eager_scan_gives_the_hits_of_a_walk_over_every_line(packs: RulePacks) -> None:
+    for seed in range(4):
+        doc = Document(_shuffled_log(seed, 400))
+        found = scan_document(doc, packs.signatures.eager)
+        walked = scan_lines(doc, packs.signatures.eager, 1, len(doc))
+        assert found.hits and found.stopped_at is None
+        assert [(h.line.number, h.rule_id, h.facts, h.repeats) for h in found.hits] == [
+            (h.line.number, h.rule_id, h.facts, h.repeats) for h in walked
+        ]
+
+
+def test_the_eager_scan_stops_at_its_bound_on_a_matched_line(packs: RulePacks) -> None:
+    doc = Document(_shuffled_log(9, 600))
+    found = scan_document(doc, packs.signatures.eager, limit=25)
+    assert found.examined == 25 and found.stopped_at is not None
+    assert all(h.line.number < found.stopped_at for h in found.hits)
+    assert doc.lines[found.stopped_at - 1] in doc.lines_hit(packs.signatures.eager.prefilter)
