@@ -292,7 +292,7 @@ def _continues(line: str, previous: str) -> bool:
 class Document:
     """A cleaned log: whole text for fast scans, lines on demand with their original numbers."""
 
-    __slots__ = ("_cache", "_data", "_distinct", "_ends", "_split", "lines", "moved", "text")
+    __slots__ = ("_cache", "_data", "_distinct", "_ends", "_split", "lines", "memo", "moved", "text")
 
     def __init__(self, raw: str) -> None:
         encoded = raw.encode("utf-8", errors="replace")
@@ -316,6 +316,9 @@ class Document:
         self._data = data
         self._distinct: DistinctLines | None = None
         self._ends: list[int] | None = None  # byte offset where each line ends, when asked for
+        # what a pass derives from a line's text alone, keyed by (what, its tables' id, the text):
+        # a line repeated across the document is read once
+        self.memo: dict[tuple[str, int, str], object] = {}
 
     @property
     def distinct(self) -> DistinctLines:
@@ -365,14 +368,17 @@ class Document:
         """The normalized line with 1-based `number` (cached)."""
         cached = self._cache.get(number)
         if cached is None:
-            raw = self.lines[number - 1]
-            split = self._split.get(raw)
-            if split is None:
-                split = self._split[raw] = split_prefixes(raw)
-            source, level, text = split
+            source, level, text = self.split(self.lines[number - 1])
             cached = Line(number=number, source=source, level=level, text=text)
             self._cache[number] = cached
         return cached
+
+    def split(self, raw: str) -> tuple[str, str, str]:
+        """split_prefixes of one of the document's lines (identical lines are split once)."""
+        split = self._split.get(raw)
+        if split is None:
+            split = self._split[raw] = split_prefixes(raw)
+        return split
 
     def known_line(self, number: int, source: str, level: str, text: str) -> Line:
         """Line `number` from prefixes already split (the scan's, for a line it has seen before)."""

@@ -205,26 +205,33 @@ class LineBlocks:
     line repeated across the document is examined once.
     """
 
-    __slots__ = ("_blocks", "_scanner", "doc", "size")
+    __slots__ = ("_blocks", "_chosen", "_scanner", "doc", "size")
 
     def __init__(self, doc: Document, index: PatternIndex, size: int = 64) -> None:
         self.doc = doc
         self.size = size
         self._scanner = _Scanner(doc, index)
         self._blocks: dict[int, list[Hit]] = {}
+        self._chosen: set[str] | None = None
 
     def block_of(self, number: int) -> int:
         """The block holding line `number` (clamped to the document)."""
         return (min(max(1, number), max(1, len(self.doc.lines))) - 1) // self.size
 
     def _scan(self, low: int, high: int) -> None:
-        """Scan blocks low..high (none of them scanned yet) in one pass and file the hits by block."""
-        first, last = low * self.size + 1, min(len(self.doc.lines), (high + 1) * self.size)
-        data = "\n".join(self.doc.lines[first - 1 : last]).encode("utf-8", errors="replace")
+        """Scan blocks low..high (none of them scanned yet) and file the hits by block: the lines the
+        prefilter hits anywhere in the document are known from one pass over its distinct lines."""
+        doc = self.doc
+        first, last = low * self.size + 1, min(len(doc.lines), (high + 1) * self.size)
         for block in range(low, high + 1):
             self._blocks[block] = []
-        for hit in self._scanner.run(data, first, None).hits:
-            self._blocks[self.block_of(hit.line.number)].append(hit)
+        if self._chosen is None:
+            prefilter = self._scanner.index.prefilter
+            self._chosen = doc.lines_hit(prefilter) if prefilter is not None else set()
+        for number, repeats in doc.runs(self._chosen, first, last):
+            raw = doc.lines[number - 1].encode("utf-8", errors="replace")
+            for hit in self._scanner.hits_on_line(number, raw, repeats):
+                self._blocks[self.block_of(number)].append(hit)
 
     def hits(self, first: int, last: int) -> list[Hit]:
         """Hits on lines first..last, in line order; each run of unscanned blocks is scanned at once."""
@@ -263,12 +270,11 @@ def without_copies(data: bytes, copies: tuple[tuple[int, int], ...]) -> bytes:
 def present(
     doc: Document, index: PatternIndex, copies: tuple[tuple[int, int], ...] = ()
 ) -> list[CompiledRule]:
-    """Rules of `index` with a pattern matching anywhere in the document (one RE2 pass); `copies`
-    (a scan's repeated lines) need not be read again."""
+    """Rules of `index` with a pattern matching anywhere in the document: one RE2 pass over each
+    distinct line once (`copies`, a scan's repeated lines, are kept for callers; none is read again)."""
     if not index.pattern_owner:
         return []
-    data = without_copies(doc.data, copies)
-    found = {index.pattern_owner[i][0] for i in index.pattern_set.Match(data) or ()}
+    found = {index.pattern_owner[i][0] for i in index.pattern_set.Match(doc.distinct.data) or ()}
     return [index.rules[i] for i in sorted(found)]
 
 
@@ -312,7 +318,7 @@ class _Scanner:
             repeats, pos = run_of(data, raw, end)
             if repeats > 1:
                 copies.append((end, min(pos - 1, size)))
-            hits.extend(self._hits_on_line(line_no, raw, repeats))
+            hits.extend(self.hits_on_line(line_no, raw, repeats))
             line_no, counted_to = line_no + repeats, pos
         return Scan(hits, examined, None, tuple(copies))
 
@@ -336,10 +342,10 @@ class _Scanner:
             raw = raws.get(text)
             if raw is None:
                 raw = raws[text] = text.encode("utf-8", errors="replace")
-            hits.extend(self._hits_on_line(number, raw, repeats))
+            hits.extend(self.hits_on_line(number, raw, repeats))
         return Scan(hits, examined, None, tuple(copies))
 
-    def _hits_on_line(self, number: int, raw: bytes, repeats: int) -> list[Hit]:
+    def hits_on_line(self, number: int, raw: bytes, repeats: int) -> list[Hit]:
         result = self.lines.get(raw)
         if result is None:
             result = self._examine(number, raw)
