@@ -134,10 +134,34 @@ def _clean_once(text: str) -> str:
     if "\t" in text:
         text = text.replace("\t", "    ")
     if ".py:" in text:
-        text = _IPYTHON_FRAME.sub(r'\g<lead>File "\g<path>", line \g<line>, in \g<fn>', text)
+        text = _python_frames(text)
     if _CONTROL.search(text):
         text = _CONTROL.sub("", text)
     return text
+
+
+# Where an IPython frame may be: its words, found from their literal start; the whole-line pattern
+# then runs on those lines only (its `^` would otherwise be tried at every position of the text).
+_IPYTHON_WORDS = re.compile(r"File [^\s\"]+\.py:\d+, in ")
+_PYTHON_FRAME = r'\g<lead>File "\g<path>", line \g<line>, in \g<fn>'
+
+
+def _python_frames(text: str) -> str:
+    """Every IPython frame line written the way Python's own traceback writes it."""
+    pieces: list[str] = []
+    done = 0
+    for words in _IPYTHON_WORDS.finditer(text):
+        start = text.rfind("\n", 0, words.start()) + 1
+        if start < done:
+            continue  # a line already rewritten
+        end = text.find("\n", words.end())
+        end = len(text) if end < 0 else end
+        pieces += [text[done:start], _IPYTHON_FRAME.sub(_PYTHON_FRAME, text[start:end])]
+        done = end
+    if not pieces:
+        return text
+    pieces.append(text[done:])
+    return "".join(pieces)
 
 
 def _drop_fences(text: str) -> str:
@@ -324,7 +348,7 @@ class Document:
     def distinct(self) -> DistinctLines:
         """Each distinct line once, for whole-text passes that care which lines match, not where."""
         if self._distinct is None:
-            self._distinct = DistinctLines(self.lines)
+            self._distinct = DistinctLines(self.lines, self.data)
         return self._distinct
 
     def lines_hit(self, pattern: Any) -> set[str]:
@@ -410,13 +434,17 @@ def _run_length(lines: list[str], index: int, stop: int) -> int:
 
 class DistinctLines:
     """A document's distinct lines, joined as UTF-8: a pass over them finds which lines a pattern
-    matches, once however often each line repeats (every rank, every request, every restart)."""
+    matches, once however often each line repeats (every rank, every request, every restart). A text
+    with hardly any repeats is used as it is (`data`, the UTF-8 of `lines` joined)."""
 
     __slots__ = ("data", "lines")
 
-    def __init__(self, lines: list[str]) -> None:
-        self.lines = list(dict.fromkeys(lines))
-        self.data = "\n".join(self.lines).encode("utf-8", errors="replace")
+    def __init__(self, lines: list[str], data: bytes) -> None:
+        unique = list(dict.fromkeys(lines))
+        if len(unique) * 5 >= len(lines) * 4:  # hardly any repeats: the text itself costs no join
+            self.lines, self.data = lines, data
+        else:
+            self.lines, self.data = unique, "\n".join(unique).encode("utf-8", errors="replace")
 
     def hit_by(self, pattern: Any) -> set[str]:
         """The distinct lines `pattern` matches inside (a match never takes in a neighbour line)."""

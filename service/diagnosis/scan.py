@@ -205,33 +205,26 @@ class LineBlocks:
     line repeated across the document is examined once.
     """
 
-    __slots__ = ("_blocks", "_chosen", "_scanner", "doc", "size")
+    __slots__ = ("_blocks", "_scanner", "doc", "size")
 
     def __init__(self, doc: Document, index: PatternIndex, size: int = 64) -> None:
         self.doc = doc
         self.size = size
         self._scanner = _Scanner(doc, index)
         self._blocks: dict[int, list[Hit]] = {}
-        self._chosen: set[str] | None = None
 
     def block_of(self, number: int) -> int:
         """The block holding line `number` (clamped to the document)."""
         return (min(max(1, number), max(1, len(self.doc.lines))) - 1) // self.size
 
     def _scan(self, low: int, high: int) -> None:
-        """Scan blocks low..high (none of them scanned yet) and file the hits by block: the lines the
-        prefilter hits anywhere in the document are known from one pass over its distinct lines."""
-        doc = self.doc
-        first, last = low * self.size + 1, min(len(doc.lines), (high + 1) * self.size)
+        """Scan blocks low..high (none of them scanned yet) in one pass and file the hits by block."""
+        first, last = low * self.size + 1, min(len(self.doc.lines), (high + 1) * self.size)
+        data = "\n".join(self.doc.lines[first - 1 : last]).encode("utf-8", errors="replace")
         for block in range(low, high + 1):
             self._blocks[block] = []
-        if self._chosen is None:
-            prefilter = self._scanner.index.prefilter
-            self._chosen = doc.lines_hit(prefilter) if prefilter is not None else set()
-        for number, repeats in doc.runs(self._chosen, first, last):
-            raw = doc.lines[number - 1].encode("utf-8", errors="replace")
-            for hit in self._scanner.hits_on_line(number, raw, repeats):
-                self._blocks[self.block_of(number)].append(hit)
+        for hit in self._scanner.run(data, first, None).hits:
+            self._blocks[self.block_of(hit.line.number)].append(hit)
 
     def hits(self, first: int, last: int) -> list[Hit]:
         """Hits on lines first..last, in line order; each run of unscanned blocks is scanned at once."""
