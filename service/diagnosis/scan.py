@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from service.diagnosis.normalize import Document, Line, run_of, split_prefixes
+from service.diagnosis.normalize import Document, Line, run_of
 from service.packs import PatternIndex
 from service.packs.signatures import CompiledRule, convert_fact, other_process
 
@@ -353,7 +353,7 @@ class _Scanner:
             rule_index, regex_index = self.index.pattern_owner[pattern_index]
             by_rule.setdefault(rule_index, set()).add(regex_index)
         whole = self.doc.lines[number - 1]
-        source, level, text = split_prefixes(whole)
+        source, level, text = self.doc.split(whole)
         message: bytes | None = None
         matched: list[tuple[CompiledRule, dict[str, object]]] = []
         for rule_index in sorted(by_rule):
