@@ -4,10 +4,13 @@ the eager scan built on them giving what a walk over every line gives."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
+from pathlib import Path
 
 import re2
 
-from service.diagnosis.normalize import Document
+from service.diagnosis.normalize import Document, is_prose
+from service.diagnosis.prose import _affirmed, read_prose
 from service.diagnosis.scan import scan_document, scan_lines
 from service.packs import RulePacks
 
@@ -66,3 +69,39 @@ def test_the_eager_scan_stops_at_its_bound_on_a_matched_line(packs: RulePacks) -
     assert found.examined == 25 and found.stopped_at is not None
     assert all(h.line.number < found.stopped_at for h in found.hits)
     assert doc.lines[found.stopped_at - 1] in doc.lines_hit(packs.signatures.eager.prefilter)
+
+
+def _corpus_logs() -> list[str]:
+    tests = Path(__file__).resolve().parent.parent
+    folders = (tests / "corpus", tests / "healthy", tests / "diagnosis" / "healthy_excerpts")
+    return [p.read_text(encoding="utf-8", errors="replace") for f in folders for p in sorted(f.glob("*.log"))]
+
+
+def _with_repeats(text: str) -> str:
+    """Every line twice in a row, and the whole paste again (every rank, every restart)."""
+    doubled = "\n".join(line for line in text.split("\n") for _ in range(2))
+    return doubled + "\n" + text
+
+
+def test_every_corpus_log_scans_as_a_walk_over_every_line(packs: RulePacks) -> None:
+    eager = packs.signatures.eager
+    for text in _corpus_logs():
+        doc = Document(_with_repeats(text))
+        found = scan_document(doc, eager, limit=10**9)
+        walked = scan_lines(doc, eager, 1, len(doc))
+        assert [(h.line.number, h.rule_id, h.facts, h.repeats) for h in found.hits] == [
+            (h.line.number, h.rule_id, h.facts, h.repeats) for h in walked
+        ]
+
+
+def test_every_corpus_log_reads_its_prose_as_a_walk_over_every_line(packs: RulePacks) -> None:
+    vocabulary = packs.prose
+    for text in _corpus_logs():
+        doc = Document(_with_repeats(text))
+        walked = []
+        for number in range(1, len(doc) + 1):
+            line = doc.line(number)
+            raw = doc.lines[number - 1].encode("utf-8", errors="replace")
+            if not line.source and not line.level and vocabulary.said.search(raw) and is_prose(line):
+                walked += [replace(cue, line=number) for cue in _affirmed(line.text, vocabulary)]
+        assert read_prose(doc, vocabulary) == walked
