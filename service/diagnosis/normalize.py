@@ -355,28 +355,22 @@ class Document:
         """The distinct lines an RE2 `pattern` matches (one pass over each distinct line once)."""
         return self.distinct.hit_by(pattern)
 
-    def runs(self, chosen: Collection[str], first: int = 1, last: int | None = None) -> list[tuple[int, int]]:
-        """(number, repeats) of every run of identical lines in `chosen`, in order, on lines
-        first..last: a line pasted over and over on consecutive lines is one run."""
-        last = len(self.lines) if last is None else min(last, len(self.lines))
-        lines = self.lines
-        window = lines[first - 1 : last] if first > 1 or last < len(lines) else lines
-        numbers = list(itertools.compress(range(first, last + 1), map(chosen.__contains__, window)))
+    def runs(self, chosen: Collection[str]) -> list[tuple[int, int]]:
+        """(number, repeats) of every run of identical lines in `chosen`, in order: a line pasted
+        over and over on consecutive lines is one run."""
+        view = self.distinct
+        starts, heads, total = view.starts, view.heads, len(self.lines)
         out: list[tuple[int, int]] = []
-        at, count = 0, len(numbers)
-        while at < count:
-            number = numbers[at]
-            repeats = _run_length(lines, number - 1, last)
-            out.append((number, repeats))
-            at += repeats  # every line of the run is in `chosen` and in `numbers`, one after another
+        for at in itertools.compress(range(len(heads)), map(chosen.__contains__, heads)):
+            start = starts[at]
+            out.append((start + 1, (starts[at + 1] if at + 1 < len(starts) else total) - start))
         return out
 
     def line_end(self, number: int) -> int:
         """The byte offset in `data` where line `number` ends (its newline, or the end of the text)."""
         if self._ends is None:
-            lengths = map(len, self.data.split(b"\n"))
-            self._ends = list(itertools.accumulate(lengths, lambda total, size: total + size + 1))
-        return self._ends[number - 1]
+            self._ends = list(itertools.accumulate(map(len, self.data.split(b"\n"))))
+        return self._ends[number - 1] + number - 1
 
     @property
     def data(self) -> bytes:
@@ -419,28 +413,20 @@ class Document:
         return [self.line(n) for n in range(first, last + 1)]
 
 
-def _run_length(lines: list[str], index: int, stop: int) -> int:
-    """How many lines from `index` (0-based, before `stop`) equal lines[index]: blocks of a growing
-    size are compared in C, so a paste of one line 14,000 times costs a few dozen comparisons."""
-    text, repeats, step = lines[index], 1, 1
-    while step:
-        end = index + repeats + step
-        if end <= stop and lines[index + repeats : end].count(text) == step:
-            repeats, step = repeats + step, step * 2
-        else:
-            step //= 2
-    return repeats
-
-
 class DistinctLines:
     """A document's distinct lines, joined as UTF-8: a pass over them finds which lines a pattern
     matches, once however often each line repeats (every rank, every request, every restart). A text
     with hardly any repeats is used as it is (`data`, the UTF-8 of `lines` joined)."""
 
-    __slots__ = ("data", "lines")
+    __slots__ = ("data", "heads", "lines", "starts")
 
     def __init__(self, lines: list[str], data: bytes) -> None:
-        unique = list(dict.fromkeys(lines))
+        # runs of identical lines first (compared in C, without hashing every copy): where each
+        # starts, and its text
+        changes = map(operator.ne, itertools.islice(lines, 1, None), lines)
+        self.starts = [0, *itertools.compress(range(1, len(lines)), changes)] if lines else []
+        self.heads = list(map(lines.__getitem__, self.starts))
+        unique = list(dict.fromkeys(self.heads))
         if len(unique) * 5 >= len(lines) * 4:  # hardly any repeats: the text itself costs no join
             self.lines, self.data = lines, data
         else:

@@ -43,10 +43,11 @@ def test_lines_hit_are_the_distinct_lines_a_pattern_matches_inside() -> None:
     assert doc.lines_hit(re2.compile("nothing")) == set()
 
 
-def test_runs_group_consecutive_identical_lines_within_the_window() -> None:
+def test_runs_group_consecutive_identical_lines() -> None:
     doc = Document("a\na\nb\na\na\na\nc\na")
     assert doc.runs({"a"}) == [(1, 2), (4, 3), (8, 1)]
-    assert doc.runs({"a", "b"}, first=2, last=5) == [(2, 1), (3, 1), (4, 2)]
+    assert doc.runs({"a", "b"}) == [(1, 2), (3, 1), (4, 3), (8, 1)]
+    assert doc.runs(set()) == [] and Document("").runs({""}) == [(1, 1)]
     long = Document("x\n" + "oom\n" * 14_000 + "y")
     assert long.runs({"oom"}) == [(2, 14_000)]
     assert long.line_end(2) == len("x\noom")
