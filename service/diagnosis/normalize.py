@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import operator
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ import re2
 __all__ = [
     "DistinctLines",
     "Document",
+    "hit_indexes",
     "Line",
     "clean_text",
     "decode_bytes",
@@ -359,11 +360,37 @@ class Document:
         """(number, repeats) of every run of identical lines in `chosen`, in order: a line pasted
         over and over on consecutive lines is one run."""
         view = self.distinct
+        if not view.repeats:
+            return self._runs_at(
+                itertools.compress(range(len(self.lines)), map(chosen.__contains__, self.lines))
+            )
         starts, heads, total = view.starts, view.heads, len(self.lines)
         out: list[tuple[int, int]] = []
         for at in itertools.compress(range(len(heads)), map(chosen.__contains__, heads)):
             start = starts[at]
             out.append((start + 1, (starts[at + 1] if at + 1 < len(starts) else total) - start))
+        return out
+
+    def matched_runs(self, pattern: Any) -> list[tuple[int, int]]:
+        """(number, repeats) of every run of identical lines an RE2 `pattern` matches inside, in
+        order: over each distinct line once when the text repeats lines, else over the text itself,
+        skipping each run's copies."""
+        if self.distinct.repeats:
+            return self.runs(self.distinct.hit_by(pattern))
+        return self._runs_at(hit_indexes(self.data, pattern))
+
+    def _runs_at(self, indexes: Iterable[int]) -> list[tuple[int, int]]:
+        """(number, repeats) of the runs starting at the 0-based line `indexes` (ascending); an index
+        inside a run already counted is skipped."""
+        lines, total = self.lines, len(self.lines)
+        out: list[tuple[int, int]] = []
+        done = -1
+        for index in indexes:
+            if index <= done:
+                continue
+            repeats = _run_length(lines, index, total)
+            out.append((index + 1, repeats))
+            done = index + repeats - 1
         return out
 
     def line_end(self, number: int) -> int:
@@ -413,46 +440,75 @@ class Document:
         return [self.line(n) for n in range(first, last + 1)]
 
 
+_SAMPLE_STEP = 8
+_SAMPLE_MIN = 256
+
+
+def _run_length(lines: list[str], index: int, stop: int) -> int:
+    """How many lines from `index` (0-based, before `stop`) equal lines[index]: blocks of a growing
+    size are compared in C, so a paste of one line 14,000 times costs a few dozen comparisons."""
+    text, repeats, step = lines[index], 1, 1
+    while step:
+        end = index + repeats + step
+        if end <= stop and lines[index + repeats : end].count(text) == step:
+            repeats, step = repeats + step, step * 2
+        else:
+            step //= 2
+    return repeats
+
+
 class DistinctLines:
     """A document's distinct lines, joined as UTF-8: a pass over them finds which lines a pattern
     matches, once however often each line repeats (every rank, every request, every restart). A text
-    with hardly any repeats is used as it is (`data`, the UTF-8 of `lines` joined)."""
+    whose lines hardly repeat is used as it is (`repeats` False: `lines` and `data` are the text's)."""
 
-    __slots__ = ("data", "heads", "lines", "starts")
+    __slots__ = ("data", "heads", "lines", "repeats", "starts")
 
     def __init__(self, lines: list[str], data: bytes) -> None:
-        # runs of identical lines first (compared in C, without hashing every copy): where each
-        # starts, and its text
-        changes = map(operator.ne, itertools.islice(lines, 1, None), lines)
-        self.starts = [0, *itertools.compress(range(1, len(lines)), changes)] if lines else []
-        self.heads = list(map(lines.__getitem__, self.starts))
-        unique = list(dict.fromkeys(self.heads))
-        if len(unique) * 5 >= len(lines) * 4:  # hardly any repeats: the text itself costs no join
-            self.lines, self.data = lines, data
-        else:
-            self.lines, self.data = unique, "\n".join(unique).encode("utf-8", errors="replace")
+        # whether lines repeat, from a sample (hashing every line costs more than a text of distinct
+        # lines saves)
+        sample = lines[:: _SAMPLE_STEP if len(lines) > _SAMPLE_MIN else 1]
+        self.repeats = len(set(sample)) * 5 < len(sample) * 4
+        self.lines, self.data = lines, data
+        self.starts: list[int] = []
+        self.heads: list[str] = []
+        if self.repeats:
+            # runs of identical lines first (compared in C, without hashing every copy): where each
+            # starts, and its text
+            changes = map(operator.ne, itertools.islice(lines, 1, None), lines)
+            self.starts = [0, *itertools.compress(range(1, len(lines)), changes)]
+            self.heads = list(map(lines.__getitem__, self.starts))
+            self.lines = list(dict.fromkeys(self.heads))
+            self.data = "\n".join(self.lines).encode("utf-8", errors="replace")
 
     def hit_by(self, pattern: Any) -> set[str]:
         """The distinct lines `pattern` matches inside (a match never takes in a neighbour line)."""
-        data, lines = self.data, self.lines
-        found: set[str] = set()
-        pos, index, counted, size = 0, 0, 0, len(data)
-        search = pattern.search
-        while pos < size:
-            match = search(data, pos)
-            if match is None:
-                break
-            start = data.rfind(b"\n", 0, match.start()) + 1
-            index += data.count(b"\n", counted, start)
-            end = data.find(b"\n", match.start())
-            end = size if end < 0 else end
-            # a match running on past the line's end (a leading `\s*` taking its newline) counts only
-            # when the pattern also matches inside the line
-            if match.end() <= end or search(data, match.start(), end) is not None:
-                found.add(lines[index])
-            pos = counted = end + 1
-            index += 1
-        return found
+        return set(map(self.lines.__getitem__, hit_indexes(self.data, pattern)))
+
+
+def hit_indexes(data: bytes, pattern: Any) -> Iterator[int]:
+    """0-based indexes of the lines of `data` an RE2 `pattern` matches inside, ascending; a run of
+    identical lines is skipped past once its first line is hit (its copies are hit alike).
+
+    A match running on past its line's end (a leading `\\s*` taking the newline) counts only when
+    the pattern also matches inside the line.
+    """
+    pos, index, size = 0, 0, len(data)
+    search = pattern.search
+    while pos < size:
+        match = search(data, pos)
+        if match is None:
+            return
+        start = data.rfind(b"\n", 0, match.start()) + 1
+        index += data.count(b"\n", pos, start)
+        end = data.find(b"\n", match.start())
+        end = size if end < 0 else end
+        if match.end() <= end or search(data, match.start(), end) is not None:
+            yield index
+            repeats, pos = run_of(data, data[start:end], end)
+        else:
+            repeats, pos = 1, end + 1
+        index += repeats
 
 
 # What a log line has and a person's sentence does not: a traceback, a frame, an exception name, a

@@ -94,16 +94,18 @@ def _phase(clause: str, vocabulary: ProseVocabulary) -> Phase | None:
 
 
 def _prose_lines(doc: Document, pattern: Any) -> Iterator[tuple[Line, int]]:
-    """The unprefixed lines `pattern` hits, in order, each with how many times it repeats in a row;
-    the pattern runs over each distinct line once, and a line with a logger or process prefix (a
-    program printed it) is dropped before its repeats are looked for."""
-    unprefixed = set()
-    for text in doc.lines_hit(pattern):
-        source, level, _ = doc.split(text)
-        if not source and not level:
-            unprefixed.add(text)
-    for number, repeats in doc.runs(unprefixed):
-        yield doc.line(number), repeats
+    """The unprefixed lines `pattern` hits, in order, each with how many times it repeats in a row
+    (a line pasted over and over is read once); a line with a logger or process prefix (a program
+    printed it) is dropped."""
+    unprefixed: dict[str, bool] = {}
+    for number, repeats in doc.matched_runs(pattern):
+        text = doc.lines[number - 1]
+        plain = unprefixed.get(text)
+        if plain is None:
+            source, level, _ = doc.split(text)
+            plain = unprefixed[text] = not source and not level
+        if plain:
+            yield doc.line(number), repeats
 
 
 def _affirmed(text: str, vocabulary: ProseVocabulary) -> list[ProseCue]:

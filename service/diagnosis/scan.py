@@ -325,7 +325,7 @@ class _Scanner:
         copies: list[tuple[int, int]] = []
         examined = 0
         raws: dict[str, bytes] = {}
-        for number, repeats in doc.runs(doc.lines_hit(self.index.prefilter)):
+        for number, repeats in doc.matched_runs(self.index.prefilter):
             if limit is not None and examined >= limit:
                 return Scan(hits, examined, number, tuple(copies))
             examined += 1

@@ -43,6 +43,18 @@ def test_lines_hit_are_the_distinct_lines_a_pattern_matches_inside() -> None:
     assert doc.lines_hit(re2.compile("nothing")) == set()
 
 
+def test_a_text_of_distinct_lines_is_its_own_view_and_a_repeating_one_is_not() -> None:
+    plain = Document("\n".join(f"line {n}" for n in range(1000)))
+    assert not plain.distinct.repeats and plain.distinct.data == plain.data
+    repeating = Document("\n".join(f"line {n % 10}" for n in range(1000)))
+    assert repeating.distinct.repeats and len(repeating.distinct.lines) == 10
+    pattern = re2.compile("line [37]")
+    for doc in (plain, repeating):
+        numbers = [n for n in range(1, 1001) if pattern.search(doc.lines[n - 1])]
+        assert doc.matched_runs(pattern) == [(n, 1) for n in numbers]
+        assert doc.runs(doc.lines_hit(pattern)) == [(n, 1) for n in numbers]
+
+
 def test_runs_group_consecutive_identical_lines() -> None:
     doc = Document("a\na\nb\na\na\na\nc\na")
     assert doc.runs({"a"}) == [(1, 2), (4, 3), (8, 1)]
@@ -79,15 +91,16 @@ def _corpus_logs() -> list[str]:
 
 
 def _with_repeats(text: str) -> str:
-    """Every line twice in a row, and the whole paste again (every rank, every restart)."""
+    """Every line twice in a row, and the whole paste again (every rank, every restart): read over
+    its distinct lines, where the paste as it is (hardly any repeats) is read as its own text."""
     doubled = "\n".join(line for line in text.split("\n") for _ in range(2))
     return doubled + "\n" + text
 
 
 def test_every_corpus_log_scans_as_a_walk_over_every_line(packs: RulePacks) -> None:
     eager = packs.signatures.eager
-    for text in _corpus_logs():
-        doc = Document(_with_repeats(text))
+    for text in (variant for log in _corpus_logs() for variant in (log, _with_repeats(log))):
+        doc = Document(text)
         found = scan_document(doc, eager, limit=10**9)
         walked = scan_lines(doc, eager, 1, len(doc))
         assert [(h.line.number, h.rule_id, h.facts, h.repeats) for h in found.hits] == [
@@ -97,8 +110,8 @@ def test_every_corpus_log_scans_as_a_walk_over_every_line(packs: RulePacks) -> N
 
 def test_every_corpus_log_reads_its_prose_as_a_walk_over_every_line(packs: RulePacks) -> None:
     vocabulary = packs.prose
-    for text in _corpus_logs():
-        doc = Document(_with_repeats(text))
+    for text in (variant for log in _corpus_logs() for variant in (log, _with_repeats(log))):
+        doc = Document(text)
         walked = []
         for number in range(1, len(doc) + 1):
             line = doc.line(number)
