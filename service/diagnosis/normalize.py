@@ -317,7 +317,18 @@ def _continues(line: str, previous: str) -> bool:
 class Document:
     """A cleaned log: whole text for fast scans, lines on demand with their original numbers."""
 
-    __slots__ = ("_cache", "_data", "_distinct", "_ends", "_split", "lines", "memo", "moved", "text")
+    __slots__ = (
+        "_cache",
+        "_data",
+        "_distinct",
+        "_ends",
+        "_split",
+        "lines",
+        "memo",
+        "moved",
+        "repeating",
+        "text",
+    )
 
     def __init__(self, raw: str) -> None:
         encoded = raw.encode("utf-8", errors="replace")
@@ -341,6 +352,10 @@ class Document:
         self._data = data
         self._distinct: DistinctLines | None = None
         self._ends: list[int] | None = None  # byte offset where each line ends, when asked for
+        # whether lines repeat across the text (every rank, every request), as the first pass over
+        # it saw (the eager scan); None until one has looked. Later passes then read each distinct
+        # line once, or the text as it is.
+        self.repeating: bool | None = None
         # what a pass derives from a line's text alone, keyed by (what, its tables' id, the text):
         # a line repeated across the document is read once
         self.memo: dict[tuple[str, int, str], object] = {}
@@ -349,7 +364,7 @@ class Document:
     def distinct(self) -> DistinctLines:
         """Each distinct line once, for whole-text passes that care which lines match, not where."""
         if self._distinct is None:
-            self._distinct = DistinctLines(self.lines, self.data)
+            self._distinct = DistinctLines(self.lines, self.data, self.repeating)
         return self._distinct
 
     def lines_hit(self, pattern: Any) -> set[str]:
@@ -361,9 +376,8 @@ class Document:
         over and over on consecutive lines is one run."""
         view = self.distinct
         if not view.repeats:
-            return self._runs_at(
-                itertools.compress(range(len(self.lines)), map(chosen.__contains__, self.lines))
-            )
+            indexes = itertools.compress(range(len(self.lines)), map(chosen.__contains__, self.lines))
+            return list(self._runs_at(indexes))
         starts, heads, total = view.starts, view.heads, len(self.lines)
         out: list[tuple[int, int]] = []
         for at in itertools.compress(range(len(heads)), map(chosen.__contains__, heads)):
@@ -371,27 +385,25 @@ class Document:
             out.append((start + 1, (starts[at + 1] if at + 1 < len(starts) else total) - start))
         return out
 
-    def matched_runs(self, pattern: Any) -> list[tuple[int, int]]:
+    def matched_runs(self, pattern: Any) -> Iterator[tuple[int, int]]:
         """(number, repeats) of every run of identical lines an RE2 `pattern` matches inside, in
-        order: over each distinct line once when the text repeats lines, else over the text itself,
-        skipping each run's copies."""
-        if self.distinct.repeats:
-            return self.runs(self.distinct.hit_by(pattern))
+        order: over each distinct line once when the lines repeat (`repeating`), else over the text
+        itself, skipping each run's copies (as they are asked for)."""
+        if self.repeating:
+            return iter(self.runs(self.distinct.hit_by(pattern)))
         return self._runs_at(hit_indexes(self.data, pattern))
 
-    def _runs_at(self, indexes: Iterable[int]) -> list[tuple[int, int]]:
+    def _runs_at(self, indexes: Iterable[int]) -> Iterator[tuple[int, int]]:
         """(number, repeats) of the runs starting at the 0-based line `indexes` (ascending); an index
         inside a run already counted is skipped."""
         lines, total = self.lines, len(self.lines)
-        out: list[tuple[int, int]] = []
         done = -1
         for index in indexes:
             if index <= done:
                 continue
             repeats = _run_length(lines, index, total)
-            out.append((index + 1, repeats))
+            yield index + 1, repeats
             done = index + repeats - 1
-        return out
 
     def line_end(self, number: int) -> int:
         """The byte offset in `data` where line `number` ends (its newline, or the end of the text)."""
@@ -440,10 +452,6 @@ class Document:
         return [self.line(n) for n in range(first, last + 1)]
 
 
-_SAMPLE_STEP = 8
-_SAMPLE_MIN = 256
-
-
 def _run_length(lines: list[str], index: int, stop: int) -> int:
     """How many lines from `index` (0-based, before `stop`) equal lines[index]: blocks of a growing
     size are compared in C, so a paste of one line 14,000 times costs a few dozen comparisons."""
@@ -464,22 +472,23 @@ class DistinctLines:
 
     __slots__ = ("data", "heads", "lines", "repeats", "starts")
 
-    def __init__(self, lines: list[str], data: bytes) -> None:
-        # whether lines repeat, from a sample (hashing every line costs more than a text of distinct
-        # lines saves)
-        sample = lines[:: _SAMPLE_STEP if len(lines) > _SAMPLE_MIN else 1]
-        self.repeats = len(set(sample)) * 5 < len(sample) * 4
+    def __init__(self, lines: list[str], data: bytes, repeating: bool | None = None) -> None:
         self.lines, self.data = lines, data
         self.starts: list[int] = []
         self.heads: list[str] = []
+        self.repeats = repeating is not False
+        if not self.repeats:
+            return
+        # runs of identical lines first (compared in C, without hashing every copy): where each
+        # starts, and its text
+        changes = map(operator.ne, itertools.islice(lines, 1, None), lines)
+        self.starts = [0, *itertools.compress(range(1, len(lines)), changes)]
+        self.heads = list(map(lines.__getitem__, self.starts))
+        unique = list(dict.fromkeys(self.heads))
+        # asked unseen: lines repeat when a fifth of them or more are copies
+        self.repeats = bool(repeating) or len(unique) * 5 < len(lines) * 4
         if self.repeats:
-            # runs of identical lines first (compared in C, without hashing every copy): where each
-            # starts, and its text
-            changes = map(operator.ne, itertools.islice(lines, 1, None), lines)
-            self.starts = [0, *itertools.compress(range(1, len(lines)), changes)]
-            self.heads = list(map(lines.__getitem__, self.starts))
-            self.lines = list(dict.fromkeys(self.heads))
-            self.data = "\n".join(self.lines).encode("utf-8", errors="replace")
+            self.lines, self.data = unique, "\n".join(unique).encode("utf-8", errors="replace")
 
     def hit_by(self, pattern: Any) -> set[str]:
         """The distinct lines `pattern` matches inside (a match never takes in a neighbour line)."""

@@ -327,6 +327,7 @@ class _Scanner:
         raws: dict[str, bytes] = {}
         for number, repeats in doc.matched_runs(self.index.prefilter):
             if limit is not None and examined >= limit:
+                _note_repeats(doc, len(raws), examined)
                 return Scan(hits, examined, number, tuple(copies))
             examined += 1
             if repeats > 1:
@@ -336,6 +337,7 @@ class _Scanner:
             if raw is None:
                 raw = raws[text] = text.encode("utf-8", errors="replace")
             hits.extend(self.hits_on_line(number, raw, repeats))
+        _note_repeats(doc, len(raws), examined)
         return Scan(hits, examined, None, tuple(copies))
 
     def hits_on_line(self, number: int, raw: bytes, repeats: int) -> list[Hit]:
@@ -371,6 +373,13 @@ class _Scanner:
             if facts is not None:
                 matched.append((compiled, facts))
         return source, level, text, tuple(matched)
+
+
+def _note_repeats(doc: Document, distinct: int, examined: int) -> None:
+    """Tell the document whether the lines the scan matched repeat (a fifth of them or more are
+    copies of earlier ones): later passes then read each distinct line once."""
+    if doc.repeating is None:
+        doc.repeating = distinct * 5 < examined * 4
 
 
 def _message_bytes(raw: bytes, line: str, message: str) -> bytes:

@@ -51,8 +51,20 @@ def test_a_text_of_distinct_lines_is_its_own_view_and_a_repeating_one_is_not() -
     pattern = re2.compile("line [37]")
     for doc in (plain, repeating):
         numbers = [n for n in range(1, 1001) if pattern.search(doc.lines[n - 1])]
-        assert doc.matched_runs(pattern) == [(n, 1) for n in numbers]
         assert doc.runs(doc.lines_hit(pattern)) == [(n, 1) for n in numbers]
+        for seen in (True, False):  # read over distinct lines, or over the text as it is
+            doc.repeating = seen
+            assert list(doc.matched_runs(pattern)) == [(n, 1) for n in numbers]
+
+
+def test_the_eager_scan_tells_the_document_whether_its_lines_repeat(packs: RulePacks) -> None:
+    oom = LOG_LINES[2]
+    repeating = Document("\n".join([oom, LOG_LINES[0]] * 50))
+    scan_document(repeating, packs.signatures.eager)
+    assert repeating.repeating is True
+    distinct = Document("\n".join(f"{oom} (retry {n})" for n in range(50)))
+    scan_document(distinct, packs.signatures.eager)
+    assert distinct.repeating is False
 
 
 def test_runs_group_consecutive_identical_lines() -> None:
@@ -118,4 +130,6 @@ def test_every_corpus_log_reads_its_prose_as_a_walk_over_every_line(packs: RuleP
             raw = doc.lines[number - 1].encode("utf-8", errors="replace")
             if not line.source and not line.level and vocabulary.said.search(raw) and is_prose(line):
                 walked += [replace(cue, line=number) for cue in _affirmed(line.text, vocabulary)]
-        assert read_prose(doc, vocabulary) == walked
+        for seen in (True, False):  # over distinct lines, and over the text as it is
+            doc.repeating = seen
+            assert read_prose(doc, vocabulary) == walked
