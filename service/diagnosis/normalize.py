@@ -20,7 +20,7 @@ import re2
 __all__ = [
     "DistinctLines",
     "Document",
-    "hit_indexes",
+    "hit_runs",
     "Line",
     "clean_text",
     "decode_bytes",
@@ -391,7 +391,7 @@ class Document:
         itself, skipping each run's copies (as they are asked for)."""
         if self.repeating:
             return iter(self.runs(self.distinct.hit_by(pattern)))
-        return self._runs_at(hit_indexes(self.data, pattern))
+        return ((index + 1, repeats) for index, repeats in hit_runs(self.data, pattern))
 
     def _runs_at(self, indexes: Iterable[int]) -> Iterator[tuple[int, int]]:
         """(number, repeats) of the runs starting at the 0-based line `indexes` (ascending); an index
@@ -492,12 +492,12 @@ class DistinctLines:
 
     def hit_by(self, pattern: Any) -> set[str]:
         """The distinct lines `pattern` matches inside (a match never takes in a neighbour line)."""
-        return set(map(self.lines.__getitem__, hit_indexes(self.data, pattern)))
+        return {self.lines[index] for index, _ in hit_runs(self.data, pattern)}
 
 
-def hit_indexes(data: bytes, pattern: Any) -> Iterator[int]:
-    """0-based indexes of the lines of `data` an RE2 `pattern` matches inside, ascending; a run of
-    identical lines is skipped past once its first line is hit (its copies are hit alike).
+def hit_runs(data: bytes, pattern: Any) -> Iterator[tuple[int, int]]:
+    """(0-based index, repeats) of the runs of identical lines of `data` an RE2 `pattern` matches
+    inside, in order; a run is skipped past once its first line is hit (its copies are hit alike).
 
     A match running on past its line's end (a leading `\\s*` taking the newline) counts only when
     the pattern also matches inside the line.
@@ -513,8 +513,8 @@ def hit_indexes(data: bytes, pattern: Any) -> Iterator[int]:
         end = data.find(b"\n", match.start())
         end = size if end < 0 else end
         if match.end() <= end or search(data, match.start(), end) is not None:
-            yield index
             repeats, pos = run_of(data, data[start:end], end)
+            yield index, repeats
         else:
             repeats, pos = 1, end + 1
         index += repeats

@@ -264,10 +264,12 @@ def present(
     doc: Document, index: PatternIndex, copies: tuple[tuple[int, int], ...] = ()
 ) -> list[CompiledRule]:
     """Rules of `index` with a pattern matching anywhere in the document: one RE2 pass over each
-    distinct line once (`copies`, a scan's repeated lines, are kept for callers; none is read again)."""
+    distinct line once when lines repeat, else over the text less `copies` (a scan's runs of
+    repeated lines)."""
     if not index.pattern_owner:
         return []
-    found = {index.pattern_owner[i][0] for i in index.pattern_set.Match(doc.distinct.data) or ()}
+    data = doc.distinct.data if doc.repeating else without_copies(doc.data, copies)
+    found = {index.pattern_owner[i][0] for i in index.pattern_set.Match(data) or ()}
     return [index.rules[i] for i in sorted(found)]
 
 
