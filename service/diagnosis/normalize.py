@@ -408,7 +408,9 @@ class Document:
     def line_end(self, number: int) -> int:
         """The byte offset in `data` where line `number` ends (its newline, or the end of the text)."""
         if self._ends is None:
-            self._ends = list(itertools.accumulate(map(len, self.data.split(b"\n"))))
+            ascii_only = len(self.data) == len(self.text)  # then a line's bytes are its characters
+            pieces = self.lines if ascii_only else self.data.split(b"\n")
+            self._ends = list(itertools.accumulate(map(len, pieces)))
         return self._ends[number - 1] + number - 1
 
     @property

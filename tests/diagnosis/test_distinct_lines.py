@@ -75,6 +75,8 @@ def test_runs_group_consecutive_identical_lines() -> None:
     long = Document("x\n" + "oom\n" * 14_000 + "y")
     assert long.runs({"oom"}) == [(2, 14_000)]
     assert long.line_end(2) == len("x\noom")
+    wide = Document("显存不足\nab\nab")
+    assert wide.line_end(2) == len("显存不足\nab".encode()) and wide.line_end(3) == len(wide.data)
 
 
 def test_the_eager_scan_gives_the_hits_of_a_walk_over_every_line(packs: RulePacks) -> None:
