@@ -282,6 +282,34 @@ def _merge(
     return new
 
 
+# (lines past the first the record covers, or None when it was not read; the facts of each hit on
+# them, None where unchanged; the hits it adds on its first line, as (rule, facts))
+_Outcome = tuple[int | None, list[dict[str, object] | None], list[tuple[CompiledRule, dict[str, object]]]]
+
+
+def _outcome(
+    readings: _Readings, first: Line, pieces: list[_Piece], by_line: dict[int, list[Hit]]
+) -> _Outcome:
+    """What reading the record of `first` and `pieces` in full gives (its hits are in `by_line`)."""
+    number = first.number
+    span: int | None = None
+    facts: list[dict[str, object] | None] = []
+    new: list[Hit] = []
+    if _worth_reading(readings, first, pieces, by_line[number]):
+        covered = pieces[-1].number if pieces else number
+        span = covered - number
+        in_record = [h for n in range(number, covered + 1) for h in by_line.get(n, ())]
+        replaced: dict[int, Hit] = {}
+        new = _merge(
+            readings.record(first, pieces), first, _cut_in_number(first, pieces), in_record, replaced
+        )
+        facts = [replaced[id(h)].facts if id(h) in replaced else None for h in in_record]
+    kinds = {hit.compiled.rule.kind for hit in (*by_line[number], *new)}
+    if "exception" in kinds and not kinds & {"failure", "oom", "wrapper"}:
+        new += readings.retyped_hits(first, unescape(_joined(first.text, pieces, False)))
+    return span, facts, [(hit.compiled, hit.facts) for hit in new]
+
+
 def continue_hits(doc: Document, index: PatternIndex, hits: list[Hit]) -> list[Hit]:
     """`hits` with the facts of records that continue past their first line read in full."""
     if index.prefilter is None:
@@ -292,6 +320,10 @@ def continue_hits(doc: Document, index: PatternIndex, hits: list[Hit]) -> list[H
     readings = _Readings(index)
     replaced: dict[int, Hit] = {}  # id(hit) -> hit with the record's facts
     added: dict[int, list[Hit]] = {}
+    # a record reads the same wherever its lines repeat (their hits come from one scan of each
+    # text): what it gave, by the texts of its lines, as (how many lines it covered, the facts of
+    # each hit on them, the hits it added)
+    read: dict[tuple[str, ...], _Outcome] = {}
     covered = 0
     for number in sorted(by_line):
         if number <= covered:
@@ -300,17 +332,22 @@ def continue_hits(doc: Document, index: PatternIndex, hits: list[Hit]) -> list[H
         if not first.text:
             continue
         pieces = _pieces(doc, first)
-        new: list[Hit] = []
-        if _worth_reading(readings, first, pieces, by_line[number]):
-            covered = pieces[-1].number if pieces else number
+        end = pieces[-1].number if pieces else number
+        key = tuple(doc.lines[number - 1 : end]) if not doc.moved else None
+        outcome = read.get(key) if key is not None else None
+        if outcome is None:
+            outcome = _outcome(readings, first, pieces, by_line)
+            if key is not None:
+                read[key] = outcome
+        span, facts, new = outcome
+        if span is not None:
+            covered = number + span
             in_record = [h for n in range(number, covered + 1) for h in by_line.get(n, ())]
-            record = readings.record(first, pieces)
-            new = _merge(record, first, _cut_in_number(first, pieces), in_record, replaced)
-        kinds = {hit.compiled.rule.kind for hit in (*by_line[number], *new)}
-        if "exception" in kinds and not kinds & {"failure", "oom", "wrapper"}:
-            new += readings.retyped_hits(first, unescape(_joined(first.text, pieces, False)))
+            for hit, merged in zip(in_record, facts, strict=True):
+                if merged is not None:
+                    replaced[id(hit)] = Hit(compiled=hit.compiled, line=hit.line, facts=merged)
         if new:
-            added[number] = new
+            added[number] = [Hit(compiled=c, line=first, facts=f) for c, f in new]
     if not replaced and not added:
         return hits
     out: list[Hit] = []

@@ -106,6 +106,7 @@ class Context:
         self._side: Memory | None = None
         self._lazy = LineBlocks(doc, signatures.lazy)
         self._present: list[CompiledRule] | None = None
+        self._signs: list[tuple[Stage, str, int | None]] | None = None
         self._eager_markers = [h for h in hits if is_marker(h)]  # in line order, as the scan found them
         self._eager_marker_lines = [h.line.number for h in self._eager_markers]
         self._eager_by_source: dict[str, list[int]] = {}
@@ -132,7 +133,13 @@ class Context:
 
     def signs(self) -> list[tuple[Stage, str, int | None]]:
         """Position-free signs of a stage: a wrapper only that stage prints (a worker failing in its
-        constructor, a dead engine), once per stage, and `anywhere` stage rules found in the text."""
+        constructor, a dead engine), once per stage, and `anywhere` stage rules found in the text
+        (cached: every OOM placed asks)."""
+        if self._signs is None:
+            self._signs = self._find_signs()
+        return self._signs
+
+    def _find_signs(self) -> list[tuple[Stage, str, int | None]]:
         found: list[tuple[Stage, str, int | None]] = []
         seen: set[Stage] = set()
         for hit in self.hits:

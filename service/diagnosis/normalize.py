@@ -11,13 +11,16 @@ from __future__ import annotations
 import itertools
 import operator
 import re
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import re2
 
 __all__ = [
+    "DistinctLines",
     "Document",
+    "hit_runs",
     "Line",
     "clean_text",
     "decode_bytes",
@@ -132,10 +135,34 @@ def _clean_once(text: str) -> str:
     if "\t" in text:
         text = text.replace("\t", "    ")
     if ".py:" in text:
-        text = _IPYTHON_FRAME.sub(r'\g<lead>File "\g<path>", line \g<line>, in \g<fn>', text)
+        text = _python_frames(text)
     if _CONTROL.search(text):
         text = _CONTROL.sub("", text)
     return text
+
+
+# Where an IPython frame may be: its words, found from their literal start; the whole-line pattern
+# then runs on those lines only (its `^` would otherwise be tried at every position of the text).
+_IPYTHON_WORDS = re.compile(r"File [^\s\"]+\.py:\d+, in ")
+_PYTHON_FRAME = r'\g<lead>File "\g<path>", line \g<line>, in \g<fn>'
+
+
+def _python_frames(text: str) -> str:
+    """Every IPython frame line written the way Python's own traceback writes it."""
+    pieces: list[str] = []
+    done = 0
+    for words in _IPYTHON_WORDS.finditer(text):
+        start = text.rfind("\n", 0, words.start()) + 1
+        if start < done:
+            continue  # a line already rewritten
+        end = text.find("\n", words.end())
+        end = len(text) if end < 0 else end
+        pieces += [text[done:start], _IPYTHON_FRAME.sub(_PYTHON_FRAME, text[start:end])]
+        done = end
+    if not pieces:
+        return text
+    pieces.append(text[done:])
+    return "".join(pieces)
 
 
 def _drop_fences(text: str) -> str:
@@ -290,7 +317,18 @@ def _continues(line: str, previous: str) -> bool:
 class Document:
     """A cleaned log: whole text for fast scans, lines on demand with their original numbers."""
 
-    __slots__ = ("_cache", "_data", "_split", "lines", "moved", "text")
+    __slots__ = (
+        "_cache",
+        "_data",
+        "_distinct",
+        "_ends",
+        "_split",
+        "lines",
+        "memo",
+        "moved",
+        "repeating",
+        "text",
+    )
 
     def __init__(self, raw: str) -> None:
         encoded = raw.encode("utf-8", errors="replace")
@@ -312,6 +350,68 @@ class Document:
         self._cache: dict[int, Line] = {}
         self._split: dict[str, tuple[str, str, str]] = {}  # identical lines are split once
         self._data = data
+        self._distinct: DistinctLines | None = None
+        self._ends: list[int] | None = None  # byte offset where each line ends, when asked for
+        # whether lines repeat across the text (every rank, every request), as the first pass over
+        # it saw (the eager scan); None until one has looked. Later passes then read each distinct
+        # line once, or the text as it is.
+        self.repeating: bool | None = None
+        # what a pass derives from a line's text alone, keyed by (what, its tables' id, the text):
+        # a line repeated across the document is read once
+        self.memo: dict[tuple[str, int, str], object] = {}
+
+    @property
+    def distinct(self) -> DistinctLines:
+        """Each distinct line once, for whole-text passes that care which lines match, not where."""
+        if self._distinct is None:
+            self._distinct = DistinctLines(self.lines, self.data, self.repeating)
+        return self._distinct
+
+    def lines_hit(self, pattern: Any) -> set[str]:
+        """The distinct lines an RE2 `pattern` matches (one pass over each distinct line once)."""
+        return self.distinct.hit_by(pattern)
+
+    def runs(self, chosen: Collection[str]) -> list[tuple[int, int]]:
+        """(number, repeats) of every run of identical lines in `chosen`, in order: a line pasted
+        over and over on consecutive lines is one run."""
+        view = self.distinct
+        if not view.repeats:
+            indexes = itertools.compress(range(len(self.lines)), map(chosen.__contains__, self.lines))
+            return list(self._runs_at(indexes))
+        starts, heads, total = view.starts, view.heads, len(self.lines)
+        out: list[tuple[int, int]] = []
+        for at in itertools.compress(range(len(heads)), map(chosen.__contains__, heads)):
+            start = starts[at]
+            out.append((start + 1, (starts[at + 1] if at + 1 < len(starts) else total) - start))
+        return out
+
+    def matched_runs(self, pattern: Any) -> Iterator[tuple[int, int]]:
+        """(number, repeats) of every run of identical lines an RE2 `pattern` matches inside, in
+        order: over each distinct line once when the lines repeat (`repeating`), else over the text
+        itself, skipping each run's copies (as they are asked for)."""
+        if self.repeating:
+            return iter(self.runs(self.distinct.hit_by(pattern)))
+        return ((index + 1, repeats) for index, repeats in hit_runs(self.data, pattern))
+
+    def _runs_at(self, indexes: Iterable[int]) -> Iterator[tuple[int, int]]:
+        """(number, repeats) of the runs starting at the 0-based line `indexes` (ascending); an index
+        inside a run already counted is skipped."""
+        lines, total = self.lines, len(self.lines)
+        done = -1
+        for index in indexes:
+            if index <= done:
+                continue
+            repeats = _run_length(lines, index, total)
+            yield index + 1, repeats
+            done = index + repeats - 1
+
+    def line_end(self, number: int) -> int:
+        """The byte offset in `data` where line `number` ends (its newline, or the end of the text)."""
+        if self._ends is None:
+            ascii_only = len(self.data) == len(self.text)  # then a line's bytes are its characters
+            pieces = self.lines if ascii_only else self.data.split(b"\n")
+            self._ends = list(itertools.accumulate(map(len, pieces)))
+        return self._ends[number - 1] + number - 1
 
     @property
     def data(self) -> bytes:
@@ -327,14 +427,17 @@ class Document:
         """The normalized line with 1-based `number` (cached)."""
         cached = self._cache.get(number)
         if cached is None:
-            raw = self.lines[number - 1]
-            split = self._split.get(raw)
-            if split is None:
-                split = self._split[raw] = split_prefixes(raw)
-            source, level, text = split
+            source, level, text = self.split(self.lines[number - 1])
             cached = Line(number=number, source=source, level=level, text=text)
             self._cache[number] = cached
         return cached
+
+    def split(self, raw: str) -> tuple[str, str, str]:
+        """split_prefixes of one of the document's lines (identical lines are split once)."""
+        split = self._split.get(raw)
+        if split is None:
+            split = self._split[raw] = split_prefixes(raw)
+        return split
 
     def known_line(self, number: int, source: str, level: str, text: str) -> Line:
         """Line `number` from prefixes already split (the scan's, for a line it has seen before)."""
@@ -349,6 +452,74 @@ class Document:
         first = max(1, first)
         last = min(len(self.lines), last)
         return [self.line(n) for n in range(first, last + 1)]
+
+
+def _run_length(lines: list[str], index: int, stop: int) -> int:
+    """How many lines from `index` (0-based, before `stop`) equal lines[index]: blocks of a growing
+    size are compared in C, so a paste of one line 14,000 times costs a few dozen comparisons."""
+    text, repeats, step = lines[index], 1, 1
+    while step:
+        end = index + repeats + step
+        if end <= stop and lines[index + repeats : end].count(text) == step:
+            repeats, step = repeats + step, step * 2
+        else:
+            step //= 2
+    return repeats
+
+
+class DistinctLines:
+    """A document's distinct lines, joined as UTF-8: a pass over them finds which lines a pattern
+    matches, once however often each line repeats (every rank, every request, every restart). A text
+    whose lines hardly repeat is used as it is (`repeats` False: `lines` and `data` are the text's)."""
+
+    __slots__ = ("data", "heads", "lines", "repeats", "starts")
+
+    def __init__(self, lines: list[str], data: bytes, repeating: bool | None = None) -> None:
+        self.lines, self.data = lines, data
+        self.starts: list[int] = []
+        self.heads: list[str] = []
+        self.repeats = repeating is not False
+        if not self.repeats:
+            return
+        # runs of identical lines first (compared in C, without hashing every copy): where each
+        # starts, and its text
+        changes = map(operator.ne, itertools.islice(lines, 1, None), lines)
+        self.starts = [0, *itertools.compress(range(1, len(lines)), changes)]
+        self.heads = list(map(lines.__getitem__, self.starts))
+        unique = list(dict.fromkeys(self.heads))
+        # asked unseen: lines repeat when a fifth of them or more are copies
+        self.repeats = bool(repeating) or len(unique) * 5 < len(lines) * 4
+        if self.repeats:
+            self.lines, self.data = unique, "\n".join(unique).encode("utf-8", errors="replace")
+
+    def hit_by(self, pattern: Any) -> set[str]:
+        """The distinct lines `pattern` matches inside (a match never takes in a neighbour line)."""
+        return {self.lines[index] for index, _ in hit_runs(self.data, pattern)}
+
+
+def hit_runs(data: bytes, pattern: Any) -> Iterator[tuple[int, int]]:
+    """(0-based index, repeats) of the runs of identical lines of `data` an RE2 `pattern` matches
+    inside, in order; a run is skipped past once its first line is hit (its copies are hit alike).
+
+    A match running on past its line's end (a leading `\\s*` taking the newline) counts only when
+    the pattern also matches inside the line.
+    """
+    pos, index, size = 0, 0, len(data)
+    search = pattern.search
+    while pos < size:
+        match = search(data, pos)
+        if match is None:
+            return
+        start = data.rfind(b"\n", 0, match.start()) + 1
+        index += data.count(b"\n", pos, start)
+        end = data.find(b"\n", match.start())
+        end = size if end < 0 else end
+        if match.end() <= end or search(data, match.start(), end) is not None:
+            repeats, pos = run_of(data, data[start:end], end)
+            yield index, repeats
+        else:
+            repeats, pos = 1, end + 1
+        index += repeats
 
 
 # What a log line has and a person's sentence does not: a traceback, a frame, an exception name, a

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from service.diagnosis.normalize import Document, Line, is_prose, run_of
+from service.diagnosis.normalize import Document, Line, is_prose
 from service.packs.prose import ProseVocabulary
 from service.packs.signatures import Stage
 from service.schemas import Phase
@@ -94,29 +94,18 @@ def _phase(clause: str, vocabulary: ProseVocabulary) -> Phase | None:
 
 
 def _prose_lines(doc: Document, pattern: Any) -> Iterator[tuple[Line, int]]:
-    """The unprefixed lines `pattern` hits, in order, from one pass over the document's text, each
-    with how many times it repeats in a row (a line pasted over and over is read once)."""
-    data = doc.data
-    printed: set[bytes] = set()  # lines already seen with a logger or process prefix
-    pos, line_no, counted = 0, 1, 0
-    while pos < len(data):
-        match = pattern.search(data, pos)
-        if match is None:
-            return
-        start = data.rfind(b"\n", 0, match.start()) + 1
-        end = data.find(b"\n", match.start())
-        end = len(data) if end < 0 else end
-        line_no += data.count(b"\n", counted, start)
-        raw = data[start:end]
-        repeats, pos = run_of(data, raw, end)
-        first, line_no, counted = line_no, line_no + repeats, pos
-        if raw in printed:
-            continue
-        line = doc.line(first)
-        if line.source or line.level:  # a logger or process prefix: a program printed it
-            printed.add(raw)
-        else:
-            yield line, repeats
+    """The unprefixed lines `pattern` hits, in order, each with how many times it repeats in a row
+    (a line pasted over and over is read once); a line with a logger or process prefix (a program
+    printed it) is dropped."""
+    unprefixed: dict[str, bool] = {}
+    for number, repeats in doc.matched_runs(pattern):
+        text = doc.lines[number - 1]
+        plain = unprefixed.get(text)
+        if plain is None:
+            source, level, _ = doc.split(text)
+            plain = unprefixed[text] = not source and not level
+        if plain:
+            yield doc.line(number), repeats
 
 
 def _affirmed(text: str, vocabulary: ProseVocabulary) -> list[ProseCue]:
@@ -161,7 +150,14 @@ def is_negated_prose(doc: Document, number: int, vocabulary: ProseVocabulary) ->
     """Whether line `number` is a person's sentence that takes a failure back (a clause negates it
     or only asks about it) and affirms none. A line no program prefixed counts even when it is too
     short to read as prose when it ends in a question mark ("will it OOM?")."""
-    line = doc.line(number)
+    key = ("negated prose", id(vocabulary), doc.lines[number - 1])  # identical lines read alike
+    known = doc.memo.get(key)
+    if known is None:
+        known = doc.memo[key] = _negated(doc.line(number), vocabulary)
+    return bool(known)
+
+
+def _negated(line: Line, vocabulary: ProseVocabulary) -> bool:
     asks = line.text.rstrip().endswith(("?", "？"))
     if line.source or line.level or not (asks or is_prose(line)):
         return False

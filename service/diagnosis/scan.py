@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from service.diagnosis.normalize import Document, Line, run_of, split_prefixes
+from service.diagnosis.normalize import Document, Line, run_of
 from service.packs import PatternIndex
 from service.packs.signatures import CompiledRule, convert_fact, other_process
 
@@ -185,7 +185,7 @@ def scan(doc: Document, index: PatternIndex) -> list[Hit]:
 
 def scan_document(doc: Document, index: PatternIndex, limit: int = MAX_EXAMINED_LINES) -> Scan:
     """The hits in the whole document, examining at most `limit` matched lines."""
-    return _Scanner(doc, index).run(doc.data, 1, limit)
+    return _Scanner(doc, index).run_document(limit)
 
 
 def scan_lines(doc: Document, index: PatternIndex, first: int, last: int) -> list[Hit]:
@@ -263,11 +263,12 @@ def without_copies(data: bytes, copies: tuple[tuple[int, int], ...]) -> bytes:
 def present(
     doc: Document, index: PatternIndex, copies: tuple[tuple[int, int], ...] = ()
 ) -> list[CompiledRule]:
-    """Rules of `index` with a pattern matching anywhere in the document (one RE2 pass); `copies`
-    (a scan's repeated lines) need not be read again."""
+    """Rules of `index` with a pattern matching anywhere in the document: one RE2 pass over each
+    distinct line once when lines repeat, else over the text less `copies` (a scan's runs of
+    repeated lines)."""
     if not index.pattern_owner:
         return []
-    data = without_copies(doc.data, copies)
+    data = doc.distinct.data if doc.repeating else without_copies(doc.data, copies)
     found = {index.pattern_owner[i][0] for i in index.pattern_set.Match(data) or ()}
     return [index.rules[i] for i in sorted(found)]
 
@@ -312,11 +313,36 @@ class _Scanner:
             repeats, pos = run_of(data, raw, end)
             if repeats > 1:
                 copies.append((end, min(pos - 1, size)))
-            hits.extend(self._hits_on_line(line_no, raw, repeats))
+            hits.extend(self.hits_on_line(line_no, raw, repeats))
             line_no, counted_to = line_no + repeats, pos
         return Scan(hits, examined, None, tuple(copies))
 
-    def _hits_on_line(self, number: int, raw: bytes, repeats: int) -> list[Hit]:
+    def run_document(self, limit: int | None) -> Scan:
+        """The whole document: the prefilter runs over each distinct line once, and only the lines it
+        hits are walked, in order, a run of identical lines at a time."""
+        if self.index.prefilter is None:
+            return Scan(hits=[], examined=0, stopped_at=None)
+        doc = self.doc
+        hits: list[Hit] = []
+        copies: list[tuple[int, int]] = []
+        examined = 0
+        raws: dict[str, bytes] = {}
+        for number, repeats in doc.matched_runs(self.index.prefilter):
+            if limit is not None and examined >= limit:
+                _note_repeats(doc, len(raws), examined)
+                return Scan(hits, examined, number, tuple(copies))
+            examined += 1
+            if repeats > 1:
+                copies.append((doc.line_end(number), doc.line_end(number + repeats - 1)))
+            text = doc.lines[number - 1]
+            raw = raws.get(text)
+            if raw is None:
+                raw = raws[text] = text.encode("utf-8", errors="replace")
+            hits.extend(self.hits_on_line(number, raw, repeats))
+        _note_repeats(doc, len(raws), examined)
+        return Scan(hits, examined, None, tuple(copies))
+
+    def hits_on_line(self, number: int, raw: bytes, repeats: int) -> list[Hit]:
         result = self.lines.get(raw)
         if result is None:
             result = self._examine(number, raw)
@@ -331,7 +357,7 @@ class _Scanner:
             rule_index, regex_index = self.index.pattern_owner[pattern_index]
             by_rule.setdefault(rule_index, set()).add(regex_index)
         whole = self.doc.lines[number - 1]
-        source, level, text = split_prefixes(whole)
+        source, level, text = self.doc.split(whole)
         message: bytes | None = None
         matched: list[tuple[CompiledRule, dict[str, object]]] = []
         for rule_index in sorted(by_rule):
@@ -349,6 +375,13 @@ class _Scanner:
             if facts is not None:
                 matched.append((compiled, facts))
         return source, level, text, tuple(matched)
+
+
+def _note_repeats(doc: Document, distinct: int, examined: int) -> None:
+    """Tell the document whether the lines the scan matched repeat (a fifth of them or more are
+    copies of earlier ones): later passes then read each distinct line once."""
+    if doc.repeating is None:
+        doc.repeating = distinct * 5 < examined * 4
 
 
 def _message_bytes(raw: bytes, line: str, message: str) -> bytes:
