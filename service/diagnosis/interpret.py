@@ -12,10 +12,10 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from service.diagnosis.fragments import FragmentHit, find_fragments
-from service.diagnosis.frames import cut_traceback, deepest_frame
+from service.diagnosis.frames import FramePlace, cut_traceback, deepest_frame
 from service.diagnosis.normalize import Document, is_prose
 from service.diagnosis.placement import HintFn, is_marker, place, place_line
-from service.diagnosis.prose import Memory, ProseCue, is_negated_prose, memory_side, read_prose
+from service.diagnosis.prose import Memory, ProseCue, is_negated_prose, is_sentence, memory_side, read_prose
 from service.diagnosis.scan import Hit, LineBlocks, present
 from service.packs import SignatureIndex
 from service.packs.evidence import EvidenceWeights
@@ -278,6 +278,12 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
         _, _, _, phase, confidence, basis, root = best
         decisive = [c[6] for c in candidates if c[3] == phase and c[0] == best[0]]
         if root.line.number in said:
+            # a person calling it "out of memory" is weaker than a traceback cut inside a function
+            # that raises only one phase's errors (the KV-size check reached from initialize_cache)
+            framed = _cut_frame_verdict(ctx, _cut_frame(ctx, cut_traceback(ctx.doc)), first_exception)
+            if framed is not None:
+                framed.taken_back = taken_back
+                return framed
             confidence = min(confidence, _PROSE_ONLY)
             if _said_host_oom(ctx, root.line.number):
                 phase, basis = "host_oom", "the person's words only; host RAM ran out"
@@ -287,19 +293,15 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
     seen = _from_fragments(ctx, {h.line.number for h in hits if h.compiled.rule.kind in ("failure", "oom")})
     errors = [h for h in hits if h.compiled.rule.kind == "exception" and h.line.number not in wrapped]
     cut = cut_traceback(ctx.doc)
-    known = (
-        deepest_frame(ctx.doc, ctx.signatures.frames, cut[0], cut[1], source=cut[2], with_phase=True)
-        if cut
-        else None
-    )
+    known = _cut_frame(ctx, cut)
     cut_weight = ctx.weights.weights["cut_frame"]
     # a message known from part of its template and a traceback cut inside one phase's function
     # speak with the strength the evidence table gives each; the stronger decides
     if seen is not None and (known is None or known.phase is None or seen.confidence >= cut_weight):
         return seen
-    if known is not None and known.phase is not None:  # the paste stops inside a function of one phase
-        basis = f"a traceback cut inside {known.function}, which only raises {known.phase} errors"
-        return Verdict(known.phase, cut_weight, None, basis, [], first_exception)
+    framed = _cut_frame_verdict(ctx, known, first_exception)  # the paste stops inside one phase's function
+    if framed is not None:
+        return framed
     words = _words_verdict(ctx, hint)
     if words is not None:
         words.first_exception = first_exception
@@ -307,7 +309,7 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
         return words
     # an error a person's sentence or an issue title names counts below one a log line shows, and
     # a sentence that takes it back ("it no longer fails with …") names none
-    stated = {h.line.number for h in errors if is_prose(h.line) or _is_title(ctx.doc, h.line.number)}
+    stated = {h.line.number for h in errors if is_sentence(h.line) or _is_title(ctx.doc, h.line.number)}
     negated = {n for n in stated if is_negated_prose(ctx.doc, n, ctx.prose)}
     errors = [h for h in errors if h.line.number not in negated]
     named = sorted(
@@ -333,6 +335,22 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
     seen_vllm = any(h.compiled.rule.kind in ("info", "version") for h in hits)
     confidence = 0.9 if seen_vllm else 0.5
     return Verdict("no_failure", confidence, None, "no failure signature", [], None, taken_back=taken_back)
+
+
+def _cut_frame(ctx: Context, cut: tuple[int, int, str] | None) -> FramePlace | None:
+    """The innermost frame of a traceback the paste cut before its message that vLLM's call graph
+    places in a function raising one phase's errors."""
+    if cut is None:
+        return None
+    return deepest_frame(ctx.doc, ctx.signatures.frames, cut[0], cut[1], source=cut[2], with_phase=True)
+
+
+def _cut_frame_verdict(ctx: Context, known: FramePlace | None, first_exception: Hit | None) -> Verdict | None:
+    """The phase of the function a traceback was cut inside, when it raises only one phase's errors."""
+    if known is None or known.phase is None:
+        return None
+    basis = f"a traceback cut inside {known.function}, which only raises {known.phase} errors"
+    return Verdict(known.phase, ctx.weights.weights["cut_frame"], None, basis, [], first_exception)
 
 
 def _is_title(doc: Document, number: int) -> bool:
