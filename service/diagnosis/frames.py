@@ -27,6 +27,13 @@ OOM_PHASE: dict[str, Phase] = {
     "serving": "runtime_oom",
 }
 _FRAME = re.compile(r'File "(?P<path>[^"\n]{1,600})", line \d+, in (?P<function>[\w<>]{1,200})')
+# A frame's source line that calls a function of its own module: `raise_if_cache_size_invalid(…`,
+# `return check_enough_kv_cache_memory(`, `if self._check_scheme_supported(` (a method of another
+# object, `self.model_runner.profile_run(`, lives in a module the line does not name).
+_CALL = re.compile(
+    r"^\s*(?:[\w, \[\]]{1,120}=\s*)?(?:(?:return|raise|await|if|elif|while|assert|not)\s+){0,3}"
+    r"(?:self\.|cls\.)?(?P<function>[A-Za-z_]\w{0,120})\("
+)
 _EXCEPTION = re.compile(r"^(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\b")
 TRACEBACK = "Traceback (most recent call last)"
 
@@ -76,6 +83,7 @@ def deepest_frame(
     """The innermost known frame on lines first..last (of process `source` when given)."""
     if not table.by_file:
         return None
+    deeper: str | None = None  # the function of the frame printed below, when one was
     for number in range(min(last, len(doc.lines)), max(1, first) - 1, -1):
         line = doc.line(number)
         if source is not None and line.source != source:
@@ -83,9 +91,43 @@ def deepest_frame(
         if "File " not in line.text:
             continue
         place = frame_place(table, line.text, number, version)
+        called = _called_place(doc, table, number, place, version)
+        if (
+            called is not None
+            and (deeper is None or called.function.startswith(deeper))  # none, or its header cut
+            and (called.phase is not None or not with_phase)
+        ):
+            return called
         if place is not None and (place.phase is not None or not with_phase):
             return place
+        frame = _FRAME.search(line.text)
+        deeper = frame.group("function") if frame else deeper
     return None
+
+
+def _called_place(
+    doc: Document,
+    table: FrameTable,
+    number: int,
+    place: FramePlace | None,
+    version: tuple[int, int, int] | None,
+) -> FramePlace | None:
+    """The function of the frame's own module that the source line printed under frame `number`
+    calls (`raise_if_cache_size_invalid(num_gpu_blocks,` under `initialize_cache` in worker.py),
+    when the table places it: the frame one deeper, which the paste was cut before (or inside)."""
+    if place is None or number >= len(doc.lines):
+        return None
+    code = doc.line(number + 1).text
+    call = _CALL.match(code)
+    if call is None or "File " in code or call.group("function") == place.function:
+        return None
+    entries = [e for e in table.by_file.get((place.file, call.group("function")), ()) if e.covers(version)]
+    stages = {e.stage for e in entries}
+    if len(stages) != 1:
+        return None
+    phases = {e.phase for e in entries}
+    phase = next(iter(phases)) if len(phases) == 1 else None
+    return FramePlace(number, place.file, call.group("function"), stages.pop(), phase)
 
 
 def _frames_run_start(doc: Document) -> int | None:

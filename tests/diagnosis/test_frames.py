@@ -98,3 +98,62 @@ def test_a_bare_oom_under_a_frame_only_the_table_knows_is_placed_by_it(packs: Ru
     place = frame_place(packs.signatures.frames, frame)
     assert place is not None and place.stage == "loading"
     assert classify_text(log, packs).phase == "weights_oom"
+
+
+@pytest.mark.parametrize(
+    ("frames", "phase", "cut_at"),
+    [
+        # V0: the KV-size check is a module function of worker.py, called from initialize_cache
+        (
+            (("worker/worker.py", "initialize_cache", "raise_if_cache_size_invalid(num_gpu_blocks,"),),
+            "kv_cache_capacity",
+            "raise",
+        ),
+        # a method of the frame's own class, called under an `if`
+        (
+            (
+                (
+                    "model_executor/layers/quantization/compressed_tensors/compressed_tensors.py",
+                    "get_scheme",
+                    "if not self._check_scheme_supported(weight_quant.num_bits,",
+                ),
+            ),
+            "quantization_config",
+            "_check_sch",
+        ),
+    ],
+)
+def test_the_call_printed_under_the_deepest_frame_is_one_frame_deeper(
+    packs: RulePacks, frames: tuple[tuple[str, str, str], ...], phase: str, cut_at: str
+) -> None:
+    outer = ("engine/llm_engine.py", "_initialize_kv_caches", "self.model_executor.initialize_cache(")
+    log = _traceback(outer, *frames)
+    assert classify_text(log, packs).phase == phase
+    # the paste cut inside the next frame's header, as a terminal or a chunk limit leaves it
+    cut = log + f'{PREFIX}  File "{SITE}/{frames[-1][0]}", line 335, in {cut_at}\n'
+    assert classify_text(cut, packs).phase == phase
+
+
+def test_a_call_into_another_object_or_an_unknown_function_adds_no_frame(packs: RulePacks) -> None:
+    for code in ("self.cache_engine.allocate(num_gpu_blocks)", "no_such_function_in_vllm(num_gpu_blocks)"):
+        log = _traceback(("worker/worker.py", "initialize_cache", code))
+        known = deepest_frame(Document(log), packs.signatures.frames, 1, 10, with_phase=True)
+        assert known is None
+
+
+@pytest.mark.parametrize(
+    "title",
+    [
+        "Not enough memory when I serve a 34B model on two GPUs",
+        "CUDA out of memory at startup with tensor parallel 2",
+        "显存不足，启动失败",
+    ],
+)
+def test_a_cut_kv_size_check_outweighs_a_title_that_calls_it_out_of_memory(
+    packs: RulePacks, title: str
+) -> None:
+    log = f"{title}\n\n" + _traceback(
+        ("worker/worker_base.py", "execute_method", "return executor(*args, **kwargs)"),
+        ("worker/worker.py", "initialize_cache", "raise_if_cache_size_invalid(num_gpu_blocks,"),
+    )
+    assert classify_text(log, packs).phase == "kv_cache_capacity"
