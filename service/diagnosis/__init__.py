@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 
+from service.diagnosis.command import join_commands
 from service.diagnosis.continued import continue_hits
 from service.diagnosis.evidence import collect_evidence, collect_findings
 from service.diagnosis.facts import collect_facts, infer_engine
@@ -35,7 +36,7 @@ def classify_text(
     """Classify one pasted log; request facts and a command fill what the log does not state."""
     doc = Document(log)
     found_hits = scan_document(doc, packs.signatures.eager)
-    hits = continue_hits(doc, packs.signatures.eager, found_hits.hits)
+    hits = join_commands(doc, continue_hits(doc, packs.signatures.eager, found_hits.hits))
 
     def ask_hint() -> Phase | None:
         if hint is not None:
