@@ -6,15 +6,16 @@ Pure: takes text and loaded packs, returns a Diagnosis (budget None, fixes []); 
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 
 from service.diagnosis.command import join_commands
 from service.diagnosis.continued import continue_hits
 from service.diagnosis.evidence import collect_evidence, collect_findings
 from service.diagnosis.facts import collect_facts, infer_engine
-from service.diagnosis.hints import budget_hint, weights_hint
+from service.diagnosis.hints import budget_hint, gpu_named, weights_hint
 from service.diagnosis.interpret import Context, interpret
 from service.diagnosis.misleading import flag_misleading
-from service.diagnosis.normalize import Document
+from service.diagnosis.normalize import Document, is_prose
 from service.diagnosis.scan import scan_document
 from service.diagnosis.wording import describe
 from service.packs import RulePacks
@@ -42,7 +43,11 @@ def classify_text(
         if hint is not None:
             return hint
         early = collect_facts(hits, set(), request_facts or {}, command, vllm_version, packs.fixes)
-        return budget_hint(early.values, packs.catalog) or weights_hint(early.values, packs.catalog)
+        values = early.values
+        if not values.get("gpu_name") and not values.get("total_gib"):  # a GPU the person's words name
+            named = gpu_named(_said_lines(doc), packs.catalog)
+            values = {**values, "gpu_name": named} if named else values
+        return budget_hint(values, packs.catalog) or weights_hint(values, packs.catalog)
 
     context = Context(
         doc, packs.signatures, hits, packs.evidence, packs.prose, packs.fragments, found_hits.copies
@@ -79,3 +84,17 @@ def classify_text(
         fact_sources=found.sources,
         misleading=flag_misleading(packs.misleading, hits, found.sources, engine),
     )
+
+
+_SAID_LINES = 300  # the person's words sit around the paste: its first and last lines are read
+
+
+def _said_lines(doc: Document) -> Iterator[str]:
+    """The lines around the paste that read as a person's sentence."""
+    total = len(doc)
+    first, last = range(1, min(total, _SAID_LINES) + 1), range(max(1, total - _SAID_LINES + 1), total + 1)
+    around = sorted({*first, *last})
+    for number in around:
+        line = doc.line(number)
+        if is_prose(line):
+            yield line.text
