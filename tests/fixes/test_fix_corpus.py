@@ -115,6 +115,10 @@ FIX_GAPS = {
     "gh5-gpustack885-prose-heads-divisible-by-tp-gpu-allocation": (
         "the head-divisibility check retold without its numbers: no head count for fix-tensor-parallel-size"
     ),
+    "gh6-4429-v0.4.1-tp2-l40-33b-initialize-cache-frames-cut-title": (
+        "a traceback cut inside the KV-size check states no figure and names a local model path: no KV"
+        " recipe has a number to size"
+    ),
     "gh6-8908-v0.6.2-tp16-ray-placement-group-waiting-autoscaler-esc": (
         "a Ray placement-group wait, not vLLM's GPU-count check: no parallelism recipe matches its evidence"
     ),
