@@ -66,6 +66,7 @@ HOST_SAID = [
     "vllm serve is terminated because of high memory usage after a minute",
     "RAM filled up and the engine died",
     "The pod is evicted for memory pressure every time it starts",
+    "加载权重的时候系统内存被占满了",
 ]
 
 # Sentences that place a bare OOM, and the phase they place it in.
@@ -84,6 +85,9 @@ PLACED = [
     ("Under heavy load it fails within minutes", "runtime_oom"),
     ("服务跑了一段时间之后就报错", "runtime_oom"),
 ]
+
+# The GPU's memory said to fill up, in Chinese: placed by the stage the sentence names.
+FILLED = [("推理一段时间后显存被占满", "runtime_oom"), ("加载模型时显存爆了", "weights_oom")]
 
 # Limits of a GPU generation said in words: a quantization scheme or bfloat16 the hardware cannot run.
 CAPABILITY_SAID = [
@@ -285,3 +289,10 @@ def test_a_quoted_message_the_person_says_is_gone_stays_taken_back(run_classify:
         " appears after --enforce-eager"
     )
     assert run_classify(log).phase == "no_failure"
+
+
+@pytest.mark.parametrize(("sentence", "phase"), FILLED)
+def test_gpu_memory_said_to_fill_up_is_placed_by_its_stage(
+    run_classify: Classify, sentence: str, phase: str
+) -> None:
+    assert run_classify(sentence).phase == phase
