@@ -30,6 +30,7 @@ _SUBCLAUSE = (",", "，", "、")
 # error" takes nothing back and its "?" asks nothing.
 _QUOTED = re.compile(r'"[^"]*"|“[^”]*”|「[^」]*」|『[^』]*』|`[^`]*`')
 _QUOTED_WORDS = 4
+_QUOTE_MARKS = ('"', "“", "「", "『", "`")
 
 
 def _quote(match: re.Match[str]) -> str:
@@ -38,6 +39,8 @@ def _quote(match: re.Match[str]) -> str:
 
 def _unquoted(text: str) -> str:
     """`text` with each quoted message read as "the message"."""
+    if not any(mark in text for mark in _QUOTE_MARKS):
+        return text
     return _QUOTED.sub(_quote, text)
 
 
@@ -162,7 +165,10 @@ def is_sentence(line: Line) -> bool:
     (`I get "…Tried to allocate 2.00 GiB…"`)."""
     if line.source or line.level:
         return False
-    return is_prose(line) or is_prose(replace(line, text=_unquoted(line.text)))
+    if is_prose(line):
+        return True
+    unquoted = _unquoted(line.text)
+    return unquoted != line.text and is_prose(replace(line, text=unquoted))
 
 
 def read_prose(doc: Document, vocabulary: ProseVocabulary) -> list[ProseCue]:
