@@ -254,9 +254,11 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
         h.line.number for h in decisive if is_negated_prose(ctx.doc, h.line.number, ctx.prose)
     )
     decisive = [h for h in decisive if h.line.number not in taken_back]
-    said = {h.line.number for h in decisive if h.compiled.rule.kind == "oom" and is_prose(h.line)}
-    if any(h.line.number not in said for h in decisive):
-        decisive = [h for h in decisive if h.line.number not in said]
+    # by hit, not by line: a program's own wording (Ray's "how to address the out of memory issue"
+    # advice) on a line that also reads as a sentence still decides, only the bare OOM word is said
+    said = {id(h) for h in decisive if h.compiled.rule.kind == "oom" and is_prose(h.line)}
+    if any(id(h) not in said for h in decisive):
+        decisive = [h for h in decisive if id(h) not in said]
     ooms = [h for h in decisive if h.compiled.rule.kind == "oom"]
     if len(ooms) > MAX_PLACED_OOMS:  # every rank and request may repeat it; the first ones decide
         extra = {id(h) for h in ooms[MAX_PLACED_OOMS:]}
@@ -277,7 +279,7 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
         best = min(candidates, key=lambda c: (c[0], c[1], c[2]))
         _, _, _, phase, confidence, basis, root = best
         decisive = [c[6] for c in candidates if c[3] == phase and c[0] == best[0]]
-        if root.line.number in said:
+        if id(root) in said:
             # a person calling it "out of memory" is weaker than a traceback cut inside a function
             # that raises only one phase's errors (the KV-size check reached from initialize_cache)
             framed = _cut_frame_verdict(ctx, _cut_frame(ctx, cut_traceback(ctx.doc)), first_exception)
