@@ -80,6 +80,8 @@ def _is_question(clause: str, said: Any, vocabulary: ProseVocabulary) -> bool:
     low = max(clause.rfind(mark, 0, start) for mark in _SUBCLAUSE) + 1
     ends = [i for i in (clause.find(mark, end) for mark in _SUBCLAUSE) if i >= 0]
     part = clause[low : min(ends) if ends else len(clause)]
+    if vocabulary.presupposed.search(clause) or vocabulary.presupposed.search(part):
+        return False  # "why does it OOM?" asks the cause of a failure it takes as given
     return vocabulary.question.search(part) is not None
 
 

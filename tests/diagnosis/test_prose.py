@@ -40,6 +40,8 @@ TAKEN_BACK = [
     "If you get an error about insufficient memory, raise --gpu-memory-utilization.",
     "这样设置会OOM吗？",
     "长上下文是否会爆显存？",
+    # asking why it would fail is still hypothetical
+    "Why would it OOM with only two requests?",
 ]
 
 # Sentences that alone say memory ran out, with no allocator line anywhere: the stage they name
@@ -52,6 +54,10 @@ SAID_ONLY = [
     ("推理时显存溢出", "runtime_oom"),
     ("并发测试时显存逐渐增加并溢出", "runtime_oom"),
     ("加载模型的时候爆显存了", "weights_oom"),
+    # a why-question takes the failure as given: it asks the cause
+    ("[Bug]: Why does my server hit out of memory errors when serving many requests?", "runtime_oom"),
+    ("why do I get OOM while loading the weights?", "weights_oom"),
+    ("为什么推理时显存溢出？", "runtime_oom"),
 ]
 
 # Host RAM said in words: host_oom, also when the same sentence says "OOM".
