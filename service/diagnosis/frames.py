@@ -15,7 +15,7 @@ from service.diagnosis.normalize import Document
 from service.packs.frames import FrameTable
 from service.schemas import Phase
 
-__all__ = ["OOM_PHASE", "FramePlace", "cut_traceback", "deepest_frame", "frame_place"]
+__all__ = ["OOM_PHASE", "FramePlace", "cut_traceback", "deepest_frame", "frame_place", "vllm_file"]
 
 # The phase of an out-of-memory error raised in each stage (DESIGN §3.1): allocating the KV cache
 # comes after profiling, before serving, like warm-up. An OOM in argument checks has no phase.
@@ -36,6 +36,11 @@ _CALL = re.compile(
 )
 _EXCEPTION = re.compile(r"^(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\b")
 TRACEBACK = "Traceback (most recent call last)"
+# vLLM's logger prefix (`ERROR 03-31 16:55:54 multiproc_worker_utils.py:242]`, V1's `ERROR 11-04
+# 09:45:23 [core.py:588]`) cut before its closing bracket: a line the paste ends in the middle of.
+_CUT_PREFIX = re.compile(
+    r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+\[?[\w.-]{0,80}(?::\d*)?\s*$"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +54,25 @@ class FramePlace:
     phase: Phase | None
 
 
+# A platform plugin's package (vllm_ascend, vllm_gaudi, vllm_spyre, …: vLLM's `vllm.platform_plugins`
+# entry points) mirrors vLLM's own layout: `vllm_ascend/worker/worker.py` subclasses and copies
+# `vllm/worker/worker.py`, its `initialize_cache` calling the same `raise_if_cache_size_invalid`. Its
+# frames are read as the vLLM module of the same path, the call graph's stage for that function.
+_PLUGIN = re.compile(r"(?:^|/)vllm_[a-z][a-z0-9_]{0,40}/(?P<rest>[\w/]{1,300}\.py)$")
+
+
+def vllm_file(path: str) -> str | None:
+    """The path inside vLLM of a frame's file (after `vllm/`, or a platform plugin's package), or None."""
+    path = path.replace("\\", "/")
+    cut = path.rfind("/vllm/")
+    if cut >= 0:
+        return path[cut + len("/vllm/") :]
+    if path.startswith("vllm/"):
+        return path[len("vllm/") :]
+    plugin = _PLUGIN.search(path)
+    return plugin.group("rest") if plugin else None
+
+
 def frame_place(
     table: FrameTable, text: str, number: int = 0, version: tuple[int, int, int] | None = None
 ) -> FramePlace | None:
@@ -56,11 +80,10 @@ def frame_place(
     match = _FRAME.search(text)
     if match is None:
         return None
-    path = match.group("path").replace("\\", "/")
-    cut = path.rfind("/vllm/")
-    if cut < 0:
+    file = vllm_file(match.group("path"))
+    if file is None:
         return None
-    file, function = path[cut + len("/vllm/") :], match.group("function")
+    function = match.group("function")
     entries = [e for e in table.by_file.get((file, function), ()) if e.covers(version)]
     stages = {e.stage for e in entries}
     if len(stages) != 1:
@@ -169,6 +192,8 @@ def cut_traceback(doc: Document) -> tuple[int, int, str] | None:
         for n in range(header + 1, total + 1)
         if doc.line(n).source == source and doc.line(n).text.strip(" \t^~")
     ]
+    if len(printed) > 1 and _CUT_PREFIX.search(doc.lines[printed[-1] - 1]):
+        printed.pop()  # the paste stops inside the logger prefix of the line after the last one
     if not printed:
         return None
     last = printed[-1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from service.diagnosis import classify_text
-from service.diagnosis.frames import cut_traceback, deepest_frame, frame_place
+from service.diagnosis.frames import cut_traceback, deepest_frame, frame_place, vllm_file
 from service.diagnosis.normalize import Document
 from service.packs import RulePacks
 
@@ -156,4 +156,40 @@ def test_a_cut_kv_size_check_outweighs_a_title_that_calls_it_out_of_memory(
         ("worker/worker_base.py", "execute_method", "return executor(*args, **kwargs)"),
         ("worker/worker.py", "initialize_cache", "raise_if_cache_size_invalid(num_gpu_blocks,"),
     )
+    assert classify_text(log, packs).phase == "kv_cache_capacity"
+
+
+@pytest.mark.parametrize(
+    ("path", "file"),
+    [
+        ("/opt/vllm-gaudi/vllm_gaudi/v1/worker/gpu_model_runner.py", "v1/worker/gpu_model_runner.py"),
+        ("vllm_spyre/worker/worker.py", "worker/worker.py"),
+        ("/usr/lib/python3/site-packages/vllm/vllm/engine/llm_engine.py", "engine/llm_engine.py"),
+        ("vllm/v1/engine/core.py", "v1/engine/core.py"),
+    ],
+)
+def test_a_platform_plugins_module_is_read_as_the_vllm_module_it_mirrors(path: str, file: str) -> None:
+    assert vllm_file(path) == file
+
+
+def test_a_plugin_frame_is_placed_like_vllms_own(packs: RulePacks) -> None:
+    line = 'File "/opt/plugins/vllm_npu/v1/worker/gpu_model_runner.py", line 9, in profile_run'
+    place = frame_place(packs.signatures.frames, line)
+    assert place is not None and place.stage == "profiling"
+    assert frame_place(packs.signatures.frames, 'File "/opt/vllmx/worker/worker.py", line 9, in load_model') is None
+
+
+def test_a_paste_cut_inside_the_next_lines_logger_prefix_is_still_cut(packs: RulePacks) -> None:
+    # a plugin worker's copy of the V0 KV-size check, the paste stopping in the next line's prefix
+    prefix = "(RayWorkerWrapper pid=4410) ERROR 07-02 09:14:03 worker_base.py:581] "
+    log = "\n".join(
+        [
+            f"{prefix}Traceback (most recent call last):",
+            f'{prefix}  File "/workspace/vllm_npu/worker/worker.py", line 301, in initialize_cache',
+            f"{prefix}    raise_if_cache_size_invalid(",
+            "(RayWorkerWrapper pid=4410) ERROR 07-02 09:14:03 worker_ba",
+        ]
+    )
+    doc = Document(log)
+    assert cut_traceback(doc) == (1, 3, "RayWorkerWrapper pid=4410")
     assert classify_text(log, packs).phase == "kv_cache_capacity"
