@@ -9,7 +9,7 @@ Pure lookups over the loaded table; the interpreter (and an evidence model) call
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from service.diagnosis.normalize import Document
 from service.packs.frames import FrameTable
@@ -33,6 +33,12 @@ _FRAME = re.compile(r'File "(?P<path>[^"\n]{1,600})", line \d+, in (?P<function>
 _CALL = re.compile(
     r"^\s*(?:[\w, \[\]]{1,120}=\s*)?(?:(?:return|raise|await|if|elif|while|assert|not)\s+){0,3}"
     r"(?:self\.|cls\.)?(?P<function>[A-Za-z_]\w{0,120})\("
+)
+# A frame's source line that calls a method of another object (`self.model_runner.profile_run()`,
+# `output = self.worker.execute_model(`): the failure is inside that call, in a module the paste
+# does not show, so the errors the frame's own function raises say nothing about it.
+_OTHER_CALL = re.compile(
+    r"^\s*(?:[\w, \[\]]{1,120}=\s*)?(?:(?:return|await)\s+){0,2}(?:self\.|cls\.)?[A-Za-z_]\w{0,120}(?:\.[A-Za-z_]\w{0,120})+\("
 )
 _EXCEPTION = re.compile(r"^(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\b")
 TRACEBACK = "Traceback (most recent call last)"
@@ -121,11 +127,21 @@ def deepest_frame(
             and (called.phase is not None or not with_phase)
         ):
             return called
+        if place is not None and place.phase is not None and _calls_another_object(doc, number):
+            place = replace(place, phase=None)  # it failed inside that call, not at its own raise
         if place is not None and (place.phase is not None or not with_phase):
             return place
         frame = _FRAME.search(line.text)
         deeper = frame.group("function") if frame else deeper
     return None
+
+
+def _calls_another_object(doc: Document, number: int) -> bool:
+    """Whether the source line printed under frame `number` calls a method of another object."""
+    if number >= len(doc.lines):
+        return False
+    code = doc.line(number + 1).text
+    return "File " not in code and _OTHER_CALL.match(code) is not None
 
 
 def _called_place(

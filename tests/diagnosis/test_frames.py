@@ -193,3 +193,19 @@ def test_a_paste_cut_inside_the_next_lines_logger_prefix_is_still_cut(packs: Rul
     doc = Document(log)
     assert cut_traceback(doc) == (1, 3, "RayWorkerWrapper pid=4410")
     assert classify_text(log, packs).phase == "kv_cache_capacity"
+
+
+def test_a_frame_calling_another_objects_method_claims_none_of_its_own_errors(packs: RulePacks) -> None:
+    # determine_available_memory raises only its own profiling errors; cut inside the model runner's
+    # profile_run it calls, the frame says where (profiling), not which of its errors
+    log = _traceback(
+        ("v1/executor/multiproc_executor.py", "worker_busy_loop", "output = func(*args, **kwargs)"),
+        ("v1/worker/gpu_worker.py", "determine_available_memory", "self.model_runner.profile_run()"),
+    )
+    doc = Document(log)
+    cut = cut_traceback(doc)
+    assert cut is not None
+    table = packs.signatures.frames
+    assert deepest_frame(doc, table, cut[0], cut[1], source=cut[2], with_phase=True) is None
+    place = deepest_frame(doc, table, cut[0], cut[1], source=cut[2])
+    assert place is not None and place.stage == "profiling" and place.phase is None
