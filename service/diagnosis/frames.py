@@ -138,10 +138,18 @@ def deepest_frame(
 
 def _calls_another_object(doc: Document, number: int) -> bool:
     """Whether the source line printed under frame `number` calls a method of another object."""
-    if number >= len(doc.lines):
-        return False
-    code = doc.line(number + 1).text
+    code = _code_line(doc, number)
     return "File " not in code and _OTHER_CALL.match(code) is not None
+
+
+def _code_line(doc: Document, number: int) -> str:
+    """The source line printed under frame `number`: the next line with text (a hard wrap the
+    document joined leaves empty lines where the pieces were)."""
+    for following in range(number + 1, min(len(doc.lines), number + 4) + 1):
+        text = doc.line(following).text
+        if text.strip():
+            return text
+    return ""
 
 
 def _called_place(
@@ -154,9 +162,9 @@ def _called_place(
     """The function of the frame's own module that the source line printed under frame `number`
     calls (`raise_if_cache_size_invalid(num_gpu_blocks,` under `initialize_cache` in worker.py),
     when the table places it: the frame one deeper, which the paste was cut before (or inside)."""
-    if place is None or number >= len(doc.lines):
+    if place is None:
         return None
-    code = doc.line(number + 1).text
+    code = _code_line(doc, number)
     call = _CALL.match(code)
     if call is None or "File " in code or call.group("function") == place.function:
         return None

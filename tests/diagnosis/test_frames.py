@@ -209,3 +209,14 @@ def test_a_frame_calling_another_objects_method_claims_none_of_its_own_errors(pa
     assert deepest_frame(doc, table, cut[0], cut[1], source=cut[2], with_phase=True) is None
     place = deepest_frame(doc, table, cut[0], cut[1], source=cut[2])
     assert place is not None and place.stage == "profiling" and place.phase is None
+
+
+def test_the_code_line_of_a_frame_is_found_past_the_gaps_a_joined_wrap_leaves(packs: RulePacks) -> None:
+    log = _traceback(
+        ("v1/executor/multiproc_executor.py", "worker_busy_loop", "output = func(*args, **kwargs)"),
+        ("v1/worker/gpu_worker.py", "determine_available_memory", ""),
+    ) + f"\n{PREFIX}    self.model_runner.profile_run()\n"
+    doc = Document(log)
+    cut = cut_traceback(doc)
+    assert cut is not None
+    assert deepest_frame(doc, packs.signatures.frames, cut[0], cut[1], source=cut[2], with_phase=True) is None
