@@ -140,3 +140,24 @@ def test_a_command_is_read_to_its_end_over_the_lines_a_paste_split_it_on(log: st
 def test_a_command_ends_where_its_block_does(packs: RulePacks) -> None:
     log = "vllm serve meta-llama/Llama-3.1-8B --max-model-len 8192\nINFO 05-01 args --max-model-len 4"
     assert classify_text(log, packs).facts.max_model_len == 8192
+
+
+def test_engine_settings_in_the_shapes_wrappers_take_them_are_facts(packs: RulePacks) -> None:
+    # a YAML block of engine arguments, a harness's --model_args pairs and a dict a wrapper logged
+    log = "\n".join(
+        [
+            "deployment:",
+            "  engine_kwargs:",
+            "    tensor_parallel_size: 2",
+            "    max_model_len: 16384",
+            "lm_eval --model vllm --model_args pretrained=org/m,gpu_memory_utilization=0.7,max_num_seqs=32",
+            "INFO loading with config: {'trust_remote_code': True, 'block_size': 32, 'max_num_seqs': 32}",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+        ]
+    )
+    facts = classify_text(log, packs).facts
+    assert facts.tensor_parallel_size == 2
+    assert facts.max_model_len == 16384
+    assert facts.gpu_memory_utilization == 0.7
+    assert facts.max_num_seqs == 32
+    assert facts.block_size == 32
