@@ -12,7 +12,7 @@ from service.diagnosis.command import join_commands
 from service.diagnosis.continued import continue_hits
 from service.diagnosis.evidence import collect_evidence, collect_findings
 from service.diagnosis.facts import collect_facts, infer_engine
-from service.diagnosis.hints import budget_hint, gpu_named, weights_hint
+from service.diagnosis.hints import budget_hint, gpu_named, gpus_counted, weights_hint
 from service.diagnosis.interpret import Context, interpret
 from service.diagnosis.misleading import flag_misleading
 from service.diagnosis.normalize import Document, is_prose
@@ -47,6 +47,11 @@ def classify_text(
         if not values.get("gpu_name") and not values.get("total_gib"):  # a GPU the person's words name
             named = gpu_named(_said_lines(doc), packs.catalog)
             values = {**values, "gpu_name": named} if named else values
+        if not values.get("tensor_parallel_size") and not values.get("pipeline_parallel_size"):
+            # weights larger than every GPU the person says they have together can only fail while
+            # loading; "8块4090" with no parallel size stated is not one GPU holding them all
+            count = gpus_counted(_said_lines(doc), packs.catalog)
+            values = {**values, "tensor_parallel_size": count} if count and count > 1 else values
         return budget_hint(values, packs.catalog) or weights_hint(values, packs.catalog)
 
     context = Context(

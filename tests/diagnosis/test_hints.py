@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from service.diagnosis import classify_text
-from service.diagnosis.hints import budget_hint, gpu_named, model_params_billion, weights_hint
+from service.diagnosis.hints import budget_hint, gpu_named, gpus_counted, model_params_billion, weights_hint
 from service.packs import load_packs
 
 CATALOG = load_packs().catalog
@@ -101,3 +101,30 @@ def test_a_named_model_that_cannot_fit_the_named_gpu_places_a_bare_oom(
 ) -> None:
     log = f"{words}\n\n`{command}`\n\n{BARE_CUT_OOM}\n"
     assert classify_text(log, load_packs()).phase == phase
+
+
+@pytest.mark.parametrize(
+    ("words", "count"),
+    [
+        ("we serve it on 8x A100 80GB", 8),
+        ("I have two 3090s and it still fails", 2),
+        ("服务器是4张A100-40G", 4),
+        ("用两块4090跑", 2),
+        ("a dual RTX 4090 workstation", 2),
+        ("node with H100 x 4", 4),
+        ("on a single 4090 GPU", None),
+        ("vLLM 0.8 on an A100", None),
+        ("2x A100 for the trainer and 4x H100 for serving", None),
+    ],
+)
+def test_the_gpu_count_a_persons_words_give_is_read(words: str, count: int | None) -> None:
+    assert gpus_counted([words], CATALOG) == count
+
+
+def test_weights_that_fit_over_the_gpus_the_person_counts_are_not_a_loading_failure() -> None:
+    # 70B in bf16 (~130 GiB) cannot fit one 80 GiB GPU, but fits four of them
+    command = "vllm serve meta-llama/Llama-3.1-70B-Instruct"
+    one = f"The machine has one A100-80G card\n\n`{command}`\n\n{BARE_CUT_OOM}\n"
+    four = f"The machine has 4x A100-80G cards\n\n`{command}`\n\n{BARE_CUT_OOM}\n"
+    assert classify_text(one, load_packs()).phase == "weights_oom"
+    assert classify_text(four, load_packs()).phase != "weights_oom"
