@@ -292,8 +292,11 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
             else:
                 basis = f"the person's words only; {basis}"
         return Verdict(phase, confidence, root, basis, decisive, first_exception, phases, taken_back)
-    seen = _from_fragments(ctx, {h.line.number for h in hits if h.compiled.rule.kind in ("failure", "oom")})
     errors = [h for h in hits if h.compiled.rule.kind == "exception" and h.line.number not in wrapped]
+    erred = any(h.compiled.rule.severity == "error" for h in errors)
+    seen = _from_fragments(
+        ctx, {h.line.number for h in hits if h.compiled.rule.kind in ("failure", "oom")}, against_error=erred
+    )
     cut = cut_traceback(ctx.doc)
     known = _cut_frame(ctx, cut)
     cut_weight = ctx.weights.weights["cut_frame"]
@@ -364,11 +367,20 @@ def _is_title(doc: Document, number: int) -> bool:
     return number == len(doc) or not doc.lines[number].strip()
 
 
-def _from_fragments(ctx: Context, skip: set[int]) -> Verdict | None:
+# Less than this share of a template in a person's sentence is their own vocabulary ("trying to get
+# started vllm on ROCm") more than the message retold, when an error line says what failed.
+_PROSE_FRAGMENT_SHARE = 0.5
+
+
+def _from_fragments(ctx: Context, skip: set[int], *, against_error: bool = False) -> Verdict | None:
     """A vLLM message cut or retold without its head (service/diagnosis/fragments.py): the earliest
-    in startup order decides, as strong as the share of its template the line shows."""
+    in startup order decides, as strong as the share of its template the line shows. With an error
+    line in the paste (`against_error`), a sentence showing a small part of a template is no retelling."""
     found = [
-        f for f in ctx.fragment_hits(skip) if not is_negated_prose(ctx.doc, f.hit.line.number, ctx.prose)
+        f
+        for f in ctx.fragment_hits(skip)
+        if not is_negated_prose(ctx.doc, f.hit.line.number, ctx.prose)
+        and not (against_error and f.seen < _PROSE_FRAGMENT_SHARE and is_sentence(f.hit.line))
     ]
     if not found:
         return None
