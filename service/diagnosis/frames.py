@@ -40,6 +40,10 @@ _CALL = re.compile(
 _OTHER_CALL = re.compile(
     r"^\s*(?:[\w, \[\]]{1,120}=\s*)?(?:(?:return|await)\s+){0,2}(?:self\.|cls\.)?[A-Za-z_]\w{0,120}(?:\.[A-Za-z_]\w{0,120})+\("
 )
+# Phases a function raises from an `except` around its calls (`_dummy_sampler_run` turns an OOM in
+# `self.model.sample(` into "CUDA out of memory occurred when warming up sampler"): a failure inside
+# another object's call is still its error. Other phases are checks of values on its own lines.
+_HANDLED: frozenset[Phase] = frozenset(OOM_PHASE.values())
 _EXCEPTION = re.compile(r"^(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\b")
 TRACEBACK = "Traceback (most recent call last)"
 # vLLM's logger prefix (`ERROR 03-31 16:55:54 multiproc_worker_utils.py:242]`, V1's `ERROR 11-04
@@ -127,8 +131,13 @@ def deepest_frame(
             and (called.phase is not None or not with_phase)
         ):
             return called
-        if place is not None and place.phase is not None and _calls_another_object(doc, number):
-            place = replace(place, phase=None)  # it failed inside that call, not at its own raise
+        if (
+            place is not None
+            and place.phase is not None
+            and place.phase not in _HANDLED
+            and _calls_another_object(doc, number)
+        ):
+            place = replace(place, phase=None)  # it failed inside that call, not at its own check
         if place is not None and (place.phase is not None or not with_phase):
             return place
         frame = _FRAME.search(line.text)

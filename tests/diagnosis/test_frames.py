@@ -220,3 +220,15 @@ def test_the_code_line_of_a_frame_is_found_past_the_gaps_a_joined_wrap_leaves(pa
     cut = cut_traceback(doc)
     assert cut is not None
     assert deepest_frame(doc, packs.signatures.frames, cut[0], cut[1], source=cut[2], with_phase=True) is None
+
+
+def test_a_frame_that_turns_its_calls_oom_into_its_own_error_keeps_its_phase(packs: RulePacks) -> None:
+    # _dummy_sampler_run catches an OOM in the sampler call and raises its warm-up message
+    log = _traceback(
+        ("v1/worker/gpu_model_runner.py", "_dummy_sampler_run", "sampler_output = self.sampler("),
+    )
+    doc = Document(log)
+    cut = cut_traceback(doc)
+    assert cut is not None
+    place = deepest_frame(doc, packs.signatures.frames, cut[0], cut[1], source=cut[2], with_phase=True)
+    assert place is not None and place.phase == "warmup_oom"
