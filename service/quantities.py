@@ -48,7 +48,8 @@ def sentence_tokens(text: str) -> int | None:
 # A small count as a person writes it: digits, English number words, Chinese numerals (两 for two
 # of something: 两块卡).
 _COUNT_WORDS = {
-    **{w: n for n, w in enumerate("zero one two three four five six seven eight nine ten".split())},
+    **{w: n for n, w in enumerate(("zero", "one", "two", "three", "four", "five", "six", "seven",
+                                    "eight", "nine", "ten"))},
     "eleven": 11, "twelve": 12, "sixteen": 16, "a pair of": 2, "dual": 2, "quad": 4,
     **{w: n for n, w in enumerate("零一二三四五六七八九十")},
     "两": 2,

@@ -38,7 +38,8 @@ _CALL = re.compile(
 # `output = self.worker.execute_model(`): the failure is inside that call, in a module the paste
 # does not show, so the errors the frame's own function raises say nothing about it.
 _OTHER_CALL = re.compile(
-    r"^\s*(?:[\w, \[\]]{1,120}=\s*)?(?:(?:return|await)\s+){0,2}(?:self\.|cls\.)?[A-Za-z_]\w{0,120}(?:\.[A-Za-z_]\w{0,120})+\("
+    r"^\s*(?:[\w, \[\]]{1,120}=\s*)?(?:(?:return|await)\s+){0,2}(?:self\.|cls\.)?"
+    r"[A-Za-z_]\w{0,120}(?:\.[A-Za-z_]\w{0,120})+\("
 )
 # Phases a function raises from an `except` around its calls (`_dummy_sampler_run` turns an OOM in
 # `self.model.sample(` into "CUDA out of memory occurred when warming up sampler"): a failure inside
@@ -49,7 +50,8 @@ TRACEBACK = "Traceback (most recent call last)"
 # vLLM's logger prefix (`ERROR 03-31 16:55:54 multiproc_worker_utils.py:242]`, V1's `ERROR 11-04
 # 09:45:23 [core.py:588]`) cut before its closing bracket: a line the paste ends in the middle of.
 _CUT_PREFIX = re.compile(
-    r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+\[?[\w.-]{0,80}(?::\d*)?\s*$"
+    r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?"
+    r"\s+\[?[\w.-]{0,80}(?::\d*)?\s*$"
 )
 
 

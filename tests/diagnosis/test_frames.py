@@ -176,7 +176,8 @@ def test_a_plugin_frame_is_placed_like_vllms_own(packs: RulePacks) -> None:
     line = 'File "/opt/plugins/vllm_npu/v1/worker/gpu_model_runner.py", line 9, in profile_run'
     place = frame_place(packs.signatures.frames, line)
     assert place is not None and place.stage == "profiling"
-    assert frame_place(packs.signatures.frames, 'File "/opt/vllmx/worker/worker.py", line 9, in load_model') is None
+    other = 'File "/opt/vllmx/worker/worker.py", line 9, in load_model'
+    assert frame_place(packs.signatures.frames, other) is None
 
 
 def test_a_paste_cut_inside_the_next_lines_logger_prefix_is_still_cut(packs: RulePacks) -> None:
@@ -212,10 +213,13 @@ def test_a_frame_calling_another_objects_method_claims_none_of_its_own_errors(pa
 
 
 def test_the_code_line_of_a_frame_is_found_past_the_gaps_a_joined_wrap_leaves(packs: RulePacks) -> None:
-    log = _traceback(
-        ("v1/executor/multiproc_executor.py", "worker_busy_loop", "output = func(*args, **kwargs)"),
-        ("v1/worker/gpu_worker.py", "determine_available_memory", ""),
-    ) + f"\n{PREFIX}    self.model_runner.profile_run()\n"
+    log = (
+        _traceback(
+            ("v1/executor/multiproc_executor.py", "worker_busy_loop", "output = func(*args, **kwargs)"),
+            ("v1/worker/gpu_worker.py", "determine_available_memory", ""),
+        )
+        + f"\n{PREFIX}    self.model_runner.profile_run()\n"
+    )
     doc = Document(log)
     cut = cut_traceback(doc)
     assert cut is not None
