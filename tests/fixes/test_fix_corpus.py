@@ -125,6 +125,13 @@ FIX_GAPS = {
     "gh6-lmeval2880-v1-prompt-length-2048-equals-max-model-len-bash-repro": (
         "a prompt exactly as long as max_model_len (2048 of 2048): the length recipes size only a longer one"
     ),
+    "gh7-ascend3843-v1-910b4-qwen3next80b-available-memory-0-engine-failed-chinese-title": (
+        "vllm-ascend's profile left 0 bytes for the KV cache; no max_model_len, KV size or utilization"
+        " stated for a KV recipe to size"
+    ),
+    "gh7-ascend436-v0-910b4-qwen25vl72b-initialize-cache-frames-cut-comment": (
+        "a plugin's copy of the KV-size check cut before its message: no figure for a KV recipe to size"
+    ),
     "gh7-23086-v1-nixl-dst-num-blocks-assertion-title-determine-available-memory-code": (
         "a NIXL block-count assertion misread as a KV-capacity failure (a known_miss): nothing to size"
     ),
