@@ -1,6 +1,7 @@
 """The one reader of a vLLM launch command, in every form people paste it.
 
-Forms: a shell line (`vllm serve …`, `python -m vllm.entrypoints.openai.api_server …`,
+Forms: a shell line (`vllm serve …`, `python -m vllm.entrypoints.openai.api_server …`, another
+program's module that takes vLLM's engine arguments (`python -m fastchat.serve.vllm_worker …`),
 `docker run … vllm/vllm-openai …`, `KEY=value` prefixes, `\\` continuations), Python keyword
 arguments (`LLM(model="…", max_model_len=8192)`, `EngineArgs(…)`), the `Namespace(…)` vLLM logs
 at start-up, an env file (`KEY=value` lines) and a compose service (`command:` as a YAML list or a
@@ -36,6 +37,10 @@ _ENV_LINE = re.compile(r"^\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=")
 _CALL = re.compile(r"\b(LLM|AsyncLLMEngine\.from_engine_args|EngineArgs|AsyncEngineArgs|Namespace)\s*\(")
 _COMPOSE_COMMAND = re.compile(r"^\s*command\s*:", re.MULTILINE)
 _VLLM_MODULE = re.compile(r"^vllm\.entrypoints\.(?:openai\.)?api_server$")
+# Another program's module that takes vLLM's engine arguments (`python -m fastchat.serve.vllm_worker
+# --tensor-parallel-size 4` adds AsyncEngineArgs' flags to its own parser): one named for vLLM.
+_WRAPPER_MODULE = re.compile(r"^(?:\w+\.)+\w*vllm\w*$|^\w*vllm\w*(?:\.\w+)+$")
+_SENTENCE_MARK = re.compile(r"[，。；！？、]")
 _VLLM_IMAGE = re.compile(r"^(?:[\w.\-]+/)*vllm-openai(?::\S+)?$")
 # `Namespace(…)` repr holds values Python cannot read back (`<class …>`, `<function …>`).
 _UNREADABLE_REPR = re.compile(r"<[^<>]*>")
@@ -131,6 +136,9 @@ def parse_launch(
 
 def _shell(text: str) -> tuple[list[tuple[str, str]], list[str]]:
     command = text.split("`", 1)[0]  # an inline code span ends the command
+    # so does a full-width mark a sentence goes on with (`--gpu-memory-utilization 0.3，80G的显卡…`):
+    # no shell word of a command holds one
+    command = _SENTENCE_MARK.split(command, 1)[0]
     joined = re.sub(r"\\\s*\r?\n", " ", command)
     env: list[tuple[str, str]] = []
     # `export X=1` lines before the command are its environment
@@ -289,6 +297,8 @@ def _vllm_start(tokens: list[str]) -> int:
         if token == "serve" and index > 0 and tokens[index - 1].endswith("vllm"):
             return index + 1
         if _VLLM_MODULE.match(token) or _VLLM_IMAGE.match(token):
+            return index + 1
+        if index > 0 and tokens[index - 1] == "-m" and _WRAPPER_MODULE.match(token):
             return index + 1
     return 0
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["HumanNumberError", "command_int", "sentence_tokens"]
+__all__ = ["COUNT_WORD", "HumanNumberError", "command_int", "count_word", "sentence_tokens"]
 
 _HUMAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtKMGT]?)\s*$")
 _DECIMAL = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
@@ -43,3 +43,23 @@ def sentence_tokens(text: str) -> int | None:
     number, suffix = match.groups()
     scale = {"": 1, "k": 2**10, "m": 2**20}.get(suffix.lower())
     return None if scale is None else int(float(number) * scale)
+
+
+# A small count as a person writes it: digits, English number words, Chinese numerals (两 for two
+# of something: 两块卡).
+_COUNT_WORDS = {
+    **{w: n for n, w in enumerate(("zero", "one", "two", "three", "four", "five", "six", "seven",
+                                    "eight", "nine", "ten"))},
+    "eleven": 11, "twelve": 12, "sixteen": 16, "a pair of": 2, "dual": 2, "quad": 4,
+    **{w: n for n, w in enumerate("零一二三四五六七八九十")},
+    "两": 2,
+}  # fmt: skip
+COUNT_WORD = r"\d{1,3}|" + "|".join(sorted(map(re.escape, _COUNT_WORDS), key=len, reverse=True))
+
+
+def count_word(text: str) -> int | None:
+    """A count in a person's words: `8` = 8, `two` = 2, `两` = 2, `八` = 8; None when it is none."""
+    word = text.strip().lower()
+    if word.isdigit():
+        return int(word)
+    return _COUNT_WORDS.get(word)

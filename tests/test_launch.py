@@ -170,3 +170,30 @@ def test_the_llm_class_and_the_api_server_are_told_apart() -> None:
     assert parse_launch("vllm serve Qwen/Qwen2.5-7B --max-model-len 8192").entrypoint == "serve"
     assert parse_launch("python -m vllm.entrypoints.openai.api_server --model x").entrypoint == "serve"
     assert parse_launch("engine_args = EngineArgs(model='x')").entrypoint is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "vllm serve Qwen/Qwen2.5-7B-Instruct --gpu-memory-utilization 0.6，显卡是A10",
+        "vllm serve Qwen/Qwen2.5-7B-Instruct --gpu-memory-utilization 0.6。然后就报错了",
+        "vllm serve Qwen/Qwen2.5-7B-Instruct --gpu-memory-utilization 0.6；还是不行",
+    ],
+)
+def test_a_full_width_mark_ends_the_command_the_sentence_goes_on_from(text: str, packs: RulePacks) -> None:
+    launch = parse_launch(text, packs.fixes.aliases, packs.fixes.switches)
+    assert launch.value("--gpu-memory-utilization") == "0.6"
+    assert launch.model == "Qwen/Qwen2.5-7B-Instruct"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "python -m fastchat.serve.vllm_worker --model-path /models/m --tensor-parallel-size 2 --dtype half",
+        "python3 -m myorg.serving.vllm_server --tensor-parallel-size 2 --max-model-len 4096",
+    ],
+)
+def test_a_module_named_for_vllm_passes_vllm_engine_arguments(text: str, packs: RulePacks) -> None:
+    parsed = diagnosis_parse(text, packs.fixes)
+    assert parsed.facts["tensor_parallel_size"] == 2
+    assert "--model-path" not in packs.fixes.flags  # the wrapper's own flags state nothing

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.quantities import HumanNumberError, command_int, sentence_tokens
+from service.quantities import HumanNumberError, command_int, count_word, sentence_tokens
 
 
 @pytest.mark.parametrize(
@@ -28,3 +28,10 @@ def test_a_persons_32k_context_is_32768_tokens(text: str, value: int) -> None:
 
 def test_a_sentence_without_a_number_has_no_token_count() -> None:
     assert sentence_tokens("long") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "count"), [("8", 8), ("two", 2), ("Four", 4), ("两", 2), ("八", 8), ("dual", 2), ("many", None)]
+)
+def test_a_count_in_a_persons_words(text: str, count: int | None) -> None:
+    assert count_word(text) == count

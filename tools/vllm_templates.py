@@ -73,7 +73,9 @@ SUBJECTS: dict[str, str] = {
     "request_length": r"(?i)max_model_len|max model len|max seq len|model length|context length"
     r"|maximum context|max_num_batched_tokens|prompt \(length|input tokens|too long",
     "parallelism": r"(?i)tensor[ _]parallel|pipeline[ _]parallel|divisible by|number of (?:GPUs|devices)"
-    r"|world[ _]size|not enough GPUs|more GPUs",
+    r"|world[ _]size|not enough GPUs|more GPUs"
+    # placing the parallel workers on devices: Ray's placement groups and bundles, the driver node
+    r"|placement group|placement bundle|driver node",
     "quantization": r"(?i)quantiz|\b(?:awq|gptq|marlin|fp8|bitsandbytes|gguf|compressed.tensors)\b",
     "dtype": r"(?i)bfloat16|\bdtype\b|compute capability|float16 is",
     "preemption": r"(?i)preempt|swap space|swapped|recomputation",
@@ -96,6 +98,11 @@ SIGNALS: dict[str, str] = {
     "preemption": r"(?i)preempt|swap space",
     "parallel split": r"(?i)(?:divisible|divide|evenly).{0,80}(?:parallel|world|GPUs|tp_size|tp size|TP size)"
     r"|(?:parallel|GPUs).{0,80}(?:divisible|evenly)|(?:more|enough) GPUs|number of (?:available )?GPUs",
+    # the devices a placement asks for are not there (none on the driver node, more per bundle than
+    # one, more than the cluster has)
+    "device placement": r"(?i)does not allocate any|cannot have more than"
+    r"|exceeds the total number of available|not included in a placement group"
+    r"|Cannot provide a placement group|Not enough resources",
     "hardware support": r"(?i)compute capability"
     r"|(?:not|isn't|un)\s?supported (?:on|by|for) (?:the current |this |your )?"
     r"(?:GPU|device|hardware|platform)|Minimum capability|Bfloat16 is only supported|requires? (?:a )?GPU",

@@ -6,14 +6,16 @@ Pure: takes text and loaded packs, returns a Diagnosis (budget None, fixes []); 
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 
+from service.diagnosis.command import join_commands
 from service.diagnosis.continued import continue_hits
 from service.diagnosis.evidence import collect_evidence, collect_findings
 from service.diagnosis.facts import collect_facts, infer_engine
-from service.diagnosis.hints import budget_hint, weights_hint
+from service.diagnosis.hints import budget_hint, gpu_named, gpus_counted, weights_hint
 from service.diagnosis.interpret import Context, interpret
 from service.diagnosis.misleading import flag_misleading
-from service.diagnosis.normalize import Document
+from service.diagnosis.normalize import Document, is_prose
 from service.diagnosis.scan import scan_document
 from service.diagnosis.wording import describe
 from service.packs import RulePacks
@@ -35,13 +37,22 @@ def classify_text(
     """Classify one pasted log; request facts and a command fill what the log does not state."""
     doc = Document(log)
     found_hits = scan_document(doc, packs.signatures.eager)
-    hits = continue_hits(doc, packs.signatures.eager, found_hits.hits)
+    hits = join_commands(doc, continue_hits(doc, packs.signatures.eager, found_hits.hits))
 
     def ask_hint() -> Phase | None:
         if hint is not None:
             return hint
         early = collect_facts(hits, set(), request_facts or {}, command, vllm_version, packs.fixes)
-        return budget_hint(early.values, packs.catalog) or weights_hint(early.values, packs.catalog)
+        values = early.values
+        if not values.get("gpu_name") and not values.get("total_gib"):  # a GPU the person's words name
+            named = gpu_named(_said_lines(doc), packs.catalog)
+            values = {**values, "gpu_name": named} if named else values
+        if not values.get("tensor_parallel_size") and not values.get("pipeline_parallel_size"):
+            # weights larger than every GPU the person says they have together can only fail while
+            # loading; "8块4090" with no parallel size stated is not one GPU holding them all
+            count = gpus_counted(_said_lines(doc), packs.catalog)
+            values = {**values, "tensor_parallel_size": count} if count and count > 1 else values
+        return budget_hint(values, packs.catalog) or weights_hint(values, packs.catalog)
 
     context = Context(
         doc, packs.signatures, hits, packs.evidence, packs.prose, packs.fragments, found_hits.copies
@@ -78,3 +89,17 @@ def classify_text(
         fact_sources=found.sources,
         misleading=flag_misleading(packs.misleading, hits, found.sources, engine),
     )
+
+
+_SAID_LINES = 300  # the person's words sit around the paste: its first and last lines are read
+
+
+def _said_lines(doc: Document) -> Iterator[str]:
+    """The lines around the paste that read as a person's sentence."""
+    total = len(doc)
+    first, last = range(1, min(total, _SAID_LINES) + 1), range(max(1, total - _SAID_LINES + 1), total + 1)
+    around = sorted({*first, *last})
+    for number in around:
+        line = doc.line(number)
+        if is_prose(line):
+            yield line.text

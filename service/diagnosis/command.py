@@ -11,9 +11,11 @@ history in `rules/fixes/flags.yaml` (`FixPack`), the same the fixes are checked 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import get_type_hints
 
+from service.diagnosis.normalize import Document
+from service.diagnosis.scan import Hit
 from service.launch import parse_launch
 from service.packs.fixes import FixPack, FlagSpec
 from service.packs.signatures import string_fact
@@ -21,7 +23,7 @@ from service.quantities import HumanNumberError, command_int
 from service.schemas import Facts, Severity
 from service.versions import EARLIEST, parse_version
 
-__all__ = ["FlagIssue", "ParsedCommand", "human_int", "parse_command"]
+__all__ = ["FlagIssue", "ParsedCommand", "human_int", "join_commands", "parse_command"]
 
 # how a flag's value is read follows the type of the fact it states (DESIGN §3.2)
 _FACT_TYPES = get_type_hints(Facts)
@@ -42,6 +44,48 @@ class ParsedCommand:
     facts: dict[str, object] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
     issues: list[FlagIssue] = field(default_factory=list)
+
+
+# A pasted command continues over at most this many lines.
+_MAX_COMMAND_LINES = 40
+
+
+def join_commands(doc: Document, hits: list[Hit]) -> list[Hit]:
+    """`hits` with each pasted command read to its end: over the `\\` continuation lines of a shell
+    block (and lines that go on with `--flag …` after one without), and, for a command inside an
+    inline code span a terminal or a hard wrap split, up to the closing backtick."""
+    out: list[Hit] = []
+    for hit in hits:
+        command = hit.facts.get("command")
+        if isinstance(command, str):
+            joined = _continued(doc, hit.line.number, hit.line.text, command)
+            if joined != command:
+                hit = replace(hit, facts={**hit.facts, "command": joined})
+        out.append(hit)
+    return out
+
+
+def _continued(doc: Document, number: int, text: str, command: str) -> str:
+    start = text.find(command)
+    in_span = start >= 0 and text.count("`", 0, start) % 2 == 1 and "`" not in command
+    joined, previous = command, doc.lines[number - 1]
+    for following in range(number + 1, min(len(doc), number + _MAX_COMMAND_LINES) + 1):
+        raw = doc.lines[following - 1]
+        piece = doc.line(following).text
+        stripped = joined.rstrip()
+        if stripped.endswith("\\"):  # a shell continuation: the next line goes on with the command
+            joined = stripped[:-1].rstrip() + " " + piece.strip()
+        elif in_span and piece.strip():  # a wrap inside the span: no space where it fell in a word
+            spaced = previous[-1:].isspace() or raw[:1].isspace()
+            joined = joined + (" " if spaced else "") + piece.strip()
+        elif piece.lstrip().startswith("--") and not in_span:  # a flag line after a lost backslash
+            joined = stripped + " " + piece.strip()
+        else:
+            break
+        previous = raw
+        if in_span and "`" in piece:
+            break
+    return joined
 
 
 def human_int(text: str) -> int | None:

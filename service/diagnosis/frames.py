@@ -9,13 +9,13 @@ Pure lookups over the loaded table; the interpreter (and an evidence model) call
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from service.diagnosis.normalize import Document
 from service.packs.frames import FrameTable
 from service.schemas import Phase
 
-__all__ = ["OOM_PHASE", "FramePlace", "cut_traceback", "deepest_frame", "frame_place"]
+__all__ = ["OOM_PHASE", "FramePlace", "cut_traceback", "deepest_frame", "frame_place", "vllm_file"]
 
 # The phase of an out-of-memory error raised in each stage (DESIGN §3.1): allocating the KV cache
 # comes after profiling, before serving, like warm-up. An OOM in argument checks has no phase.
@@ -27,8 +27,32 @@ OOM_PHASE: dict[str, Phase] = {
     "serving": "runtime_oom",
 }
 _FRAME = re.compile(r'File "(?P<path>[^"\n]{1,600})", line \d+, in (?P<function>[\w<>]{1,200})')
+# A frame's source line that calls a function of its own module: `raise_if_cache_size_invalid(…`,
+# `return check_enough_kv_cache_memory(`, `if self._check_scheme_supported(` (a method of another
+# object, `self.model_runner.profile_run(`, lives in a module the line does not name).
+_CALL = re.compile(
+    r"^\s*(?:[\w, \[\]]{1,120}=\s*)?(?:(?:return|raise|await|if|elif|while|assert|not)\s+){0,3}"
+    r"(?:self\.|cls\.)?(?P<function>[A-Za-z_]\w{0,120})\("
+)
+# A frame's source line that calls a method of another object (`self.model_runner.profile_run()`,
+# `output = self.worker.execute_model(`): the failure is inside that call, in a module the paste
+# does not show, so the errors the frame's own function raises say nothing about it.
+_OTHER_CALL = re.compile(
+    r"^\s*(?:[\w, \[\]]{1,120}=\s*)?(?:(?:return|await)\s+){0,2}(?:self\.|cls\.)?"
+    r"[A-Za-z_]\w{0,120}(?:\.[A-Za-z_]\w{0,120})+\("
+)
+# Phases a function raises from an `except` around its calls (`_dummy_sampler_run` turns an OOM in
+# `self.model.sample(` into "CUDA out of memory occurred when warming up sampler"): a failure inside
+# another object's call is still its error. Other phases are checks of values on its own lines.
+_HANDLED: frozenset[Phase] = frozenset(OOM_PHASE.values())
 _EXCEPTION = re.compile(r"^(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\b")
 TRACEBACK = "Traceback (most recent call last)"
+# vLLM's logger prefix (`ERROR 03-31 16:55:54 multiproc_worker_utils.py:242]`, V1's `ERROR 11-04
+# 09:45:23 [core.py:588]`) cut before its closing bracket: a line the paste ends in the middle of.
+_CUT_PREFIX = re.compile(
+    r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?"
+    r"\s+\[?[\w.-]{0,80}(?::\d*)?\s*$"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +66,25 @@ class FramePlace:
     phase: Phase | None
 
 
+# A platform plugin's package (vllm_ascend, vllm_gaudi, vllm_spyre, …: vLLM's `vllm.platform_plugins`
+# entry points) mirrors vLLM's own layout: `vllm_ascend/worker/worker.py` subclasses and copies
+# `vllm/worker/worker.py`, its `initialize_cache` calling the same `raise_if_cache_size_invalid`. Its
+# frames are read as the vLLM module of the same path, the call graph's stage for that function.
+_PLUGIN = re.compile(r"(?:^|/)vllm_[a-z][a-z0-9_]{0,40}/(?P<rest>[\w/]{1,300}\.py)$")
+
+
+def vllm_file(path: str) -> str | None:
+    """The path inside vLLM of a frame's file (after `vllm/`, or a platform plugin's package), or None."""
+    path = path.replace("\\", "/")
+    cut = path.rfind("/vllm/")
+    if cut >= 0:
+        return path[cut + len("/vllm/") :]
+    if path.startswith("vllm/"):
+        return path[len("vllm/") :]
+    plugin = _PLUGIN.search(path)
+    return plugin.group("rest") if plugin else None
+
+
 def frame_place(
     table: FrameTable, text: str, number: int = 0, version: tuple[int, int, int] | None = None
 ) -> FramePlace | None:
@@ -49,11 +92,10 @@ def frame_place(
     match = _FRAME.search(text)
     if match is None:
         return None
-    path = match.group("path").replace("\\", "/")
-    cut = path.rfind("/vllm/")
-    if cut < 0:
+    file = vllm_file(match.group("path"))
+    if file is None:
         return None
-    file, function = path[cut + len("/vllm/") :], match.group("function")
+    function = match.group("function")
     entries = [e for e in table.by_file.get((file, function), ()) if e.covers(version)]
     stages = {e.stage for e in entries}
     if len(stages) != 1:
@@ -76,6 +118,7 @@ def deepest_frame(
     """The innermost known frame on lines first..last (of process `source` when given)."""
     if not table.by_file:
         return None
+    deeper: str | None = None  # the function of the frame printed below, when one was
     for number in range(min(last, len(doc.lines)), max(1, first) - 1, -1):
         line = doc.line(number)
         if source is not None and line.source != source:
@@ -83,9 +126,66 @@ def deepest_frame(
         if "File " not in line.text:
             continue
         place = frame_place(table, line.text, number, version)
+        called = _called_place(doc, table, number, place, version)
+        if (
+            called is not None
+            and (deeper is None or called.function.startswith(deeper))  # none, or its header cut
+            and (called.phase is not None or not with_phase)
+        ):
+            return called
+        if (
+            place is not None
+            and place.phase is not None
+            and place.phase not in _HANDLED
+            and _calls_another_object(doc, number)
+        ):
+            place = replace(place, phase=None)  # it failed inside that call, not at its own check
         if place is not None and (place.phase is not None or not with_phase):
             return place
+        frame = _FRAME.search(line.text)
+        deeper = frame.group("function") if frame else deeper
     return None
+
+
+def _calls_another_object(doc: Document, number: int) -> bool:
+    """Whether the source line printed under frame `number` calls a method of another object."""
+    code = _code_line(doc, number)
+    return "File " not in code and _OTHER_CALL.match(code) is not None
+
+
+def _code_line(doc: Document, number: int) -> str:
+    """The source line printed under frame `number`: the next line with text (a hard wrap the
+    document joined leaves empty lines where the pieces were)."""
+    for following in range(number + 1, min(len(doc.lines), number + 4) + 1):
+        text = doc.line(following).text
+        if text.strip():
+            return text
+    return ""
+
+
+def _called_place(
+    doc: Document,
+    table: FrameTable,
+    number: int,
+    place: FramePlace | None,
+    version: tuple[int, int, int] | None,
+) -> FramePlace | None:
+    """The function of the frame's own module that the source line printed under frame `number`
+    calls (`raise_if_cache_size_invalid(num_gpu_blocks,` under `initialize_cache` in worker.py),
+    when the table places it: the frame one deeper, which the paste was cut before (or inside)."""
+    if place is None:
+        return None
+    code = _code_line(doc, number)
+    call = _CALL.match(code)
+    if call is None or "File " in code or call.group("function") == place.function:
+        return None
+    entries = [e for e in table.by_file.get((place.file, call.group("function")), ()) if e.covers(version)]
+    stages = {e.stage for e in entries}
+    if len(stages) != 1:
+        return None
+    phases = {e.phase for e in entries}
+    phase = next(iter(phases)) if len(phases) == 1 else None
+    return FramePlace(number, place.file, call.group("function"), stages.pop(), phase)
 
 
 def _frames_run_start(doc: Document) -> int | None:
@@ -127,6 +227,8 @@ def cut_traceback(doc: Document) -> tuple[int, int, str] | None:
         for n in range(header + 1, total + 1)
         if doc.line(n).source == source and doc.line(n).text.strip(" \t^~")
     ]
+    if len(printed) > 1 and _CUT_PREFIX.search(doc.lines[printed[-1] - 1]):
+        printed.pop()  # the paste stops inside the logger prefix of the line after the last one
     if not printed:
         return None
     last = printed[-1]

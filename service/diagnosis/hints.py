@@ -9,15 +9,17 @@ can only fail while loading. Anything else stays undecided here (the budget part
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 import msgspec
 
 from service.budget import budget_from_facts, find_gpu, find_quantization
 from service.errors import InputError
 from service.packs.catalog import Catalog, fold_name
+from service.quantities import COUNT_WORD, count_word
 from service.schemas import Facts, Phase
 
-__all__ = ["budget_hint", "model_params_billion", "weights_hint"]
+__all__ = ["budget_hint", "gpu_named", "gpus_counted", "model_params_billion", "weights_hint"]
 
 _PARAMS = re.compile(r"(?<![\w.])(?:(\d+)x)?(\d+(?:\.\d+)?)\s?[bB](?![a-zA-Z])")
 _GPU_GIB = re.compile(r"(\d{2,3})\s?(?:GB|GiB|G)\b", re.IGNORECASE)
@@ -64,6 +66,67 @@ def _gpu_gib(facts: dict[str, object], catalog: Catalog) -> float | None:
     except InputError:
         sized = _GPU_GIB.search(name)
         return float(sized.group(1)) if sized else None
+
+
+_NAME_PARTS = re.compile(r"[-_ ]+")
+_SHORT_NAME = 3
+_GPU_WORD = re.compile(r"\b(?:gpus?|cards?|nvidia|tesla|vram|cuda|colab)\b|显卡|卡", re.IGNORECASE)
+_GPU_NAMES: dict[int, re.Pattern[str]] = {}  # per loaded catalog: its GPU names as one pattern
+
+
+def _gpu_names(catalog: Catalog) -> re.Pattern[str]:
+    known = _GPU_NAMES.get(id(catalog))
+    if known is None:
+        names = {name for g in catalog.gpus.gpus for name in (g.id, *g.aliases)}
+        # longest first, so "A100-40G" is read before "A100"; a separator may be typed or not
+        parts = [
+            r"[-_ ]?".join(map(re.escape, _NAME_PARTS.split(name)))
+            for name in sorted(names, key=len, reverse=True)
+        ]
+        # a plural ("two 3090s") names the same GPU
+        known = re.compile(rf"(?<![A-Za-z0-9])(?:{'|'.join(parts)})(?=s?(?![A-Za-z0-9]))", re.IGNORECASE)
+        _GPU_NAMES.clear()  # one catalog is loaded at a time; a reload replaces it
+        _GPU_NAMES[id(catalog)] = known
+    return known
+
+
+def gpu_named(texts: Iterable[str], catalog: Catalog) -> str | None:
+    """The one catalog GPU a person's words name ("on the T4 GPU", "4张A100-40G"), or None when they
+    name none or several."""
+    pattern = _gpu_names(catalog)
+    named: set[str] = set()
+    for text in texts:
+        for match in pattern.finditer(text):
+            spec = catalog.index.gpus.get(fold_name(match.group()))
+            # a short name ("T4", "A2") is a GPU only in a sentence about one ("the T4 GPU")
+            if spec is not None and (len(match.group()) > _SHORT_NAME or _GPU_WORD.search(text)):
+                named.add(spec.id)
+    return named.pop() if len(named) == 1 else None
+
+
+# How many of a named GPU: a count before it ("8x A100", "8 x H100", "two 3090s", "8块4090", "4张A100",
+# "dual RTX 4090") or after it ("A100 x 8", "4090*2"), the brand words between allowed.
+_COUNT_BEFORE = re.compile(
+    rf"(?<![0-9A-Za-z.])({COUNT_WORD})\s*(?:[x×*]|块|张|片|个|台|卡)?\s*(?:(?:nvidia|geforce|rtx|tesla)\s*)*$",
+    re.IGNORECASE,
+)
+_COUNT_AFTER = re.compile(r"^s?\s*[x×*]\s*(\d{1,3})(?![\w.])", re.IGNORECASE)
+
+
+def gpus_counted(texts: Iterable[str], catalog: Catalog) -> int | None:
+    """How many GPUs a person's words say they have, when they give one count with a catalog GPU's
+    name ("8块4090（24G）", "on 2x A100-80G"); None when they give none or several."""
+    pattern = _gpu_names(catalog)
+    counts: set[int] = set()
+    for text in texts:
+        for match in pattern.finditer(text):
+            before = _COUNT_BEFORE.search(text[max(0, match.start() - 40) : match.start()])
+            after = _COUNT_AFTER.match(text[match.end() : match.end() + 12])
+            found = before or after
+            count = count_word(found.group(1)) if found else None
+            if count:
+                counts.add(count)
+    return counts.pop() if len(counts) == 1 else None
 
 
 def weights_hint(facts: dict[str, object], catalog: Catalog) -> Phase | None:

@@ -12,10 +12,10 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from service.diagnosis.fragments import FragmentHit, find_fragments
-from service.diagnosis.frames import cut_traceback, deepest_frame
+from service.diagnosis.frames import FramePlace, cut_traceback, deepest_frame
 from service.diagnosis.normalize import Document, is_prose
 from service.diagnosis.placement import HintFn, is_marker, place, place_line
-from service.diagnosis.prose import Memory, ProseCue, is_negated_prose, memory_side, read_prose
+from service.diagnosis.prose import Memory, ProseCue, is_negated_prose, is_sentence, memory_side, read_prose
 from service.diagnosis.scan import Hit, LineBlocks, present
 from service.packs import SignatureIndex
 from service.packs.evidence import EvidenceWeights
@@ -261,9 +261,11 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
         h.line.number for h in decisive if is_negated_prose(ctx.doc, h.line.number, ctx.prose)
     )
     decisive = [h for h in decisive if h.line.number not in taken_back]
-    said = {h.line.number for h in decisive if h.compiled.rule.kind == "oom" and is_prose(h.line)}
-    if any(h.line.number not in said for h in decisive):
-        decisive = [h for h in decisive if h.line.number not in said]
+    # by hit, not by line: a program's own wording (Ray's "how to address the out of memory issue"
+    # advice) on a line that also reads as a sentence still decides, only the bare OOM word is said
+    said = {id(h) for h in decisive if h.compiled.rule.kind == "oom" and is_prose(h.line)}
+    if any(id(h) not in said for h in decisive):
+        decisive = [h for h in decisive if id(h) not in said]
     ooms = [h for h in decisive if h.compiled.rule.kind == "oom"]
     if len(ooms) > MAX_PLACED_OOMS:  # every rank and request may repeat it; the first ones decide
         extra = {id(h) for h in ooms[MAX_PLACED_OOMS:]}
@@ -284,29 +286,34 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
         best = min(candidates, key=lambda c: (c[0], c[1], c[2]))
         _, _, _, phase, confidence, basis, root = best
         decisive = [c[6] for c in candidates if c[3] == phase and c[0] == best[0]]
-        if root.line.number in said:
+        if id(root) in said:
+            # a person calling it "out of memory" is weaker than a traceback cut inside a function
+            # that raises only one phase's errors (the KV-size check reached from initialize_cache)
+            framed = _cut_frame_verdict(ctx, _cut_frame(ctx, cut_traceback(ctx.doc)), first_exception)
+            if framed is not None:
+                framed.taken_back = taken_back
+                return framed
             confidence = min(confidence, _PROSE_ONLY)
             if _said_host_oom(ctx, root.line.number):
                 phase, basis = "host_oom", "the person's words only; host RAM ran out"
             else:
                 basis = f"the person's words only; {basis}"
         return Verdict(phase, confidence, root, basis, decisive, first_exception, phases, taken_back)
-    seen = _from_fragments(ctx, {h.line.number for h in hits if h.compiled.rule.kind in ("failure", "oom")})
     errors = [h for h in hits if h.compiled.rule.kind == "exception" and h.line.number not in wrapped]
-    cut = cut_traceback(ctx.doc)
-    known = (
-        deepest_frame(ctx.doc, ctx.signatures.frames, cut[0], cut[1], source=cut[2], with_phase=True)
-        if cut
-        else None
+    erred = any(h.compiled.rule.severity == "error" for h in errors)
+    seen = _from_fragments(
+        ctx, {h.line.number for h in hits if h.compiled.rule.kind in ("failure", "oom")}, against_error=erred
     )
+    cut = cut_traceback(ctx.doc)
+    known = _cut_frame(ctx, cut)
     cut_weight = ctx.weights.weights["cut_frame"]
     # a message known from part of its template and a traceback cut inside one phase's function
     # speak with the strength the evidence table gives each; the stronger decides
     if seen is not None and (known is None or known.phase is None or seen.confidence >= cut_weight):
         return seen
-    if known is not None and known.phase is not None:  # the paste stops inside a function of one phase
-        basis = f"a traceback cut inside {known.function}, which only raises {known.phase} errors"
-        return Verdict(known.phase, cut_weight, None, basis, [], first_exception)
+    framed = _cut_frame_verdict(ctx, known, first_exception)  # the paste stops inside one phase's function
+    if framed is not None:
+        return framed
     words = _words_verdict(ctx, hint)
     if words is not None:
         words.first_exception = first_exception
@@ -314,7 +321,7 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
         return words
     # an error a person's sentence or an issue title names counts below one a log line shows, and
     # a sentence that takes it back ("it no longer fails with …") names none
-    stated = {h.line.number for h in errors if is_prose(h.line) or _is_title(ctx.doc, h.line.number)}
+    stated = {h.line.number for h in errors if is_sentence(h.line) or _is_title(ctx.doc, h.line.number)}
     negated = {n for n in stated if is_negated_prose(ctx.doc, n, ctx.prose)}
     errors = [h for h in errors if h.line.number not in negated]
     named = sorted(
@@ -342,6 +349,22 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
     return Verdict("no_failure", confidence, None, "no failure signature", [], None, taken_back=taken_back)
 
 
+def _cut_frame(ctx: Context, cut: tuple[int, int, str] | None) -> FramePlace | None:
+    """The innermost frame of a traceback the paste cut before its message that vLLM's call graph
+    places in a function raising one phase's errors."""
+    if cut is None:
+        return None
+    return deepest_frame(ctx.doc, ctx.signatures.frames, cut[0], cut[1], source=cut[2], with_phase=True)
+
+
+def _cut_frame_verdict(ctx: Context, known: FramePlace | None, first_exception: Hit | None) -> Verdict | None:
+    """The phase of the function a traceback was cut inside, when it raises only one phase's errors."""
+    if known is None or known.phase is None:
+        return None
+    basis = f"a traceback cut inside {known.function}, which only raises {known.phase} errors"
+    return Verdict(known.phase, ctx.weights.weights["cut_frame"], None, basis, [], first_exception)
+
+
 def _is_title(doc: Document, number: int) -> bool:
     """Whether line `number` is the heading a paste starts with (an issue or message title): the first
     line with text, no logger or process prefix, and a blank line or nothing after it."""
@@ -351,11 +374,20 @@ def _is_title(doc: Document, number: int) -> bool:
     return number == len(doc) or not doc.lines[number].strip()
 
 
-def _from_fragments(ctx: Context, skip: set[int]) -> Verdict | None:
+# Less than this share of a template in a person's sentence is their own vocabulary ("trying to get
+# started vllm on ROCm") more than the message retold, when an error line says what failed.
+_PROSE_FRAGMENT_SHARE = 0.5
+
+
+def _from_fragments(ctx: Context, skip: set[int], *, against_error: bool = False) -> Verdict | None:
     """A vLLM message cut or retold without its head (service/diagnosis/fragments.py): the earliest
-    in startup order decides, as strong as the share of its template the line shows."""
+    in startup order decides, as strong as the share of its template the line shows. With an error
+    line in the paste (`against_error`), a sentence showing a small part of a template is no retelling."""
     found = [
-        f for f in ctx.fragment_hits(skip) if not is_negated_prose(ctx.doc, f.hit.line.number, ctx.prose)
+        f
+        for f in ctx.fragment_hits(skip)
+        if not is_negated_prose(ctx.doc, f.hit.line.number, ctx.prose)
+        and not (against_error and f.seen < _PROSE_FRAGMENT_SHARE and is_sentence(f.hit.line))
     ]
     if not found:
         return None

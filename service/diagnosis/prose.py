@@ -10,6 +10,7 @@ about it ("will it OOM?", "会OOM吗？"). Only lines the vocabulary's failure w
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -19,11 +20,28 @@ from service.packs.prose import ProseVocabulary
 from service.packs.signatures import Stage
 from service.schemas import Phase
 
-__all__ = ["Memory", "ProseCue", "is_negated_prose", "memory_side", "read_prose"]
+__all__ = ["Memory", "ProseCue", "is_negated_prose", "is_sentence", "memory_side", "read_prose"]
 
 # Whose memory a clause says ran out: the host's RAM, the GPU's, or it does not say.
 Memory = Literal["host", "device", "unstated"]
 _SUBCLAUSE = (",", "，", "、")
+# A message a person quotes (double, curly or CJK quotes, backticks; four words or more, so a quoted
+# flag or a quoted "OOM" stays their word) holds the program's words, not theirs: its "to avoid this
+# error" takes nothing back and its "?" asks nothing.
+_QUOTED = re.compile(r'"[^"]*"|“[^”]*”|「[^」]*」|『[^』]*』|`[^`]*`')
+_QUOTED_WORDS = 4
+_QUOTE_MARKS = ('"', "“", "「", "『", "`")
+
+
+def _quote(match: re.Match[str]) -> str:
+    return " the message " if len(match.group().split()) >= _QUOTED_WORDS else match.group()
+
+
+def _unquoted(text: str) -> str:
+    """`text` with each quoted message read as "the message"."""
+    if not any(mark in text for mark in _QUOTE_MARKS):
+        return text
+    return _QUOTED.sub(_quote, text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +80,8 @@ def _is_question(clause: str, said: Any, vocabulary: ProseVocabulary) -> bool:
     low = max(clause.rfind(mark, 0, start) for mark in _SUBCLAUSE) + 1
     ends = [i for i in (clause.find(mark, end) for mark in _SUBCLAUSE) if i >= 0]
     part = clause[low : min(ends) if ends else len(clause)]
+    if vocabulary.presupposed.search(clause) or vocabulary.presupposed.search(part):
+        return False  # "why does it OOM?" asks the cause of a failure it takes as given
     return vocabulary.question.search(part) is not None
 
 
@@ -120,13 +140,35 @@ def _affirmed(text: str, vocabulary: ProseVocabulary) -> list[ProseCue]:
     return cues
 
 
+def _read_line(line: Line, vocabulary: ProseVocabulary) -> list[ProseCue]:
+    """A prose line's cues; a sentence that only looks like a log line for the message it quotes
+    (`I get "…Tried to allocate 2.00 GiB…" while loading`) is read without the quote."""
+    if is_prose(line):
+        return _affirmed(line.text, vocabulary)
+    unquoted = _unquoted(line.text)
+    if unquoted != line.text and is_prose(replace(line, text=unquoted)):
+        return _affirmed(unquoted, vocabulary)
+    return []
+
+
+def is_sentence(line: Line) -> bool:
+    """Whether `line` is a person's sentence, also when the message it quotes has a log line's marks
+    (`I get "…Tried to allocate 2.00 GiB…"`)."""
+    if line.source or line.level:
+        return False
+    if is_prose(line):
+        return True
+    unquoted = _unquoted(line.text)
+    return unquoted != line.text and is_prose(replace(line, text=unquoted))
+
+
 def read_prose(doc: Document, vocabulary: ProseVocabulary) -> list[ProseCue]:
     """Every affirmative failure clause in the document's prose lines, in line order."""
     cues: list[ProseCue] = []
     read: dict[str, list[ProseCue]] = {}  # a line pasted again is read once
     for line, repeats in _prose_lines(doc, vocabulary.said):
         if line.text not in read:
-            read[line.text] = _affirmed(line.text, vocabulary) if is_prose(line) else []
+            read[line.text] = _read_line(line, vocabulary)
         for number in range(line.number, line.number + repeats):
             cues.extend(replace(cue, line=number) for cue in read[line.text])
     return cues
@@ -149,7 +191,8 @@ def memory_side(doc: Document, vocabulary: ProseVocabulary) -> Memory:
 def is_negated_prose(doc: Document, number: int, vocabulary: ProseVocabulary) -> bool:
     """Whether line `number` is a person's sentence that takes a failure back (a clause negates it
     or only asks about it) and affirms none. A line no program prefixed counts even when it is too
-    short to read as prose when it ends in a question mark ("will it OOM?")."""
+    short to read as prose when it ends in a question mark ("will it OOM?"). Words the person quotes
+    (`"RuntimeError: … to avoid this error."`) are the program's, not theirs, and are not read."""
     key = ("negated prose", id(vocabulary), doc.lines[number - 1])  # identical lines read alike
     known = doc.memo.get(key)
     if known is None:
@@ -159,8 +202,9 @@ def is_negated_prose(doc: Document, number: int, vocabulary: ProseVocabulary) ->
 
 def _negated(line: Line, vocabulary: ProseVocabulary) -> bool:
     asks = line.text.rstrip().endswith(("?", "？"))
-    if line.source or line.level or not (asks or is_prose(line)):
+    if line.source or line.level or not (asks or is_sentence(line)):
         return False
-    clauses = _clauses(line.text, vocabulary)
+    # a message quoted in the sentence ("…to avoid this error.") is what the program said
+    clauses = _clauses(_unquoted(line.text), vocabulary)
     taken_back = any(_takes_back(c, vocabulary) for c in clauses)
     return taken_back and not any(_affirms(c, vocabulary) for c in clauses)

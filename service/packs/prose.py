@@ -29,6 +29,7 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     either: list[str]
     device: list[str]
     question: list[str]
+    presupposed: list[str]
     negation: list[str]
     stages: dict[Stage, list[str]]
 
@@ -47,6 +48,7 @@ class ProseVocabulary:
     either: Any
     device: Any
     question: Any
+    presupposed: Any
     negation: Any
     stages: tuple[tuple[Stage, Any], ...]
 
@@ -78,6 +80,7 @@ def load_prose(rules_dir: Path) -> ProseVocabulary:
         either=_compile(data.either, "$.either"),
         device=_compile(data.device, "$.device"),
         question=_compile(data.question, "$.question"),
+        presupposed=_compile(data.presupposed, "$.presupposed"),
         negation=_compile(data.negation, "$.negation"),
         stages=tuple((stage, _compile(p, f"$.stages.{stage}")) for stage, p in data.stages.items()),
     )

@@ -298,3 +298,13 @@ def test_a_traceback_cut_inside_one_phases_function_outweighs_a_few_words_of_ano
         "    raise RuntimeError(\n"
     )
     assert _diagnose(packs, log).phase == "quantization_config"
+
+
+def test_a_sentence_sharing_some_words_with_a_message_does_not_outweigh_an_error(packs: RulePacks) -> None:
+    # the person's account of what they tried uses words of the no-cache-blocks advice; the error
+    # the title names is what failed
+    log = (
+        "[Bug]: CUDA error: an illegal memory access was encountered in my example\n\n"
+        "I tried increasing gpu_memory_utilization when initializing the engine as the docs say\n"
+    )
+    assert _diagnose(packs, log).phase == "not_memory"

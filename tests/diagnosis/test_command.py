@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from service.diagnosis import classify_text
 from service.diagnosis.command import human_int, parse_command
 from service.packs import RulePacks
 
@@ -114,3 +115,49 @@ def test_underscore_spellings_aliases_and_negated_switches_state_facts(packs: Ru
     assert parsed.issues == []
     older = parse_command("vllm serve m --device-memory-utilization 0.8", packs.fixes, "0.30.0").issues
     assert [i.rule for i in older] == ["vllm-flag-not-yet-added"]
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # a shell block with `\` continuations, the model a placeholder
+        "```bash\nVLLM_USE_V1=1 vllm serve <model> \\\n  --gpu-memory-utilization 0.91 \\\n"
+        "  --max-model-len 65536 \\\n  --trust-remote-code\n```",
+        # the same with the backslashes lost in the paste
+        "vllm serve meta-llama/Llama-3.1-8B-Instruct\n    --gpu-memory-utilization 0.91\n"
+        "    --max-model-len 65536",
+        # an inline code span a hard wrap split inside a word
+        "I start it with `python -m vllm.entrypoints.openai.api_server --model meta-llama/Llama-3.1-8B-\n"
+        "Instruct --gpu-memory-utilization 0.91 --max-model-len 65536` and it dies",
+    ],
+)
+def test_a_command_is_read_to_its_end_over_the_lines_a_paste_split_it_on(log: str, packs: RulePacks) -> None:
+    facts = classify_text(log, packs).facts
+    assert facts.gpu_memory_utilization == 0.91
+    assert facts.max_model_len == 65536
+
+
+def test_a_command_ends_where_its_block_does(packs: RulePacks) -> None:
+    log = "vllm serve meta-llama/Llama-3.1-8B --max-model-len 8192\nINFO 05-01 args --max-model-len 4"
+    assert classify_text(log, packs).facts.max_model_len == 8192
+
+
+def test_engine_settings_in_the_shapes_wrappers_take_them_are_facts(packs: RulePacks) -> None:
+    # a YAML block of engine arguments, a harness's --model_args pairs and a dict a wrapper logged
+    log = "\n".join(
+        [
+            "deployment:",
+            "  engine_kwargs:",
+            "    tensor_parallel_size: 2",
+            "    max_model_len: 16384",
+            "lm_eval --model vllm --model_args pretrained=org/m,gpu_memory_utilization=0.7,max_num_seqs=32",
+            "INFO loading with config: {'trust_remote_code': True, 'block_size': 32, 'max_num_seqs': 32}",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+        ]
+    )
+    facts = classify_text(log, packs).facts
+    assert facts.tensor_parallel_size == 2
+    assert facts.max_model_len == 16384
+    assert facts.gpu_memory_utilization == 0.7
+    assert facts.max_num_seqs == 32
+    assert facts.block_size == 32

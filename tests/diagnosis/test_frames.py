@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from service.diagnosis import classify_text
-from service.diagnosis.frames import cut_traceback, deepest_frame, frame_place
+from service.diagnosis.frames import cut_traceback, deepest_frame, frame_place, vllm_file
 from service.diagnosis.normalize import Document
 from service.packs import RulePacks
 
@@ -98,3 +98,141 @@ def test_a_bare_oom_under_a_frame_only_the_table_knows_is_placed_by_it(packs: Ru
     place = frame_place(packs.signatures.frames, frame)
     assert place is not None and place.stage == "loading"
     assert classify_text(log, packs).phase == "weights_oom"
+
+
+@pytest.mark.parametrize(
+    ("frames", "phase", "cut_at"),
+    [
+        # V0: the KV-size check is a module function of worker.py, called from initialize_cache
+        (
+            (("worker/worker.py", "initialize_cache", "raise_if_cache_size_invalid(num_gpu_blocks,"),),
+            "kv_cache_capacity",
+            "raise",
+        ),
+        # a method of the frame's own class, called under an `if`
+        (
+            (
+                (
+                    "model_executor/layers/quantization/compressed_tensors/compressed_tensors.py",
+                    "get_scheme",
+                    "if not self._check_scheme_supported(weight_quant.num_bits,",
+                ),
+            ),
+            "quantization_config",
+            "_check_sch",
+        ),
+    ],
+)
+def test_the_call_printed_under_the_deepest_frame_is_one_frame_deeper(
+    packs: RulePacks, frames: tuple[tuple[str, str, str], ...], phase: str, cut_at: str
+) -> None:
+    outer = ("engine/llm_engine.py", "_initialize_kv_caches", "self.model_executor.initialize_cache(")
+    log = _traceback(outer, *frames)
+    assert classify_text(log, packs).phase == phase
+    # the paste cut inside the next frame's header, as a terminal or a chunk limit leaves it
+    cut = log + f'{PREFIX}  File "{SITE}/{frames[-1][0]}", line 335, in {cut_at}\n'
+    assert classify_text(cut, packs).phase == phase
+
+
+def test_a_call_into_another_object_or_an_unknown_function_adds_no_frame(packs: RulePacks) -> None:
+    for code in ("self.cache_engine.allocate(num_gpu_blocks)", "no_such_function_in_vllm(num_gpu_blocks)"):
+        log = _traceback(("worker/worker.py", "initialize_cache", code))
+        known = deepest_frame(Document(log), packs.signatures.frames, 1, 10, with_phase=True)
+        assert known is None
+
+
+@pytest.mark.parametrize(
+    "title",
+    [
+        "Not enough memory when I serve a 34B model on two GPUs",
+        "CUDA out of memory at startup with tensor parallel 2",
+        "显存不足，启动失败",
+    ],
+)
+def test_a_cut_kv_size_check_outweighs_a_title_that_calls_it_out_of_memory(
+    packs: RulePacks, title: str
+) -> None:
+    log = f"{title}\n\n" + _traceback(
+        ("worker/worker_base.py", "execute_method", "return executor(*args, **kwargs)"),
+        ("worker/worker.py", "initialize_cache", "raise_if_cache_size_invalid(num_gpu_blocks,"),
+    )
+    assert classify_text(log, packs).phase == "kv_cache_capacity"
+
+
+@pytest.mark.parametrize(
+    ("path", "file"),
+    [
+        ("/opt/vllm-gaudi/vllm_gaudi/v1/worker/gpu_model_runner.py", "v1/worker/gpu_model_runner.py"),
+        ("vllm_spyre/worker/worker.py", "worker/worker.py"),
+        ("/usr/lib/python3/site-packages/vllm/vllm/engine/llm_engine.py", "engine/llm_engine.py"),
+        ("vllm/v1/engine/core.py", "v1/engine/core.py"),
+    ],
+)
+def test_a_platform_plugins_module_is_read_as_the_vllm_module_it_mirrors(path: str, file: str) -> None:
+    assert vllm_file(path) == file
+
+
+def test_a_plugin_frame_is_placed_like_vllms_own(packs: RulePacks) -> None:
+    line = 'File "/opt/plugins/vllm_npu/v1/worker/gpu_model_runner.py", line 9, in profile_run'
+    place = frame_place(packs.signatures.frames, line)
+    assert place is not None and place.stage == "profiling"
+    other = 'File "/opt/vllmx/worker/worker.py", line 9, in load_model'
+    assert frame_place(packs.signatures.frames, other) is None
+
+
+def test_a_paste_cut_inside_the_next_lines_logger_prefix_is_still_cut(packs: RulePacks) -> None:
+    # a plugin worker's copy of the V0 KV-size check, the paste stopping in the next line's prefix
+    prefix = "(RayWorkerWrapper pid=4410) ERROR 07-02 09:14:03 worker_base.py:581] "
+    log = "\n".join(
+        [
+            f"{prefix}Traceback (most recent call last):",
+            f'{prefix}  File "/workspace/vllm_npu/worker/worker.py", line 301, in initialize_cache',
+            f"{prefix}    raise_if_cache_size_invalid(",
+            "(RayWorkerWrapper pid=4410) ERROR 07-02 09:14:03 worker_ba",
+        ]
+    )
+    doc = Document(log)
+    assert cut_traceback(doc) == (1, 3, "RayWorkerWrapper pid=4410")
+    assert classify_text(log, packs).phase == "kv_cache_capacity"
+
+
+def test_a_frame_calling_another_objects_method_claims_none_of_its_own_errors(packs: RulePacks) -> None:
+    # determine_available_memory raises only its own profiling errors; cut inside the model runner's
+    # profile_run it calls, the frame says where (profiling), not which of its errors
+    log = _traceback(
+        ("v1/executor/multiproc_executor.py", "worker_busy_loop", "output = func(*args, **kwargs)"),
+        ("v1/worker/gpu_worker.py", "determine_available_memory", "self.model_runner.profile_run()"),
+    )
+    doc = Document(log)
+    cut = cut_traceback(doc)
+    assert cut is not None
+    table = packs.signatures.frames
+    assert deepest_frame(doc, table, cut[0], cut[1], source=cut[2], with_phase=True) is None
+    place = deepest_frame(doc, table, cut[0], cut[1], source=cut[2])
+    assert place is not None and place.stage == "profiling" and place.phase is None
+
+
+def test_the_code_line_of_a_frame_is_found_past_the_gaps_a_joined_wrap_leaves(packs: RulePacks) -> None:
+    log = (
+        _traceback(
+            ("v1/executor/multiproc_executor.py", "worker_busy_loop", "output = func(*args, **kwargs)"),
+            ("v1/worker/gpu_worker.py", "determine_available_memory", ""),
+        )
+        + f"\n{PREFIX}    self.model_runner.profile_run()\n"
+    )
+    doc = Document(log)
+    cut = cut_traceback(doc)
+    assert cut is not None
+    assert deepest_frame(doc, packs.signatures.frames, cut[0], cut[1], source=cut[2], with_phase=True) is None
+
+
+def test_a_frame_that_turns_its_calls_oom_into_its_own_error_keeps_its_phase(packs: RulePacks) -> None:
+    # _dummy_sampler_run catches an OOM in the sampler call and raises its warm-up message
+    log = _traceback(
+        ("v1/worker/gpu_model_runner.py", "_dummy_sampler_run", "sampler_output = self.sampler("),
+    )
+    doc = Document(log)
+    cut = cut_traceback(doc)
+    assert cut is not None
+    place = deepest_frame(doc, packs.signatures.frames, cut[0], cut[1], source=cut[2], with_phase=True)
+    assert place is not None and place.phase == "warmup_oom"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.diagnosis.hints import budget_hint, model_params_billion, weights_hint
+from service.diagnosis import classify_text
+from service.diagnosis.hints import budget_hint, gpu_named, gpus_counted, model_params_billion, weights_hint
 from service.packs import load_packs
 
 CATALOG = load_packs().catalog
@@ -60,3 +61,70 @@ def test_catalog_budget_places_a_context_free_oom_for_models_without_a_size_in_t
     assert budget_hint({"model": "deepseek-ai/DeepSeek-V3", "total_gib": 79.19}, catalog) == "weights_oom"
     assert budget_hint({"model": "facebook/opt-125m", "total_gib": 79.19}, catalog) is None
     assert budget_hint({"model": "no-such/model-xyz", "total_gib": 79.19}, catalog) is None
+
+
+@pytest.mark.parametrize(
+    ("words", "gpu"),
+    [
+        ("I'm running it on Google Colab using the T4 GPU.", "T4"),
+        ("We serve it on a single nvidia L4 in the cloud", "L4"),
+        ("部署在4张A100-40G上推理的时候报错", "A100-SXM4-40GB"),
+        ("It is an RTX 3090 box with 64 GB of RAM", "RTX-3090"),
+    ],
+)
+def test_a_gpu_the_persons_words_name_is_found_in_the_catalog(words: str, gpu: str) -> None:
+    assert gpu_named([words], CATALOG) == gpu
+
+
+def test_several_or_no_gpus_named_name_none() -> None:
+    assert gpu_named(["It fails on the L4 GPU but works on an H100 NVL"], CATALOG) is None
+    assert gpu_named(["The W4A16 checkpoint and section A2 of the docs"], CATALOG) is None
+    assert gpu_named(["It crashes on my laptop"], CATALOG) is None
+
+
+ON_T4 = "Hi, I am running this on the T4 GPU in Colab."
+BARE_CUT_OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 448.00 MiB. GPU "
+
+
+@pytest.mark.parametrize(
+    ("command", "words", "phase"),
+    [
+        # 70B at 16 bits cannot load on one 16 GB card: the cut OOM happened while loading
+        ("vllm serve meta-llama/Llama-3.1-70B-Instruct", ON_T4, "weights_oom"),
+        ("vllm serve Qwen/Qwen2.5-32B-Instruct", "The machine has one NVIDIA L4 card", "weights_oom"),
+        # a 1.5B model fits: the words do not make it a loading failure
+        ("vllm serve Qwen/Qwen2.5-1.5B-Instruct", ON_T4, "warmup_oom"),
+    ],
+)
+def test_a_named_model_that_cannot_fit_the_named_gpu_places_a_bare_oom(
+    command: str, words: str, phase: str
+) -> None:
+    log = f"{words}\n\n`{command}`\n\n{BARE_CUT_OOM}\n"
+    assert classify_text(log, load_packs()).phase == phase
+
+
+@pytest.mark.parametrize(
+    ("words", "count"),
+    [
+        ("we serve it on 8x A100 80GB", 8),
+        ("I have two 3090s and it still fails", 2),
+        ("服务器是4张A100-40G", 4),
+        ("用两块4090跑", 2),
+        ("a dual RTX 4090 workstation", 2),
+        ("node with H100 x 4", 4),
+        ("on a single 4090 GPU", None),
+        ("vLLM 0.8 on an A100", None),
+        ("2x A100 for the trainer and 4x H100 for serving", None),
+    ],
+)
+def test_the_gpu_count_a_persons_words_give_is_read(words: str, count: int | None) -> None:
+    assert gpus_counted([words], CATALOG) == count
+
+
+def test_weights_that_fit_over_the_gpus_the_person_counts_are_not_a_loading_failure() -> None:
+    # 70B in bf16 (~130 GiB) cannot fit one 80 GiB GPU, but fits four of them
+    command = "vllm serve meta-llama/Llama-3.1-70B-Instruct"
+    one = f"The machine has one A100-80G card\n\n`{command}`\n\n{BARE_CUT_OOM}\n"
+    four = f"The machine has 4x A100-80G cards\n\n`{command}`\n\n{BARE_CUT_OOM}\n"
+    assert classify_text(one, load_packs()).phase == "weights_oom"
+    assert classify_text(four, load_packs()).phase != "weights_oom"

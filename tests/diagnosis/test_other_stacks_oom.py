@@ -56,6 +56,24 @@ def test_a_ray_host_oom_with_its_oom_advice_is_never_a_cuda_oom(run_classify: Cl
     assert run_classify(log).phase == "host_oom"
 
 
+def test_rays_oom_advice_alone_under_a_short_oom_title_is_host_oom(run_classify: Classify) -> None:
+    # a job log truncated to its last lines keeps the memory monitor's advice without the kill line;
+    # a line that also reads as a sentence is still the program's wording, not the person's "OOM"
+    log = "\n".join(
+        [
+            "Trainer OOM",
+            "",
+            "PID     MEM(GB) COMMAND",
+            "7001    30.12   ray::RolloutActor",
+            "7002    29.87   ray::RolloutActor",
+            "Refer to the documentation on how to address the out of memory issue: "
+            "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider "
+            "provisioning more memory on this node or reducing task parallelism by requesting more CPUs.",
+        ]
+    )
+    assert run_classify(log).phase == "host_oom"
+
+
 def test_an_out_of_resources_error_is_not_an_oom(run_classify: Classify) -> None:
     line = "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 66560"
     assert run_classify(line).phase not in DEVICE_OOM_PHASES | {"host_oom"}

@@ -40,6 +40,8 @@ TAKEN_BACK = [
     "If you get an error about insufficient memory, raise --gpu-memory-utilization.",
     "这样设置会OOM吗？",
     "长上下文是否会爆显存？",
+    # asking why it would fail is still hypothetical
+    "Why would it OOM with only two requests?",
 ]
 
 # Sentences that alone say memory ran out, with no allocator line anywhere: the stage they name
@@ -52,6 +54,10 @@ SAID_ONLY = [
     ("推理时显存溢出", "runtime_oom"),
     ("并发测试时显存逐渐增加并溢出", "runtime_oom"),
     ("加载模型的时候爆显存了", "weights_oom"),
+    # a why-question takes the failure as given: it asks the cause
+    ("[Bug]: Why does my server hit out of memory errors when serving many requests?", "runtime_oom"),
+    ("why do I get OOM while loading the weights?", "weights_oom"),
+    ("为什么推理时显存溢出？", "runtime_oom"),
 ]
 
 # Host RAM said in words: host_oom, also when the same sentence says "OOM".
@@ -61,6 +67,12 @@ HOST_SAID = [
     "the node has 96GB of RAM and got OOM",
     "加载模型时容器内存不足",
     "推理时内存溢出",
+    # a process killed for the memory it used: only the host kills (the GPU's allocator raises)
+    "The worker got killed due to excessive memory usage while loading the shards",
+    "vllm serve is terminated because of high memory usage after a minute",
+    "RAM filled up and the engine died",
+    "The pod is evicted for memory pressure every time it starts",
+    "加载权重的时候系统内存被占满了",
 ]
 
 # Sentences that place a bare OOM, and the phase they place it in.
@@ -73,6 +85,24 @@ PLACED = [
     ("It OOMs during CUDA graph capture every time", "warmup_oom"),
     ("The server fails when I send a long document for inference", "runtime_oom"),
     ("the OOM went away after --enforce-eager, but now it crashes while loading the model", "weights_oom"),
+    # a while into serving, said without naming a request
+    ("After some time the server crashes.", "runtime_oom"),
+    ("It dies after a few hundred requests", "runtime_oom"),
+    ("Under heavy load it fails within minutes", "runtime_oom"),
+    ("服务跑了一段时间之后就报错", "runtime_oom"),
+]
+
+# The GPU's memory said to fill up, in Chinese: placed by the stage the sentence names.
+FILLED = [("推理一段时间后显存被占满", "runtime_oom"), ("加载模型时显存爆了", "weights_oom")]
+
+# Limits of a GPU generation said in words: a quantization scheme or bfloat16 the hardware cannot run.
+CAPABILITY_SAID = [
+    ("AWQ is not supported on Volta", "quantization_config"),
+    ("[Bug]: FP8 W8A8 is not supported on my V100 cards", "quantization_config"),
+    ("GPTQ-Marlin isn't supported on Pascal GPUs", "quantization_config"),
+    ("V100 不支持 FP8 量化", "quantization_config"),
+    ("bfloat16 is not supported on a T4", "dtype_unsupported"),
+    ("T4 不支持 bf16，换成 float16 也不行", "dtype_unsupported"),
 ]
 
 
@@ -203,3 +233,72 @@ def test_naming_a_failure_only_to_deny_or_ask_about_it_is_no_failure(
     run_classify: Classify, sentence: str
 ) -> None:
     assert run_classify(f"INFO:     Application startup complete.\n{sentence}").phase == "no_failure"
+
+
+@pytest.mark.parametrize(("sentence", "phase"), CAPABILITY_SAID)
+def test_a_gpu_generation_limit_said_in_words_gives_its_phase(
+    run_classify: Classify, sentence: str, phase: str
+) -> None:
+    diagnosis = run_classify(sentence)
+    assert diagnosis.phase == phase, diagnosis.summary
+    assert diagnosis.confidence <= 0.5
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Is AWQ not supported on Turing?",
+        "Before we switched to GPTQ it said AWQ is not supported on Volta, now it runs",
+        "The profile leaves 2 GiB of headroom for activations",
+        "This profile eliminates the OOM we saw with a 128K window",
+        "Do not exceed 0.96: 0.97 used to lock up the node",
+    ],
+)
+def test_limits_asked_about_or_in_the_past_and_headroom_are_no_failure(
+    run_classify: Classify, sentence: str
+) -> None:
+    assert run_classify(f"INFO:     Application startup complete.\n{sentence}").phase == "no_failure"
+
+
+@pytest.mark.parametrize(
+    ("log", "phase"),
+    [
+        # PyTorch's own message says "If … to avoid fragmentation": the quote is not the person's "if"
+        (
+            'It dies while loading the weights, I get "torch.OutOfMemoryError: CUDA out of memory. Tried to'
+            " allocate 2.00 GiB. If reserved but unallocated memory is large try setting"
+            ' PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."',
+            "weights_oom",
+        ),
+        (
+            "Right after loading I got `ValueError: No available memory for the cache blocks. Try increasing"
+            " `gpu_memory_utilization` when initializing the engine.` what should I do?",
+            "kv_cache_capacity",
+        ),
+        (
+            "The server printed “RuntimeError: Aborted due to the lack of CPU swap space. Please increase the"
+            " swap space to avoid this error.” and stopped",
+            "kv_preemption",
+        ),
+    ],
+)
+def test_a_message_quoted_in_a_sentence_is_read_as_logged(
+    run_classify: Classify, log: str, phase: str
+) -> None:
+    assert run_classify(log).phase == phase
+
+
+def test_a_quoted_message_the_person_says_is_gone_stays_taken_back(run_classify: Classify) -> None:
+    log = (
+        "INFO:     Application startup complete.\n"
+        'The "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB." error no longer'
+        " appears after --enforce-eager"
+    )
+    assert run_classify(log).phase == "no_failure"
+
+
+@pytest.mark.parametrize(("sentence", "phase"), FILLED)
+def test_gpu_memory_said_to_fill_up_is_placed_by_its_stage(
+    run_classify: Classify, sentence: str, phase: str
+) -> None:
+    assert run_classify(sentence).phase == phase

@@ -115,11 +115,22 @@ FIX_GAPS = {
     "gh5-gpustack885-prose-heads-divisible-by-tp-gpu-allocation": (
         "the head-divisibility check retold without its numbers: no head count for fix-tensor-parallel-size"
     ),
+    "gh6-4429-v0.4.1-tp2-l40-33b-initialize-cache-frames-cut-title": (
+        "a traceback cut inside the KV-size check states no figure and names a local model path: no KV"
+        " recipe has a number to size"
+    ),
     "gh6-8908-v0.6.2-tp16-ray-placement-group-waiting-autoscaler-esc": (
         "a Ray placement-group wait, not vLLM's GPU-count check: no parallelism recipe matches its evidence"
     ),
     "gh6-lmeval2880-v1-prompt-length-2048-equals-max-model-len-bash-repro": (
         "a prompt exactly as long as max_model_len (2048 of 2048): the length recipes size only a longer one"
+    ),
+    "gh7-ascend3843-v1-910b4-qwen3next80b-available-memory-0-engine-failed-chinese-title": (
+        "vllm-ascend's profile left 0 bytes for the KV cache; no max_model_len, KV size or utilization"
+        " stated for a KV recipe to size"
+    ),
+    "gh7-ascend436-v0-910b4-qwen25vl72b-initialize-cache-frames-cut-comment": (
+        "a plugin's copy of the KV-size check cut before its message: no figure for a KV recipe to size"
     ),
     "gh7-23086-v1-nixl-dst-num-blocks-assertion-title-determine-available-memory-code": (
         "a NIXL block-count assertion misread as a KV-capacity failure (a known_miss): nothing to size"
