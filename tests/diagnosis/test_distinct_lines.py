@@ -9,8 +9,8 @@ from pathlib import Path
 
 import re2
 
-from service.diagnosis.normalize import Document, is_prose
-from service.diagnosis.prose import _affirmed, read_prose
+from service.diagnosis.normalize import Document
+from service.diagnosis.prose import _read_line, read_prose
 from service.diagnosis.scan import scan_document, scan_lines
 from service.packs import RulePacks
 
@@ -130,8 +130,8 @@ def test_every_corpus_log_reads_its_prose_as_a_walk_over_every_line(packs: RuleP
         for number in range(1, len(doc) + 1):
             line = doc.line(number)
             raw = doc.lines[number - 1].encode("utf-8", errors="replace")
-            if not line.source and not line.level and vocabulary.said.search(raw) and is_prose(line):
-                walked += [replace(cue, line=number) for cue in _affirmed(line.text, vocabulary)]
+            if not line.source and not line.level and vocabulary.said.search(raw):
+                walked += [replace(cue, line=number) for cue in _read_line(line, vocabulary)]
         for seen in (True, False):  # over distinct lines, and over the text as it is
             doc.repeating = seen
             assert read_prose(doc, vocabulary) == walked
