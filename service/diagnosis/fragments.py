@@ -169,7 +169,11 @@ def _hit(
 
 
 def _hole_values(
-    text: str, spans: list[tuple[str, int, int]], template: list[str], aligned: dict[int, int], literals: list[str]
+    text: str,
+    spans: list[tuple[str, int, int]],
+    template: list[str],
+    aligned: dict[int, int],
+    literals: list[str],
 ) -> list[str | None]:
     """The text the line shows in each hole: between the matched words around it, or right after
     the word before it when the line stops there. Holes with no word between them (`({}/{} GiB)`)
