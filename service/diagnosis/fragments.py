@@ -208,17 +208,13 @@ def _split_stretch(stretch: str | None, separators: list[str], whole: bool) -> l
     the run (`whole` false) each value is only the first chunk of what is left."""
     out: list[str | None] = []
     rest = stretch
-    for separator in [*separators, None]:
-        if rest is None:
-            out.append(None)
-            continue
-        if separator:
+    for separator in [*separators, ""]:
+        value: str | None = rest
+        if rest is not None and separator:
             head, found, tail = rest.partition(separator)
             value, rest = (head, tail) if found else (rest, None)
-        elif separator is None:
-            value, rest = rest, None
         else:
-            value, rest = rest, None
+            rest = None
         if not whole and value is not None:
             chunk = _FIRST_CHUNK.match(value)
             value = chunk.group(1) if chunk else None
