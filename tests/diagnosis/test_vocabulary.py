@@ -61,3 +61,45 @@ def test_vllm_and_kernel_lines_the_vocabulary_lacked(
 def test_a_fallback_to_pinned_memory_is_no_failure(packs: RulePacks) -> None:
     log = "WARNING 10-02 08:00:01 [engram.py:40] Engram cudaHostRegister failed (12); using pinned memory.\n"
     assert classify(DiagnoseRequest(log=log), packs).phase == "no_failure"
+
+
+@pytest.mark.parametrize(
+    ("log", "named"),
+    [
+        pytest.param(
+            "[Bug]: my finetune stops with Error while deserializing header: MetadataIncompleteBuffer\n\n"
+            "vllm 0.9.2, one A10G\n",
+            "MetadataIncompleteBuffer",
+            id="a-library-error-phrase-in-a-title",
+        ),
+        pytest.param(
+            "My agent gets `502: Bad Gateway` from the proxy after a few turns; vllm itself logs nothing.\n",
+            "502",
+            id="an-http-status-quoted-in-prose",
+        ),
+        pytest.param(
+            "(ServeController pid=99) WARNING 2025-06-01 10:00:00 deployment_state.py:1758 -- Didn't receive "
+            "health check response for replica Replica(id='x9', deployment='vLLM:llama') after 30.0s, "
+            "marking it unhealthy.\n",
+            "health check",
+            id="ray-serve-marks-a-replica-unhealthy",
+        ),
+    ],
+)
+def test_an_error_that_is_not_vllms_text_is_seen_and_named(packs: RulePacks, log: str, named: str) -> None:
+    diagnosis = classify(DiagnoseRequest(log=log), packs)
+    assert diagnosis.phase == "not_memory"
+    assert any(named in e.text for e in diagnosis.evidence)
+
+
+def test_a_few_words_of_a_vllm_message_in_prose_do_not_outweigh_an_error_the_log_shows(
+    packs: RulePacks,
+) -> None:
+    log = (
+        "Following the guide I kept increasing gpu_memory_utilization when initializing the engine.\n\n"
+        "INFO 06-01 10:00:00 [core.py:100] Warming up\n"
+        "RuntimeError: CUDA error: misaligned address\n"
+    )
+    diagnosis = classify(DiagnoseRequest(log=log), packs)
+    assert diagnosis.phase == "not_memory"
+    assert any("misaligned address" in e.text for e in diagnosis.evidence)
