@@ -110,6 +110,8 @@ SIGNALS: dict[str, str] = {
     "device placement": r"(?i)does not allocate any|cannot have more than"
     r"|exceeds the total number of available|not included in a placement group"
     r"|Cannot provide a placement group|Not enough resources",
+    "parallel product": r"(?i)(?:world[ _]size|parallel[ _]size)\b.{0,80}(?:is not equal to|does not match|!=)"
+    r".{0,80}(?:parallel|world)",
     "hardware support": r"(?i)compute capability"
     r"|(?:not|isn't|un)\s?supported (?:on|by|for) (?:the current |this |your )?"
     r"(?:GPU|device|hardware|platform)|Minimum capability|Bfloat16 is only supported|requires? (?:a )?GPU",

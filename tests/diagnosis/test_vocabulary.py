@@ -103,3 +103,14 @@ def test_a_few_words_of_a_vllm_message_in_prose_do_not_outweigh_an_error_the_log
     diagnosis = classify(DiagnoseRequest(log=log), packs)
     assert diagnosis.phase == "not_memory"
     assert any("misaligned address" in e.text for e in diagnosis.evidence)
+
+
+def test_a_parallel_layout_that_does_not_multiply_out_is_a_parallelism_failure(packs: RulePacks) -> None:
+    log = (
+        "[rank5]: Traceback (most recent call last):\n"
+        "[rank5]: RuntimeError: world_size (6) is not equal to tensor_model_parallel_size (2) x "
+        "pipeline_model_parallel_size (2)\n"
+    )
+    diagnosis = classify(DiagnoseRequest(log=log), packs)
+    assert diagnosis.phase == "parallelism_config"
+    assert diagnosis.facts.pipeline_parallel_size == 2

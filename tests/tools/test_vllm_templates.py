@@ -56,9 +56,16 @@ def _entry(
             "host_memory",
             id="host-allocation-in-a-connector",
         ),
+        pytest.param(
+            "world size ({}) does not match tensor parallel size ({}) times pipeline parallel size ({})",
+            "vllm/distributed/state.py",
+            "init",
+            "parallelism",
+            id="a-parallel-layout-that-does-not-multiply-out",
+        ),
     ],
 )
-def test_templates_about_a_subject_the_words_do_not_name_are_relevant(
+def test_templates_stating_an_unmet_need_of_their_subject_are_relevant(
     text: str, file: str, function: str, subject: str
 ) -> None:
     subjects, reason = TEMPLATES.classify(_entry(text, file, function))
