@@ -55,6 +55,8 @@ def latest_patch_per_minor(versions: list[Version]) -> list[Version]:
 
 
 PLATFORMS = (
+    "manylinux_2_35_x86_64",  # 0.20.x ships only this tag
+    "manylinux_2_34_x86_64",
     "manylinux_2_31_x86_64",
     "manylinux_2_28_x86_64",
     "manylinux_2_24_x86_64",

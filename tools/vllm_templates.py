@@ -80,6 +80,13 @@ SUBJECTS: dict[str, str] = {
     "dtype": r"(?i)bfloat16|\bdtype\b|compute capability|float16 is",
     "preemption": r"(?i)preempt|swap space|swapped|recomputation",
     "profiling": r"(?i)profil|CUDA ?graph|cudagraph|torch\.compile",
+    "host_memory": r"(?i)cudaHostRegister|cudaHostAlloc|cudaMallocHost|pinned (?:host |CPU )?(?:memory|buffer)"
+    r"|pin_memory|host memory|CPU memory|\bRAM\b",
+}
+# The function a message is raised in names its subject too: `Cannot find the config file for {}`
+# (the method a hole prints) is about quantization because it is raised in `get_quant_config`.
+FUNCTION_SUBJECTS: dict[str, str] = {
+    "quantization": r"(?i)(?:^|[_.])quant(?:_|$)|quantiz",
 }
 # A subject is not enough: a relevant template also states a memory failure or figure, or a limit a
 # person set that the engine cannot meet. These signals (data) say which wordings do.
@@ -103,6 +110,8 @@ SIGNALS: dict[str, str] = {
     "device placement": r"(?i)does not allocate any|cannot have more than"
     r"|exceeds the total number of available|not included in a placement group"
     r"|Cannot provide a placement group|Not enough resources",
+    "parallel product": r"(?i)(?:world[ _]size|parallel[ _]size)\b.{0,80}(?:is not equal to|does not match|!=)"
+    r".{0,80}(?:parallel|world)",
     "hardware support": r"(?i)compute capability"
     r"|(?:not|isn't|un)\s?supported (?:on|by|for) (?:the current |this |your )?"
     r"(?:GPU|device|hardware|platform)|Minimum capability|Bfloat16 is only supported|requires? (?:a )?GPU",
@@ -110,7 +119,16 @@ SIGNALS: dict[str, str] = {
     r".{0,80}(?:not|unsupported|must|cannot|does)"
     r"|(?:not|un)supported.{0,60}quantization",
     "graph capture": r"(?i)(?:CUDA ?graph|cudagraph).{0,80}(?:memory|GiB|capture)",
+    "host memory failure": r"(?i)(?:cudaHostRegister|cudaHostAlloc|cudaMallocHost|pinned (?:host |CPU )?"
+    r"(?:memory|buffer)|host memory|CPU memory|\bRAM\b)[^.]{0,80}(?:fail|cannot|insufficient|not enough"
+    r"|out of)|(?:fail(?:ed)? to|cannot|unable to) (?:pin|allocate (?:pinned|host|CPU))",
+    "missing config": r"(?i)(?:cannot|could not|can't|unable to) (?:find|locate) the (?:config|quantization)"
+    r"|(?:method|config) is not specified in the config",
 }
+# Host RAM is pinned and spent where the offload tiers and connectors run: a template about host
+# memory is relevant wherever it is printed (DESIGN §3.1 host_oom), the folder and feature filters
+# below notwithstanding.
+HOST_SUBJECT = "host_memory"
 # Folders whose messages concern other subsystems (KV transfer between instances, offload
 # connectors, compile passes, kernels' own shape checks), whatever words they use.
 NOT_ENGINE_PATH = re.compile(
@@ -523,17 +541,26 @@ def classify(entry: Entry) -> tuple[list[str], str | None]:
     """(subjects, None) for a relevant template, or ([], reason) for an irrelevant one."""
     literal = entry.text.replace(HOLE, " ")
     subjects = [name for name, pattern in SUBJECTS.items() if re.search(pattern, literal)]
+    function = entry.function.rsplit(".", 1)[-1]
+    subjects += [
+        name
+        for name, pattern in FUNCTION_SUBJECTS.items()
+        if name not in subjects and re.search(pattern, function)
+    ]
     if not subjects:
         return (
             [],
             "names no subject (memory, KV cache, length, parallelism, quantization, dtype, preemption,"
             " profiling)",
         )
+    host = HOST_SUBJECT in subjects and re.search(SIGNALS["host memory failure"], literal)
+    if subjects == [HOST_SUBJECT] and not host:
+        return [], "names host memory but states no host memory failure"
     folder = NOT_ENGINE_PATH.match(entry.file)
-    if folder:
+    if folder and not host:
         return [], f"printed by {folder.group(0)}, a subsystem other than the engine's memory"
     other = NOT_ENGINE.search(literal)
-    if other:
+    if other and not host:
         return [], f"about a feature other than the engine's memory ({other.group(0).lower()})"
     if entry.level == "debug":
         return [], "debug level: not printed by default"

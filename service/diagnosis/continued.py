@@ -29,7 +29,7 @@ from service.diagnosis.scan import Hit, match_line, scan
 from service.packs import PatternIndex
 from service.packs.signatures import OPTIONS, CompiledRule, set_form
 
-__all__ = ["continue_hits", "retyped_form", "unescape"]
+__all__ = ["continue_hits", "record_text", "retyped_form", "unescape"]
 
 # A record is joined over at most this many following lines and characters.
 _MAX_PIECES = 40
@@ -165,6 +165,12 @@ def _pieces(doc: Document, first: Line) -> list[_Piece]:
         pieces.append(_Piece(number, text, spaced))
         previous_raw = raw
     return pieces
+
+
+def record_text(doc: Document, first: Line) -> str:
+    """The text of `first` with the lines that continue its record joined back at a space (a
+    message a terminal or a person wrapped), or `first`'s own text when none does."""
+    return _joined(first.text, _pieces(doc, first), True)
 
 
 def _joined(first: str, pieces: list[_Piece], always_space: bool) -> str:

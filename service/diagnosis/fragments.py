@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
+from service.diagnosis.continued import record_text
 from service.diagnosis.normalize import Document, Line
 from service.diagnosis.scan import Hit, match_line
 from service.packs.fragments import HOLE_WORD, SEED_SIZES, SEPARATORS, FragmentIndex, seeds_of, words
@@ -61,8 +62,9 @@ def find_fragments(
         if number in skip:
             continue
         line = doc.line(number)
-        if line.text in known:
-            earlier = known[line.text]
+        record = record_text(doc, line)
+        if record in known:
+            earlier = known[record]
             if earlier is not None:
                 found.append(FragmentHit(Hit(earlier.hit.compiled, line, earlier.hit.facts), earlier.seen))
                 if len(found) >= MAX_HITS:
@@ -70,8 +72,12 @@ def find_fragments(
             continue
         if len(known) >= MAX_LINES:
             break
-        matched = _best_template(line, index, rules)
-        known[line.text] = matched
+        matched = _best_template(line, line.text, index, rules)
+        if record != line.text:  # a hard-wrapped message: its record may show more of the template
+            joined = _best_template(line, record, index, rules)
+            if joined is not None and (matched is None or joined.seen > matched.seen):
+                matched = joined
+        known[record] = matched
         if matched is not None:
             found.append(matched)
         if len(found) >= MAX_HITS:
@@ -100,14 +106,19 @@ def _candidate_lines(doc: Document, index: FragmentIndex) -> Iterator[int]:
         pos = end + 1
 
 
-def _best_template(line: Line, index: FragmentIndex, rules: dict[str, CompiledRule]) -> FragmentHit | None:
-    text = unicodedata.normalize("NFKC", line.text)
+def _best_template(
+    line: Line, shown: str, index: FragmentIndex, rules: dict[str, CompiledRule]
+) -> FragmentHit | None:
+    """The template most of whose words `shown` (the line's text, or its record joined back across
+    a hard wrap) holds, as a hit on `line`."""
+    text = unicodedata.normalize("NFKC", shown)
     spans = words(text)
     tokens = [w for w, _, _ in spans]
     candidates: set[int] = set()
     for seed in seeds_of(tokens):
         candidates.update(index.table.seeds.get(seed, ()))
-    best: tuple[float, int, dict[int, int]] | None = None
+    tied: list[tuple[int, dict[int, int]]] = []
+    best_seen = 0.0
     for candidate in sorted(candidates):
         template = index.template_words[candidate]
         matcher = SequenceMatcher(None, tokens, template, autojunk=False)
@@ -117,19 +128,35 @@ def _best_template(line: Line, index: FragmentIndex, rules: dict[str, CompiledRu
         literal = sum(1 for w in template if w != HOLE_WORD)
         count = sum(b.size for b in blocks)
         seen = count / literal
-        if count < MIN_WORDS or seen < MIN_SHARE:
+        if count < MIN_WORDS or seen < MIN_SHARE or seen < best_seen:
             continue
-        if best is None or seen > best[0]:
-            aligned = {b.b + k: b.a + k for b in blocks for k in range(b.size)}
-            best = (seen, candidate, aligned)
-    if best is None:
+        aligned = {b.b + k: b.a + k for b in blocks for k in range(b.size)}
+        if seen > best_seen:
+            tied, best_seen = [], seen
+        tied.append((candidate, aligned))
+    # templates the line matches equally well (with and without the device's name) differ in the
+    # facts they read from it: the one reading most decides
+    found = [h for h in (_hit(line, text, spans, index, rules, c, a) for c, a in tied) if h is not None]
+    if not found:
         return None
-    seen, candidate, aligned = best
+    best = max(found, key=lambda h: len(h.facts))
+    return FragmentHit(best, round(min(1.0, best_seen), 3))
+
+
+def _hit(
+    line: Line,
+    text: str,
+    spans: list[tuple[str, int, int]],
+    index: FragmentIndex,
+    rules: dict[str, CompiledRule],
+    candidate: int,
+    aligned: dict[int, int],
+) -> Hit | None:
     spec = index.table.templates[candidate]
     compiled = rules.get(spec.rule)
     if compiled is None:
         return None
-    values = _hole_values(text, spans, index.template_words[candidate], aligned)
+    values = _hole_values(text, spans, index.template_words[candidate], aligned, pieces(spec.text))
     facts = _stated_facts(compiled, spec.text, spec.holes, values)
     first = min(aligned)
     if first > 0:  # the opening words are missing: put the template's own head back before the line's
@@ -138,31 +165,61 @@ def _best_template(line: Line, index: FragmentIndex, rules: dict[str, CompiledRu
         ]
         for name, value in _agreed(compiled, restored[0], restored[1]).items():
             facts.setdefault(name, value)
-    return FragmentHit(Hit(compiled=compiled, line=line, facts=facts), round(min(1.0, seen), 3))
+    return Hit(compiled=compiled, line=line, facts=facts)
 
 
 def _hole_values(
-    text: str, spans: list[tuple[str, int, int]], template: list[str], aligned: dict[int, int]
+    text: str,
+    spans: list[tuple[str, int, int]],
+    template: list[str],
+    aligned: dict[int, int],
+    literals: list[str],
 ) -> list[str | None]:
     """The text the line shows in each hole: between the matched words around it, or right after
-    the word before it when the line stops there."""
+    the word before it when the line stops there. Holes with no word between them (`({}/{} GiB)`)
+    share one stretch of the line, split at the template's own separators (`/`)."""
     values: list[str | None] = []
-    for j, word in enumerate(template):
-        if word != HOLE_WORD:
-            continue
-        before, after = aligned.get(j - 1), aligned.get(j + 1)
-        value: str | None = None
+    holes = [j for j, word in enumerate(template) if word == HOLE_WORD]
+    index = 0
+    while index < len(holes):
+        run = 1
+        while index + run < len(holes) and holes[index + run] == holes[index] + run:
+            run += 1
+        first, last = holes[index], holes[index + run - 1]
+        before, after = aligned.get(first - 1), aligned.get(last + 1)
+        stretch: str | None = None
         if before is not None and after is not None and after > before:
-            value = text[spans[before][2] : spans[after][1]]
+            stretch = text[spans[before][2] : spans[after][1]]
         elif before is not None:
-            chunk = _FIRST_CHUNK.match(text, spans[before][2])
-            value = chunk.group(1) if chunk else None
-        elif after is not None:
+            stretch = text[spans[before][2] :]
+        elif after is not None and run == 1:
             chunk = _LAST_CHUNK.search(text[: spans[after][1]])
-            value = chunk.group(1) if chunk else None
-        value = value.strip(_TRIM) if value is not None else None
-        values.append(value if value and len(value) <= _MAX_HOLE else None)
+            stretch = chunk.group(1) if chunk else None
+        separators = [literals[index + k + 1].strip() for k in range(run - 1)]
+        for value in _split_stretch(stretch, separators, whole=after is not None and before is not None):
+            value = value.strip(_TRIM) if value is not None else None
+            values.append(value if value and len(value) <= _MAX_HOLE else None)
+        index += run
     return values
+
+
+def _split_stretch(stretch: str | None, separators: list[str], whole: bool) -> list[str | None]:
+    """One value per hole of a run: the stretch cut at each separator in turn; without a word after
+    the run (`whole` false) each value is only the first chunk of what is left."""
+    out: list[str | None] = []
+    rest = stretch
+    for separator in [*separators, ""]:
+        value: str | None = rest
+        if rest is not None and separator:
+            head, found, tail = rest.partition(separator)
+            value, rest = (head, tail) if found else (rest, None)
+        else:
+            rest = None
+        if not whole and value is not None:
+            chunk = _FIRST_CHUNK.match(value)
+            value = chunk.group(1) if chunk else None
+        out.append(value)
+    return out
 
 
 def _render(text: str, shapes: list[str], values: list[str | None], stand_in: dict[str, str]) -> str:

@@ -309,7 +309,11 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
     cut_weight = ctx.weights.weights["cut_frame"]
     # a message known from part of its template and a traceback cut inside one phase's function
     # speak with the strength the evidence table gives each; the stronger decides
-    if seen is not None and (known is None or known.phase is None or seen.confidence >= cut_weight):
+    if (
+        seen is not None
+        and (known is None or known.phase is None or seen.confidence >= cut_weight)
+        and seen.confidence >= _named_error_strength(ctx, errors, {h.line.number for h in seen.decisive})
+    ):
         return seen
     framed = _cut_frame_verdict(ctx, known, first_exception)  # the paste stops inside one phase's function
     if framed is not None:
@@ -347,6 +351,20 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
     seen_vllm = any(h.compiled.rule.kind in ("info", "version") for h in hits)
     confidence = 0.9 if seen_vllm else 0.5
     return Verdict("no_failure", confidence, None, "no failure signature", [], None, taken_back=taken_back)
+
+
+def _named_error_strength(ctx: Context, errors: list[Hit], explained: set[int]) -> float:
+    """How strongly an error the paste names (a log line's, else a title's or a sentence's) speaks:
+    a few words of a vLLM message in the person's prose do not outweigh it. The lines the message's
+    fragments were found on (`explained`) name that message, not another error."""
+    named = [h for h in errors if h.compiled.rule.severity == "error" and h.line.number not in explained]
+    named = [h for h in named if not is_negated_prose(ctx.doc, h.line.number, ctx.prose)]
+    if not named:
+        return 0.0
+    weights = ctx.weights.weights
+    if any(not is_sentence(h.line) and not _is_title(ctx.doc, h.line.number) for h in named):
+        return weights["error_line"]
+    return weights["stated_error"]
 
 
 def _cut_frame(ctx: Context, cut: tuple[int, int, str] | None) -> FramePlace | None:

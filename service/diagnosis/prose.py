@@ -109,8 +109,20 @@ def _memory(clause: str, vocabulary: ProseVocabulary) -> Memory | None:
     return "host" if vocabulary.host.search(clause) else "unstated"
 
 
-def _phase(clause: str, vocabulary: ProseVocabulary) -> Phase | None:
-    return next((phase for phase, pattern in vocabulary.phases if pattern.search(clause)), None)
+def _phase(clause: str, vocabulary: ProseVocabulary, memory: Memory | None) -> Phase | None:
+    """The failure the clause names by what happened. Where it also says memory ran out, the named
+    failure holds only when its words contain that saying ("not enough memory at startup" is the
+    start-up check, more than a bare "not enough memory")."""
+    for phase, pattern in vocabulary.phases:
+        found = pattern.search(clause)
+        if found is None:
+            continue
+        if memory is None:
+            return phase
+        ran_out = vocabulary.out_of_memory.search(clause)
+        if ran_out is not None and found.start() <= ran_out.start() and ran_out.end() <= found.end():
+            return phase
+    return None
 
 
 def _prose_lines(doc: Document, pattern: Any) -> Iterator[tuple[Line, int]]:
@@ -135,7 +147,7 @@ def _affirmed(text: str, vocabulary: ProseVocabulary) -> list[ProseCue]:
     for clause in _clauses(text, vocabulary):
         if _affirms(clause, vocabulary):
             stage, memory = _stage(clause, vocabulary), _memory(clause, vocabulary)
-            phase = None if memory is not None else _phase(clause, vocabulary)
+            phase = _phase(clause, vocabulary, memory)
             cues.append(ProseCue(0, stage, clause.strip(), memory, phase))
     return cues
 

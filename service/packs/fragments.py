@@ -87,9 +87,11 @@ class FragmentIndex:
     def prefilter(self) -> Any:
         """RE2 over a lower-cased text whose separators are all spaces (SEPARATORS): a seed's words
         stand apart by one or more, so a quote, a bracket or a full-width `：` between them is no
-        obstacle. None when the table is empty."""
+        obstacle, nor is a line break (a message hard-wrapped between two of its words: the matcher
+        joins the line's record back). None when the table is empty."""
         if self._prefilter is None and self.table.seeds:
-            self._prefilter = re2.compile("|".join(s.replace(" ", " +") for s in self.table.seeds), OPTIONS)
+            joint = "[ \n]+"
+            self._prefilter = re2.compile("|".join(s.replace(" ", joint) for s in self.table.seeds), OPTIONS)
         return self._prefilter
 
 

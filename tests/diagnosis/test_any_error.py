@@ -133,6 +133,41 @@ def test_a_message_cut_or_retold_is_known_from_its_template(
         assert getattr(diagnosis.facts, name) == value
 
 
+@pytest.mark.parametrize(
+    ("log", "phase", "facts"),
+    [
+        pytest.param(
+            "It refuses to start:\n\n  ValueError: Free memory on device cuda:1 (3.5/39.39 GiB) is less\n"
+            "  than desired GPU memory utilization (0.9, 35.45 GiB)\n",
+            "startup_budget",
+            {"free_gib": 3.5, "total_gib": 39.39},
+            id="retold-without-on-startup-wrapped-indented",
+        ),
+        pytest.param(
+            "RuntimeError: free memory on device xpu:1 (1.25/15.11 GiB) is less than\n"
+            "desired GPU memory utilization, decrease it\n",
+            "startup_budget",
+            {"free_gib": 1.25, "total_gib": 15.11},
+            id="lower-cased-wrapped-between-two-words-of-a-seed",
+        ),
+        pytest.param(
+            "the engine says the model's max seq len (32768) is larger than the maximum number\n"
+            "of tokens that can be stored in KV cache (12000), what can I do",
+            "kv_cache_capacity",
+            {"max_model_len": 32768, "kv_cache_tokens": 12000},
+            id="kv-check-retold-and-wrapped",
+        ),
+    ],
+)
+def test_a_message_wrapped_across_lines_is_known_from_its_template(
+    packs: RulePacks, log: str, phase: str, facts: dict[str, object]
+) -> None:
+    diagnosis = _diagnose(packs, log)
+    assert diagnosis.phase == phase
+    for name, value in facts.items():
+        assert getattr(diagnosis.facts, name) == value
+
+
 def test_more_of_the_template_seen_gives_more_confidence(packs: RulePacks) -> None:
     short = _diagnose(packs, "no available memory for the cache blocks")
     longer = _diagnose(

@@ -211,6 +211,15 @@ def test_a_log_line_outweighs_words_about_host_ram(run_classify: Classify) -> No
         ("Requests that exceed the context window return a 400", "request_too_long"),
         ("当用户请求tokens数超过模型上下文时，服务报错", "request_too_long"),
         ("Some sequences get preempted under load and the output is cut", "kv_preemption"),
+        ("Long prompts keep being preempted and throughput collapses", "kv_preemption"),
+        ("the scheduler preempts and resumes the same request every step", "kv_preemption"),
+        ("请求总是被抢占，吞吐很低", "kv_preemption"),
+        ("The memory check at startup always fails on the second card", "startup_budget"),
+        (
+            "vllm refuses to start, it says not enough free memory on startup while nvidia-smi is empty",
+            "startup_budget",
+        ),
+        ("每次启动显存检查都失败", "startup_budget"),
     ],
 )
 def test_a_failure_named_in_words_by_what_happened_gives_its_phase(
@@ -227,6 +236,10 @@ def test_a_failure_named_in_words_by_what_happened_gives_its_phase(
         "The stats look fine and no request was ever preempted during the benchmark",
         "Without specifying anything about preemption it runs.",
         "What happens when a prompt is longer than the max model length?",
+        "Since the fix the memory check at startup no longer fails.",
+        "Does the free-memory check on startup fail when another process holds memory?",
+        "Requests used to be preempted and resumed before we raised the KV cache size.",
+        "If you see not enough memory at startup, lower gpu_memory_utilization.",
     ],
 )
 def test_naming_a_failure_only_to_deny_or_ask_about_it_is_no_failure(

@@ -132,6 +132,10 @@ FIX_GAPS = {
     "gh7-ascend436-v0-910b4-qwen25vl72b-initialize-cache-frames-cut-comment": (
         "a plugin's copy of the KV-size check cut before its message: no figure for a KV recipe to size"
     ),
+    "gh7-msswift3739-v0.7.2-grpo-world-size-8-not-tp4-x-pp1": (
+        "a launcher (ms-swift colocate mode) started 8 processes for TP 4 x PP 1: its process count, not a"
+        " vLLM flag, is what to change"
+    ),
     "gh7-23086-v1-nixl-dst-num-blocks-assertion-title-determine-available-memory-code": (
         "a NIXL block-count assertion misread as a KV-capacity failure (a known_miss): nothing to size"
     ),

@@ -1,0 +1,113 @@
+"""tools/vllm_templates.py's relevance filter: which of vLLM's templates must have a rule. Synthetic
+entries (wordings vLLM does not print), so the filter is tested as a mechanism, not per message."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _tool(name: str) -> ModuleType:
+    sys.path.insert(0, str(REPO / "tools"))
+    spec = importlib.util.spec_from_file_location(name, REPO / "tools" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+TEMPLATES = _tool("vllm_templates")
+
+
+def _entry(
+    text: str, file: str = "vllm/worker/worker.py", function: str = "f", level: str = "raise"
+) -> object:
+    return TEMPLATES.Entry(level, "ValueError", text, (), file, function)
+
+
+@pytest.mark.parametrize(
+    ("text", "file", "function", "subject"),
+    [
+        pytest.param(
+            "Could not find the config file for {}",
+            "vllm/model_executor/model_loader/loader.py",
+            "load_quant_config",
+            "quantization",
+            id="function-named-for-quantization",
+        ),
+        pytest.param(
+            "cudaHostRegister failed for {} bytes",
+            "vllm/v1/kv_offload/cpu/region.py",
+            "pin_region",
+            "host_memory",
+            id="host-pinning-in-an-offload-folder",
+        ),
+        pytest.param(
+            "Failed to allocate pinned memory for the {} GiB CPU tier",
+            "vllm/distributed/kv_transfer/cpu_tier.py",
+            "allocate",
+            "host_memory",
+            id="host-allocation-in-a-connector",
+        ),
+        pytest.param(
+            "world size ({}) does not match tensor parallel size ({}) times pipeline parallel size ({})",
+            "vllm/distributed/state.py",
+            "init",
+            "parallelism",
+            id="a-parallel-layout-that-does-not-multiply-out",
+        ),
+    ],
+)
+def test_templates_stating_an_unmet_need_of_their_subject_are_relevant(
+    text: str, file: str, function: str, subject: str
+) -> None:
+    subjects, reason = TEMPLATES.classify(_entry(text, file, function))
+    assert reason is None
+    assert subject in subjects
+
+
+@pytest.mark.parametrize(
+    ("text", "file", "function"),
+    [
+        pytest.param(
+            "Available RAM: {} GiB.",
+            "vllm/model_executor/model_loader/weight_utils.py",
+            "f",
+            id="host-figure",
+        ),
+        pytest.param(
+            "Could not find the config file for {}", "vllm/entrypoints/chat.py", "load", id="no-subject"
+        ),
+        pytest.param(
+            "Pinned memory buffer of {} GiB is ready",
+            "vllm/v1/kv_offload/cpu/region.py",
+            "pin_region",
+            id="host-memory-without-failure-in-an-offload-folder",
+        ),
+    ],
+)
+def test_templates_stating_no_failure_of_the_subject_stay_irrelevant(
+    text: str, file: str, function: str
+) -> None:
+    subjects, reason = TEMPLATES.classify(_entry(text, file, function, level="warning"))
+    assert subjects == []
+    assert reason
+
+
+def test_every_minor_release_is_fetched_with_its_latest_patch() -> None:
+    sources = _tool("vllm_sources")
+    from packaging.version import Version
+
+    versions = [
+        Version(v) for v in ("0.2.1", "0.2.7", "0.20.0", "0.20.2", "0.20.2rc1", "0.6.4.post1", "0.6.4")
+    ]
+    assert [str(v) for v in sources.latest_patch_per_minor(versions)] == ["0.2.7", "0.6.4.post1", "0.20.2"]
+    # 0.20.x ships only manylinux_2_35 wheels: a platform list without it fetched no 0.20 release
+    assert "manylinux_2_35_x86_64" in sources.PLATFORMS
