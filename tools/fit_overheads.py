@@ -16,6 +16,7 @@ of weights within 3 %.
     python tools/fit_overheads.py              # the fit, its scores, and the `overheads:` YAML
     python tools/fit_overheads.py --write      # also rewrite engines.yaml's `overheads:` block
     python tools/fit_overheads.py --as-is      # score the catalog's coefficients without refitting
+    python tools/fit_overheads.py --misses     # also each leave-one-thread-out miss, term by term
 
 Plain Python, not numpy: the systems are at most 3 x 3 and numpy is not a dependency of the project.
 """
@@ -389,6 +390,36 @@ def leave_one_thread_out(data: Sequence[Sample], catalog: Catalog) -> Score:
     return leave_one_group_out(data, catalog, lambda p: p.thread)
 
 
+def thread_misses(data: Sequence[Sample], catalog: Catalog) -> list[str]:
+    """One line per run that leave-one-thread-out predicts outside tolerance: its era, the KV
+    memory logged and predicted held out, and each overhead as logged, fitted held out and fitted
+    with the run, so the term (and era) that carries the error can be read off."""
+    scored = [s for s in data if kv_scored(s)]
+    held_out = {
+        t: fit([s for s in data if s.point.thread != t], catalog) for t in {s.point.thread for s in scored}
+    }
+    everything = fit(data, catalog)
+    lines: list[str] = []
+    for sample in scored:
+        era = _era_of(held_out[sample.point.thread], sample)
+        if kv_within(sample, era):
+            continue
+        own = _era_of(everything, sample)
+        terms = ", ".join(
+            f"{c} {sample.targets.get(c, math.nan):.2f}/{_component(era, sample, c):.2f}"
+            f"/{_component(own, sample, c):.2f}"
+            for c in COMPONENTS
+        )
+        lines.append(
+            f"{sample.point.id} ({sample.point.thread}, era [{sample.era.introduced or ''}, "
+            f"{sample.era.removed or ''})): KV logged "
+            f"{sample.point.kv_gib}, held out {predicted_kv(sample, era):.2f}; weights estimated "
+            f"{sample.weights_estimated:.2f} (logged {sample.point.weights_gib}); "
+            f"logged/held out/in sample: {terms}"
+        )
+    return lines
+
+
 def weights_score(points: Sequence[Point], catalog: Catalog) -> Score:
     """Estimated weights per GPU within 3 % of the logged figure (they do not depend on the fit)."""
     within = runs = 0
@@ -444,6 +475,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true", help="rewrite engines.yaml's overheads block")
     parser.add_argument("--as-is", action="store_true", help="score the catalog's coefficients, no refit")
+    parser.add_argument("--misses", action="store_true", help="list each leave-one-thread-out miss by term")
     args = parser.parse_args(argv)
     catalog = load_catalog(ROOT / "rules")
     points = load_points()
@@ -460,6 +492,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"KV within max(0.5 GiB, 10 %), leave-one-thread-out: {leave_one_thread_out(data, catalog)}")
     by_source = leave_one_group_out(data, catalog, lambda p: p.source)
     print(f"KV within max(0.5 GiB, 10 %), leave-one-source-out (URL without anchor): {by_source}")
+    if args.misses:
+        print("leave-one-thread-out misses (GiB; nan: not logged):")
+        for line in thread_misses(data, catalog):
+            print(f"  {line}")
     print("overheads:")
     print(eras_yaml(eras), end="")
     if args.write:

@@ -65,3 +65,11 @@ def test_a_thread_held_out_is_predicted_by_a_fit_without_it(catalog: Catalog) ->
     assert fit.eras_yaml(without) != fit.eras_yaml(full)
     score = fit.leave_one_thread_out(data, catalog)
     assert 0 < score.runs == sum(1 for s in data if fit.kv_scored(s))
+
+
+def test_each_thread_miss_is_listed_once_with_its_terms(catalog: Catalog) -> None:
+    data = fit.samples(fit.load_points(), catalog)
+    score = fit.leave_one_thread_out(data, catalog)
+    misses = fit.thread_misses(data, catalog)
+    assert len(misses) == score.runs - score.within
+    assert all("activation" in line and "non_torch" in line and "held out" in line for line in misses)
