@@ -30,6 +30,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "budget"))
@@ -53,9 +55,12 @@ ENGINES = ROOT / "rules" / "catalog" / "engines.yaml"
 COMPONENTS = ("activation", "non_torch", "cuda_graph")
 KV_TOLERANCE_GIB, KV_TOLERANCE_SHARE, WEIGHT_TOLERANCE = 0.5, 0.10, 0.03
 SIGNIFICANT = 4  # digits kept of each coefficient
-# The pre-fit constants (bytes per element: fp16 gate_up output and activation, hidden-sized
-# buffers, fp32 logits in about three copies); they only choose the fit's starting assignment
-INITIAL_ACTIVATION = (6.0, 8.0, 12.0)
+# The pre-fit constants, bytes per element: the forward pass keeps about 6 bytes per MLP-width
+# element (the fp16 gate_up output, 4, and its activation, 2) and per hidden element (about three
+# fp16 hidden-sized buffers: residual, normed input, layer output), so one coefficient multiplies
+# both (vllm#10517's V0 runs: 6.0 at 20k and at 29k tokens); fp32 logits in about three copies.
+# Where an era has too few runs bound by the forward pass these values stand.
+INITIAL_ACTIVATION = (6.0, 6.0, 12.0)
 
 
 @dataclass(frozen=True)
@@ -192,39 +197,53 @@ def _spread(residuals: Sequence[float], coefficients: Sequence[float]) -> float:
     return round(math.sqrt(sum(e * e for e in residuals) / free), 3)
 
 
-def _fit_activation(used: Sequence[Sample]) -> list[float]:
-    """The activation peak is the larger of the forward pass (two terms) and the sampler warm-up
-    (one): each run is assigned to the branch that predicts more, each branch refitted on its runs,
-    until the assignment stops changing (starting from the pre-fit constants' assignment)."""
-    coefficients = list(INITIAL_ACTIVATION)
-    x = [s.terms("activation") for s in used]
-    y = [s.targets["activation"] for s in used]
-    assignment: list[bool] | None = None
-    for _ in range(50):
-        sampler = [coefficients[2] * r[2] >= coefficients[0] * r[0] + coefficients[1] * r[1] for r in x]
-        if sampler == assignment:
-            break
-        assignment = sampler
-        forward_rows = [(r[:2], t) for r, t, s in zip(x, y, sampler, strict=True) if not s]
-        sampler_rows = [(r[2:], t) for r, t, s in zip(x, y, sampler, strict=True) if s]
-        if len(forward_rows) > 2:
-            coefficients[:2] = nonnegative_least_squares(
-                [r for r, _ in forward_rows], [t for _, t in forward_rows]
+def _fit_activation(used: Sequence[Sample], sampler_default: float | None = None) -> list[float]:
+    """The activation peak is the larger of the forward pass and the sampler warm-up, so each run
+    is bound by one of them: by the sampler exactly when its ratio of forward-pass to sampler
+    elements is below the ratio of the two coefficients. Every split of the runs at that ratio is
+    tried (the runs with the lowest ratios sampler-bound), each branch fitted on its runs, and the
+    split whose coefficients reproduce it with the least squared error is kept; a branch without
+    runs keeps its pre-fit constant (for the sampler, the era's count from vLLM's source where the
+    catalog states one). The forward pass has one coefficient for its two terms (bytes
+    per MLP-width and per hidden element are alike; fitted apart the nearly collinear terms traded
+    against each other, V0: 2.1 and 21.7 bytes), fitted only where its runs profile at least two
+    sizes: one configuration logged twice (V1 profiles the same batch at any max_model_len) cannot
+    tell the forward pass's rate from the sampler's."""
+    rows = sorted(
+        ((r[0] + r[1], r[2], s.targets["activation"]) for s in used for r in [s.terms("activation")]),
+        key=lambda row: row[0] / row[1] if row[1] else math.inf,
+    )
+    best: tuple[float, list[float]] | None = None
+    for split in range(len(rows) + 1):
+        sampler_rows, forward_rows = rows[:split], rows[split:]
+        forward, _, sampler = INITIAL_ACTIVATION
+        sampler = sampler_default or sampler
+        if len({f for f, _, _ in forward_rows}) > 1:
+            (forward,) = nonnegative_least_squares(
+                [(f,) for f, _, _ in forward_rows], [t for *_, t in forward_rows]
             )
         if sampler_rows:
-            coefficients[2:] = nonnegative_least_squares(
-                [r for r, _ in sampler_rows], [t for _, t in sampler_rows]
+            (sampler,) = nonnegative_least_squares(
+                [(z,) for _, z, _ in sampler_rows], [t for *_, t in sampler_rows]
             )
-    return coefficients
+        if any((sampler * z >= forward * f) != (k < split) for k, (f, z, _) in enumerate(rows)):
+            continue  # these coefficients would bind the runs otherwise
+        error = sum((t - max(forward * f, sampler * z)) ** 2 for f, z, t in rows)
+        if best is None or error < best[0]:
+            best = (error, [forward, forward, sampler])
+    assert best is not None  # the split that keeps the pre-fit constants' assignment is consistent
+    return best[1]
 
 
-def _fit_component(rows: Sequence[Sample], component: str) -> tuple[list[float], float, int]:
+def _fit_component(
+    rows: Sequence[Sample], component: str, sampler_default: float | None = None
+) -> tuple[list[float], float, int]:
     """(coefficients, residual spread GiB, runs) of one overhead over `rows` that logged it."""
     used = [s for s in rows if component in s.targets]
     if not used:
         return [], 0.0, 0
     if component == "activation":
-        raw = _fit_activation(used)
+        raw = _fit_activation(used, sampler_default)
     else:
         raw = nonnegative_least_squares(
             [s.terms(component) for s in used], [s.targets[component] for s in used]
@@ -244,7 +263,9 @@ def fit(data: Sequence[Sample], catalog: Catalog) -> list[OverheadEra]:
     """The catalog's eras with coefficients and spreads fitted to `data`.
 
     An era with too few runs for an overhead keeps the era before's fit (vLLM's behaviour holds
-    until a release changes it); the first era, lacking runs, takes the fit over all of them.
+    until a release changes it), except where the catalog counts what the release changed: the
+    sampler warm-up's bytes per logits element (`sampler_source_bytes`) replace the era before's.
+    The first era, lacking runs, takes the fit over all of them.
     """
     eras: list[OverheadEra] = []
     for era in catalog.engine.overheads:
@@ -252,14 +273,14 @@ def fit(data: Sequence[Sample], catalog: Catalog) -> list[OverheadEra]:
         fits: dict[str, OverheadFit] = {}
         for component in COMPONENTS:
             size = len(getattr(era, component).coefficients)
-            if _enough(mine, component, size):
-                coefficients, spread, runs = _fit_component(mine, component)
+            counted = era.sampler_source_bytes if component == "activation" else None
+            if _enough(mine, component, 1 if component == "activation" else size):
+                coefficients, spread, runs = _fit_component(mine, component, counted)
                 fits[component] = OverheadFit(coefficients=coefficients, spread_gib=spread, runs=runs)
             elif eras:
                 carried: OverheadFit = getattr(eras[-1], component)
-                fits[component] = OverheadFit(
-                    coefficients=carried.coefficients, spread_gib=carried.spread_gib, runs=0
-                )
+                kept = carried.coefficients if counted is None else [*carried.coefficients[:2], counted]
+                fits[component] = OverheadFit(coefficients=kept, spread_gib=carried.spread_gib, runs=0)
             else:
                 coefficients, spread, _ = _fit_component(data, component)
                 fits[component] = OverheadFit(
@@ -269,6 +290,7 @@ def fit(data: Sequence[Sample], catalog: Catalog) -> list[OverheadEra]:
             OverheadEra(
                 versions=era.versions,
                 whole_prompt_profile=era.whole_prompt_profile,
+                sampler_source_bytes=era.sampler_source_bytes,
                 kv_spread_gib=0.0,
                 kv_runs=0,
                 **fits,
@@ -295,15 +317,7 @@ def _rms(values: Sequence[float]) -> float:
 
 
 def _replace_kv(era: OverheadEra, spread: float, runs: int) -> OverheadEra:
-    return OverheadEra(
-        versions=era.versions,
-        whole_prompt_profile=era.whole_prompt_profile,
-        activation=era.activation,
-        non_torch=era.non_torch,
-        cuda_graph=era.cuda_graph,
-        kv_spread_gib=spread,
-        kv_runs=runs,
-    )
+    return msgspec.structs.replace(era, kv_spread_gib=spread, kv_runs=runs)
 
 
 def _era_of(eras: Sequence[OverheadEra], sample: Sample) -> OverheadEra:
@@ -451,6 +465,8 @@ def eras_yaml(eras: Sequence[OverheadEra]) -> str:
         lines.append(f"  - versions: {{{given}}}")
         if era.whole_prompt_profile:
             lines.append("    whole_prompt_profile: true")
+        if era.sampler_source_bytes is not None:
+            lines.append(f"    sampler_source_bytes: {era.sampler_source_bytes:g}")
         for component in COMPONENTS:
             f: OverheadFit = getattr(era, component)
             lines.append(
