@@ -202,7 +202,8 @@ def _fit_activation(used: Sequence[Sample], sampler_default: float | None = None
     is bound by one of them: by the sampler exactly when its ratio of forward-pass to sampler
     elements is below the ratio of the two coefficients. Every split of the runs at that ratio is
     tried (the runs with the lowest ratios sampler-bound), each branch fitted on its runs, and the
-    split whose coefficients reproduce it with the least squared error is kept; a branch without
+    split whose coefficients reproduce it with the least squared error is kept (where none does,
+    the least squared error of any); a branch without
     runs keeps its pre-fit constant (for the sampler, the era's count from vLLM's source where the
     catalog states one). The forward pass has one coefficient for its two terms (bytes
     per MLP-width and per hidden element are alike; fitted apart the nearly collinear terms traded
@@ -213,7 +214,7 @@ def _fit_activation(used: Sequence[Sample], sampler_default: float | None = None
         ((r[0] + r[1], r[2], s.targets["activation"]) for s in used for r in [s.terms("activation")]),
         key=lambda row: row[0] / row[1] if row[1] else math.inf,
     )
-    best: tuple[float, list[float]] | None = None
+    best: tuple[tuple[bool, float], list[float]] | None = None
     for split in range(len(rows) + 1):
         sampler_rows, forward_rows = rows[:split], rows[split:]
         forward, _, sampler = INITIAL_ACTIVATION
@@ -226,12 +227,13 @@ def _fit_activation(used: Sequence[Sample], sampler_default: float | None = None
             (sampler,) = nonnegative_least_squares(
                 [(z,) for _, z, _ in sampler_rows], [t for *_, t in sampler_rows]
             )
-        if any((sampler * z >= forward * f) != (k < split) for k, (f, z, _) in enumerate(rows)):
-            continue  # these coefficients would bind the runs otherwise
+        # scored as the estimator applies them: each run takes the larger of the two branches;
+        # a split whose coefficients would bind its runs otherwise ranks after every one that holds
+        holds = all((sampler * z >= forward * f) == (k < split) for k, (f, z, _) in enumerate(rows))
         error = sum((t - max(forward * f, sampler * z)) ** 2 for f, z, t in rows)
-        if best is None or error < best[0]:
-            best = (error, [forward, forward, sampler])
-    assert best is not None  # the split that keeps the pre-fit constants' assignment is consistent
+        if best is None or (not holds, error) < best[0]:
+            best = ((not holds, error), [forward, forward, sampler])
+    assert best is not None  # range(len(rows) + 1) is never empty
     return best[1]
 
 
