@@ -16,6 +16,7 @@ of weights within 3 %.
     python tools/fit_overheads.py              # the fit, its scores, and the `overheads:` YAML
     python tools/fit_overheads.py --write      # also rewrite engines.yaml's `overheads:` block
     python tools/fit_overheads.py --as-is      # score the catalog's coefficients without refitting
+    python tools/fit_overheads.py --misses     # also each leave-one-thread-out miss, term by term
 
 Plain Python, not numpy: the systems are at most 3 x 3 and numpy is not a dependency of the project.
 """
@@ -28,6 +29,8 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -52,9 +55,12 @@ ENGINES = ROOT / "rules" / "catalog" / "engines.yaml"
 COMPONENTS = ("activation", "non_torch", "cuda_graph")
 KV_TOLERANCE_GIB, KV_TOLERANCE_SHARE, WEIGHT_TOLERANCE = 0.5, 0.10, 0.03
 SIGNIFICANT = 4  # digits kept of each coefficient
-# The pre-fit constants (bytes per element: fp16 gate_up output and activation, hidden-sized
-# buffers, fp32 logits in about three copies); they only choose the fit's starting assignment
-INITIAL_ACTIVATION = (6.0, 8.0, 12.0)
+# The pre-fit constants, bytes per element: the forward pass keeps about 6 bytes per MLP-width
+# element (the fp16 gate_up output, 4, and its activation, 2) and per hidden element (about three
+# fp16 hidden-sized buffers: residual, normed input, layer output), so one coefficient multiplies
+# both (vllm#10517's V0 runs: 6.0 at 20k and at 29k tokens); fp32 logits in about three copies.
+# Where an era has too few runs bound by the forward pass these values stand.
+INITIAL_ACTIVATION = (6.0, 6.0, 12.0)
 
 
 @dataclass(frozen=True)
@@ -191,39 +197,55 @@ def _spread(residuals: Sequence[float], coefficients: Sequence[float]) -> float:
     return round(math.sqrt(sum(e * e for e in residuals) / free), 3)
 
 
-def _fit_activation(used: Sequence[Sample]) -> list[float]:
-    """The activation peak is the larger of the forward pass (two terms) and the sampler warm-up
-    (one): each run is assigned to the branch that predicts more, each branch refitted on its runs,
-    until the assignment stops changing (starting from the pre-fit constants' assignment)."""
-    coefficients = list(INITIAL_ACTIVATION)
-    x = [s.terms("activation") for s in used]
-    y = [s.targets["activation"] for s in used]
-    assignment: list[bool] | None = None
-    for _ in range(50):
-        sampler = [coefficients[2] * r[2] >= coefficients[0] * r[0] + coefficients[1] * r[1] for r in x]
-        if sampler == assignment:
-            break
-        assignment = sampler
-        forward_rows = [(r[:2], t) for r, t, s in zip(x, y, sampler, strict=True) if not s]
-        sampler_rows = [(r[2:], t) for r, t, s in zip(x, y, sampler, strict=True) if s]
-        if len(forward_rows) > 2:
-            coefficients[:2] = nonnegative_least_squares(
-                [r for r, _ in forward_rows], [t for _, t in forward_rows]
+def _fit_activation(used: Sequence[Sample], sampler_default: float | None = None) -> list[float]:
+    """The activation peak is the larger of the forward pass and the sampler warm-up, so each run
+    is bound by one of them: by the sampler exactly when its ratio of forward-pass to sampler
+    elements is below the ratio of the two coefficients. Every split of the runs at that ratio is
+    tried (the runs with the lowest ratios sampler-bound), each branch fitted on its runs, and the
+    split whose coefficients reproduce it with the least squared error is kept (where none does,
+    the least squared error of any); a branch without
+    runs keeps its pre-fit constant (for the sampler, the era's count from vLLM's source where the
+    catalog states one). The forward pass has one coefficient for its two terms (bytes
+    per MLP-width and per hidden element are alike; fitted apart the nearly collinear terms traded
+    against each other, V0: 2.1 and 21.7 bytes), fitted only where its runs profile at least two
+    sizes: one configuration logged twice (V1 profiles the same batch at any max_model_len) cannot
+    tell the forward pass's rate from the sampler's."""
+    rows = sorted(
+        ((r[0] + r[1], r[2], s.targets["activation"]) for s in used for r in [s.terms("activation")]),
+        key=lambda row: row[0] / row[1] if row[1] else math.inf,
+    )
+    best: tuple[tuple[bool, float], list[float]] | None = None
+    for split in range(len(rows) + 1):
+        sampler_rows, forward_rows = rows[:split], rows[split:]
+        forward, _, sampler = INITIAL_ACTIVATION
+        sampler = sampler_default or sampler
+        if len({f for f, _, _ in forward_rows}) > 1:
+            (forward,) = nonnegative_least_squares(
+                [(f,) for f, _, _ in forward_rows], [t for *_, t in forward_rows]
             )
         if sampler_rows:
-            coefficients[2:] = nonnegative_least_squares(
-                [r for r, _ in sampler_rows], [t for _, t in sampler_rows]
+            (sampler,) = nonnegative_least_squares(
+                [(z,) for _, z, _ in sampler_rows], [t for *_, t in sampler_rows]
             )
-    return coefficients
+        # scored as the estimator applies them: each run takes the larger of the two branches;
+        # a split whose coefficients would bind its runs otherwise ranks after every one that holds
+        holds = all((sampler * z >= forward * f) == (k < split) for k, (f, z, _) in enumerate(rows))
+        error = sum((t - max(forward * f, sampler * z)) ** 2 for f, z, t in rows)
+        if best is None or (not holds, error) < best[0]:
+            best = ((not holds, error), [forward, forward, sampler])
+    assert best is not None  # range(len(rows) + 1) is never empty
+    return best[1]
 
 
-def _fit_component(rows: Sequence[Sample], component: str) -> tuple[list[float], float, int]:
+def _fit_component(
+    rows: Sequence[Sample], component: str, sampler_default: float | None = None
+) -> tuple[list[float], float, int]:
     """(coefficients, residual spread GiB, runs) of one overhead over `rows` that logged it."""
     used = [s for s in rows if component in s.targets]
     if not used:
         return [], 0.0, 0
     if component == "activation":
-        raw = _fit_activation(used)
+        raw = _fit_activation(used, sampler_default)
     else:
         raw = nonnegative_least_squares(
             [s.terms(component) for s in used], [s.targets[component] for s in used]
@@ -243,7 +265,9 @@ def fit(data: Sequence[Sample], catalog: Catalog) -> list[OverheadEra]:
     """The catalog's eras with coefficients and spreads fitted to `data`.
 
     An era with too few runs for an overhead keeps the era before's fit (vLLM's behaviour holds
-    until a release changes it); the first era, lacking runs, takes the fit over all of them.
+    until a release changes it), except where the catalog counts what the release changed: the
+    sampler warm-up's bytes per logits element (`sampler_source_bytes`) replace the era before's.
+    The first era, lacking runs, takes the fit over all of them.
     """
     eras: list[OverheadEra] = []
     for era in catalog.engine.overheads:
@@ -251,14 +275,14 @@ def fit(data: Sequence[Sample], catalog: Catalog) -> list[OverheadEra]:
         fits: dict[str, OverheadFit] = {}
         for component in COMPONENTS:
             size = len(getattr(era, component).coefficients)
-            if _enough(mine, component, size):
-                coefficients, spread, runs = _fit_component(mine, component)
+            counted = era.sampler_source_bytes if component == "activation" else None
+            if _enough(mine, component, 1 if component == "activation" else size):
+                coefficients, spread, runs = _fit_component(mine, component, counted)
                 fits[component] = OverheadFit(coefficients=coefficients, spread_gib=spread, runs=runs)
             elif eras:
                 carried: OverheadFit = getattr(eras[-1], component)
-                fits[component] = OverheadFit(
-                    coefficients=carried.coefficients, spread_gib=carried.spread_gib, runs=0
-                )
+                kept = carried.coefficients if counted is None else [*carried.coefficients[:2], counted]
+                fits[component] = OverheadFit(coefficients=kept, spread_gib=carried.spread_gib, runs=0)
             else:
                 coefficients, spread, _ = _fit_component(data, component)
                 fits[component] = OverheadFit(
@@ -268,6 +292,7 @@ def fit(data: Sequence[Sample], catalog: Catalog) -> list[OverheadEra]:
             OverheadEra(
                 versions=era.versions,
                 whole_prompt_profile=era.whole_prompt_profile,
+                sampler_source_bytes=era.sampler_source_bytes,
                 kv_spread_gib=0.0,
                 kv_runs=0,
                 **fits,
@@ -294,15 +319,7 @@ def _rms(values: Sequence[float]) -> float:
 
 
 def _replace_kv(era: OverheadEra, spread: float, runs: int) -> OverheadEra:
-    return OverheadEra(
-        versions=era.versions,
-        whole_prompt_profile=era.whole_prompt_profile,
-        activation=era.activation,
-        non_torch=era.non_torch,
-        cuda_graph=era.cuda_graph,
-        kv_spread_gib=spread,
-        kv_runs=runs,
-    )
+    return msgspec.structs.replace(era, kv_spread_gib=spread, kv_runs=runs)
 
 
 def _era_of(eras: Sequence[OverheadEra], sample: Sample) -> OverheadEra:
@@ -389,6 +406,36 @@ def leave_one_thread_out(data: Sequence[Sample], catalog: Catalog) -> Score:
     return leave_one_group_out(data, catalog, lambda p: p.thread)
 
 
+def thread_misses(data: Sequence[Sample], catalog: Catalog) -> list[str]:
+    """One line per run that leave-one-thread-out predicts outside tolerance: its era, the KV
+    memory logged and predicted held out, and each overhead as logged, fitted held out and fitted
+    with the run, so the term (and era) that carries the error can be read off."""
+    scored = [s for s in data if kv_scored(s)]
+    held_out = {
+        t: fit([s for s in data if s.point.thread != t], catalog) for t in {s.point.thread for s in scored}
+    }
+    everything = fit(data, catalog)
+    lines: list[str] = []
+    for sample in scored:
+        era = _era_of(held_out[sample.point.thread], sample)
+        if kv_within(sample, era):
+            continue
+        own = _era_of(everything, sample)
+        terms = ", ".join(
+            f"{c} {sample.targets.get(c, math.nan):.2f}/{_component(era, sample, c):.2f}"
+            f"/{_component(own, sample, c):.2f}"
+            for c in COMPONENTS
+        )
+        lines.append(
+            f"{sample.point.id} ({sample.point.thread}, era [{sample.era.introduced or ''}, "
+            f"{sample.era.removed or ''})): KV logged "
+            f"{sample.point.kv_gib}, held out {predicted_kv(sample, era):.2f}; weights estimated "
+            f"{sample.weights_estimated:.2f} (logged {sample.point.weights_gib}); "
+            f"logged/held out/in sample: {terms}"
+        )
+    return lines
+
+
 def weights_score(points: Sequence[Point], catalog: Catalog) -> Score:
     """Estimated weights per GPU within 3 % of the logged figure (they do not depend on the fit)."""
     within = runs = 0
@@ -420,6 +467,8 @@ def eras_yaml(eras: Sequence[OverheadEra]) -> str:
         lines.append(f"  - versions: {{{given}}}")
         if era.whole_prompt_profile:
             lines.append("    whole_prompt_profile: true")
+        if era.sampler_source_bytes is not None:
+            lines.append(f"    sampler_source_bytes: {era.sampler_source_bytes:g}")
         for component in COMPONENTS:
             f: OverheadFit = getattr(era, component)
             lines.append(
@@ -444,6 +493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true", help="rewrite engines.yaml's overheads block")
     parser.add_argument("--as-is", action="store_true", help="score the catalog's coefficients, no refit")
+    parser.add_argument("--misses", action="store_true", help="list each leave-one-thread-out miss by term")
     args = parser.parse_args(argv)
     catalog = load_catalog(ROOT / "rules")
     points = load_points()
@@ -460,6 +510,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"KV within max(0.5 GiB, 10 %), leave-one-thread-out: {leave_one_thread_out(data, catalog)}")
     by_source = leave_one_group_out(data, catalog, lambda p: p.source)
     print(f"KV within max(0.5 GiB, 10 %), leave-one-source-out (URL without anchor): {by_source}")
+    if args.misses:
+        print("leave-one-thread-out misses (GiB; nan: not logged):")
+        for line in thread_misses(data, catalog):
+            print(f"  {line}")
     print("overheads:")
     print(eras_yaml(eras), end="")
     if args.write:

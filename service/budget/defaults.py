@@ -19,7 +19,7 @@ from service.packs.catalog import (
     version_tuple,
 )
 
-__all__ = ["default_utilization", "era_at", "scheduler_defaults"]
+__all__ = ["default_utilization", "era_at", "scheduler_defaults", "v0_scheduler_defaults"]
 
 Release = tuple[int, int, int]
 _E = TypeVar("_E", DefaultsEra, Stepped)
@@ -67,3 +67,17 @@ def scheduler_defaults(
 def _pair(tier: TierDefaults, offline: bool) -> tuple[int, int]:
     batched = tier.offline_max_num_batched_tokens if offline else None
     return tier.max_num_seqs, batched or tier.max_num_batched_tokens
+
+
+def v0_scheduler_defaults(engine: EngineFacts) -> tuple[int, int] | None:
+    """(max_num_seqs, max_num_batched_tokens) of the V0 engine, which a run that chose it
+    (VLLM_USE_V1=0) on a release whose default is V1 still gets: 0.8-0.10's `_set_default_args_v0`
+    sets 256 sequences and leaves the token budget to V0's scheduler. They are the defaults in force
+    in the last release before V1's, the end of the catalog's whole-prompt (V0) overhead era."""
+    v0 = [e.versions.removed for e in engine.overheads if e.whole_prompt_profile and e.versions.removed]
+    if not v0:
+        return None
+    before = [e for e in engine.defaults if version_tuple(e.since) < version_tuple(v0[-1])]
+    if not before or len(before[-1].tiers) != 1:
+        return None
+    return _pair(before[-1].tiers[0], offline=False)

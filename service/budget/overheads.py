@@ -33,7 +33,8 @@ class OverheadTerms:
 
     activation (elements, coefficients in bytes each): the profile's forward pass, profile tokens ×
     MLP width / TP (the MLP's gate_up output and activation, or the routed experts' MoE workspace)
-    and profile tokens × hidden size (residual and norm buffers); then the sampler warm-up, rows ×
+    and profile tokens × hidden size (residual and norm buffers), at one fitted rate of bytes per
+    element (tools/fit_overheads.py writes it for both); then the sampler warm-up, rows ×
     vocabulary (fp32 logits and their copies, gathered whole on every GPU). The peak is the larger
     of the two, as vLLM runs them one after the other. non_torch (GiB): one, and one more when
     tensor or pipeline parallel starts NCCL and custom all-reduce buffers. cuda_graph (GiB): one,

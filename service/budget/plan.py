@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import msgspec
 
+from service.budget.defaults import v0_scheduler_defaults
 from service.budget.inputs import GIB, Run, resolve
 from service.budget.kv import largest_fitting_length
 from service.budget.overheads import Engine, OverheadTerms, overhead_era, overhead_terms
@@ -62,6 +63,14 @@ def overhead_inputs(
     `chunked_prefill` state what a logged run chose where the request cannot say it."""
     run = with_file_weights(resolve(request, catalog), catalog)
     era = overhead_era(catalog.engine, run.version_t, kind)
+    if era.whole_prompt_profile and (v0 := v0_scheduler_defaults(catalog.engine)) is not None:
+        # a V0 run on a release whose default is V1 schedules with V0's defaults, not V1's
+        stated = msgspec.structs.replace(
+            request,
+            max_num_seqs=request.max_num_seqs or v0[0],
+            max_num_batched_tokens=request.max_num_batched_tokens or v0[1],
+        )
+        run = with_file_weights(resolve(stated, catalog), catalog)
     stages = stage_budgets(run, run.tp, catalog)
     fullest = max(range(len(stages)), key=lambda i: stages[i].weights.total)
     stage, layers = stages[fullest], pp_layer_counts(run.model.num_hidden_layers, run.pp)[fullest]

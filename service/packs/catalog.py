@@ -579,8 +579,15 @@ class OverheadEra(Entry, frozen=True):
     # V0: without chunked prefill the profile batch holds whole prompts, max(max_model_len,
     # max_num_batched_tokens) tokens; V1 always chunks, so it profiles max_num_batched_tokens
     whole_prompt_profile: bool = False
+    # bytes per logits element (rows x vocabulary) the sampler warm-up holds at its peak, counted in
+    # the era's source; tools/fit_overheads.py uses it where the era has no run bound by the sampler
+    sampler_source_bytes: float | None = None
 
     def __post_init__(self) -> None:
+        _require(
+            self.sampler_source_bytes is None or self.sampler_source_bytes > 0,
+            "sampler_source_bytes must be positive",
+        )
         _require(len(self.activation.coefficients) == 3, "activation has 3 terms")
         _require(len(self.non_torch.coefficients) == 2, "non_torch has 2 terms")
         _require(len(self.cuda_graph.coefficients) == 2, "cuda_graph has 2 terms")

@@ -3,7 +3,10 @@ the sampler warm-up scales, and that every estimate's uncertainty is its era's f
 
 from __future__ import annotations
 
-from service.budget import estimate
+import msgspec
+
+from service.budget import estimate, overhead_inputs
+from service.budget.defaults import v0_scheduler_defaults
 from service.budget.overheads import overhead_era
 from service.packs.catalog import Catalog, version_tuple
 from service.schemas import Budget, EstimateRequest
@@ -56,3 +59,24 @@ def test_every_estimate_states_its_eras_fitted_spread(catalog: Catalog) -> None:
         assert sources["activation_peak_gib"].uncertainty_gib == era.activation.spread_gib
         assert sources["non_torch_gib"].uncertainty_gib == era.non_torch.spread_gib
         assert sources["available_kv_gib"].note and "logged runs" in sources["available_kv_gib"].note
+
+
+def test_a_v0_run_on_a_v1_release_schedules_with_v0s_defaults(catalog: Catalog) -> None:
+    """0.8's `_set_default_args_v0` gives VLLM_USE_V1=0 256 sequences where V1 gets 1024, so the
+    sampler warm-up of such a run holds 256 rows of logits, not V1's count."""
+    assert v0_scheduler_defaults(catalog.engine) == (256, 2048)
+    request = EstimateRequest(model=LLAMA_8B, gpu="H100", vllm_version="0.8.5", max_model_len=4096)
+    vocab = 128256
+    v1 = overhead_inputs(request, catalog).terms.activation[2]
+    v0 = overhead_inputs(request, catalog, "v0").terms.activation[2]
+    assert v0 == 256 * vocab < v1
+    stated = msgspec.structs.replace(request, max_num_seqs=64)
+    assert overhead_inputs(stated, catalog, "v0").terms.activation[2] == 64 * vocab
+
+
+def test_one_graph_era_holds_the_coefficients_from_017_on(catalog: Catalog) -> None:
+    """0.20 moved the CUDA-graph estimate into the KV budget; what vLLM measures did not change, so
+    0.19 and 0.29 read the same fitted coefficients and only the budget's graph term differs."""
+    older, newer = (overhead_era(catalog.engine, version_tuple(v)) for v in ("0.19.0", "0.29.0"))
+    assert older == newer
+    assert _budget(catalog, "0.29.0", 8192).cuda_graph_gib > 0
