@@ -309,7 +309,8 @@ def _vision_tower(outer: Mapping[str, object]) -> dict[str, object] | None:
     ratio = vision.get("mlp_ratio")
     width = tower.get("hidden_size")
     if "intermediate_size" not in tower and isinstance(ratio, int | float) and isinstance(width, int):
-        tower["intermediate_size"] = int(width * ratio) if 0 < ratio <= 64 else 0
+        if 0 < ratio <= 64:  # qwen2_vl.py: int(dim * mlp_ratio); else the MLP width is unknown
+            tower["intermediate_size"] = int(width * ratio)
     if outer.get("multimodal_projector_bias") is True:
         tower["projector_bias"] = True
     tokens = _opt_int(outer, "mm_tokens_per_image")

@@ -177,6 +177,11 @@ def test_an_unreadable_or_implausible_tower_is_left_out() -> None:
     ]
     for tower in broken:
         assert model_from_config({**QWEN25_VL, "vision_config": tower})[0].vision is None
+    qwen2 = dict(QWEN2_VL["vision_config"])  # type: ignore[call-overload]
+    for ratio in (0, float("nan"), 1e9, "4"):
+        assert (
+            model_from_config({**QWEN2_VL, "vision_config": {**qwen2, "mlp_ratio": ratio}})[0].vision is None
+        )
     # an unknown tower type is SigLIP-shaped, whose learned positions need a fixed image_size
     unknown = {**QWEN25_VL, "model_type": "somevlm", "vision_config": {**vision, "model_type": "somevit"}}
     assert model_from_config(unknown)[0].vision is None
