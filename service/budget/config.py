@@ -259,11 +259,13 @@ _VISION_FIELDS: dict[str, tuple[str, ...]] = {
     "channels": ("num_channels", "in_chans", "in_channels"),
     "temporal_patch_size": ("temporal_patch_size",),
     "spatial_merge_size": ("spatial_merge_size",),
+    "position_count": ("num_position_embeddings",),
 }
 _VISION_LIMITS = {"layers": 1024, "hidden_size": 1 << 16, "intermediate_size": 1 << 18}
 # Layer shapes by vision model_type (the outer model_type when the vision_config names none), from
 # vLLM's tower classes; a type not listed is taken as SigLIP/CLIP-shaped (VisionSpec's defaults)
 _RMS_GATED = {"mlp": "gated", "norm": "rms", "patch_bias": False, "position_embeddings": False}
+_QWEN3_VL: dict[str, object] = {"post_norm": False, "projector": "merger"}
 _TOWER_SHAPES: dict[str, dict[str, object]] = {
     # qwen2_vl.py Qwen2VisionTransformer: LayerNorm, fc1/fc2, Conv3d without bias, PatchMerger
     "qwen2_vl": {
@@ -274,6 +276,9 @@ _TOWER_SHAPES: dict[str, dict[str, object]] = {
     },
     # qwen2_5_vl.py Qwen2_5_VisionTransformer: RMSNorm, SiLU-gated MLP with biases, PatchMerger
     "qwen2_5_vl": {**_RMS_GATED, "post_norm": False, "projector": "merger"},
+    # qwen3_vl.py Qwen3_VisionTransformer (also Qwen3.5's): Conv3d with bias, learned positions
+    # interpolated per image, LayerNorm, fc1/fc2, a merger plus one per deepstack layer
+    **dict.fromkeys(("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"), _QWEN3_VL),
     # pixtral.py PixtralHFVisionModel: no biases, RMSNorm, gated MLP, ln_pre, 2D RoPE
     "pixtral": {**_RMS_GATED, "bias": False, "pre_norm": True, "post_norm": False},
 }
@@ -308,9 +313,18 @@ def _vision_tower(outer: Mapping[str, object]) -> dict[str, object] | None:
             tower[field] = value
     ratio = vision.get("mlp_ratio")
     width = tower.get("hidden_size")
-    if "intermediate_size" not in tower and isinstance(ratio, int | float) and isinstance(width, int):
-        if 0 < ratio <= 64:  # qwen2_vl.py: int(dim * mlp_ratio); else the MLP width is unknown
-            tower["intermediate_size"] = int(width * ratio)
+    # qwen2_vl.py: int(dim * mlp_ratio); a ratio beyond any tower leaves the MLP width unknown
+    usable = isinstance(ratio, int | float) and 0 < ratio <= 64
+    if (
+        "intermediate_size" not in tower
+        and usable
+        and isinstance(ratio, int | float)
+        and isinstance(width, int)
+    ):
+        tower["intermediate_size"] = int(width * ratio)
+    deepstack = vision.get("deepstack_visual_indexes")
+    if isinstance(deepstack, list):
+        tower["deepstack_mergers"] = len(deepstack)
     if outer.get("multimodal_projector_bias") is True:
         tower["projector_bias"] = True
     tokens = _opt_int(outer, "mm_tokens_per_image")

@@ -189,7 +189,8 @@ def _vision(model: ModelSpec, tp: int) -> int:
         mlp = (2 * h * inter) // tp + (inter + h if v.bias else 0)
     per_layer = attention + mlp + 2 * norm
     embeddings = v.channels * v.temporal_patch_size * v.patch_size**2 * h + (h if v.patch_bias else 0)
-    embeddings += (v.patches * h if v.position_embeddings else 0) + (norm if v.pre_norm else 0)
+    positions = (v.position_count or v.patches) if v.position_embeddings else 0
+    embeddings += positions * h + (norm if v.pre_norm else 0)
     return v.layers * per_layer + embeddings + (norm if v.post_norm else 0) + _projector(v, text, tp)
 
 
@@ -197,8 +198,9 @@ def _projector(v: VisionSpec, text: int, tp: int) -> int:
     h = v.hidden_size
     merged = h * v.spatial_merge_size**2
     if v.projector == "merger":  # ln_q, then Linear(merged, merged) and Linear(merged, text), biased
-        norm = 2 * h if v.norm == "layer" else h
-        return norm + (merged * merged + merged * text) // tp + merged + text
+        width = 2 if v.norm == "layer" else 1
+        mlp = (merged * merged + merged * text) // tp + merged + text
+        return width * h + mlp + v.deepstack_mergers * (width * merged + mlp)
     if v.projector == "patch-merger":  # RMSNorm, merging_layer (replicated), linear_1, linear_2
         bias = 2 * text if v.projector_bias else 0
         return h + merged * h + (h * text + text * text) // tp + bias

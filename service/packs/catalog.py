@@ -164,6 +164,9 @@ class VisionSpec(Entry, frozen=True):
     bias: bool = True  # biases of the attention and MLP linears
     patch_bias: bool = True
     position_embeddings: bool = True
+    # learned positions when the tower states their number (Qwen3-VL's num_position_embeddings,
+    # interpolated to each image); None = one per patch of image_size
+    position_count: int | None = None
     pre_norm: bool = False
     post_norm: bool = True
     # patches merged into one token (a spatial_merge_size × spatial_merge_size square)
@@ -172,6 +175,9 @@ class VisionSpec(Entry, frozen=True):
     # patch-merger: norm + merging linear + two-layer MLP (Mistral 3)
     projector: Literal["linear", "merger", "patch-merger"] = "linear"
     projector_bias: bool = False
+    # further mergers feeding intermediate layers' features to the decoder (Qwen3-VL's deepstack),
+    # each normed over the merged width
+    deepstack_mergers: int = 0
     # tokens one image becomes in the language model (`mm_tokens_per_image`; Gemma 3 pools its 4096
     # patches to 256); None = one per merged patch
     tokens_per_image: int | None = None
@@ -182,12 +188,13 @@ class VisionSpec(Entry, frozen=True):
             "image_size must be a multiple of patch_size",
         )
         _require(
-            self.image_size is not None or not self.position_embeddings,
+            self.image_size is not None or self.position_count is not None or not self.position_embeddings,
             "a tower with learned position embeddings needs its image_size",
         )
         _require(
             self.tokens_per_image is None or self.tokens_per_image > 0, "tokens_per_image must be positive"
         )
+        _require(0 <= self.deepstack_mergers <= self.layers, "deepstack_mergers must be at most layers")
 
     @property
     def patches(self) -> int:

@@ -97,6 +97,28 @@ MISTRAL3: dict[str, object] = {
 }
 
 
+# Qwen3-VL shape: learned positions of their own number, deepstack mergers
+QWEN3_VL: dict[str, object] = {
+    "architectures": ["Qwen3VLForConditionalGeneration"],
+    "model_type": "qwen3_vl",
+    "text_config": {**QWEN25_TEXT, "model_type": "qwen3", "hidden_size": 4096, "head_dim": 128},
+    "vision_config": {
+        "model_type": "qwen3_vl",
+        "depth": 27,
+        "hidden_size": 1152,
+        "intermediate_size": 4304,
+        "num_heads": 16,
+        "in_channels": 3,
+        "num_position_embeddings": 2304,
+        "out_hidden_size": 4096,
+        "patch_size": 16,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "deepstack_visual_indexes": [8, 16, 24],
+    },
+}
+
+
 def _tower(config: dict[str, object]) -> int:
     with_tower = parameter_count(model_from_config(config)[0])
     without = parameter_count(model_from_config({k: v for k, v in config.items() if k != "vision_config"})[0])
@@ -137,6 +159,23 @@ def test_a_qwen2_vl_tower_reads_embed_dim_and_mlp_ratio() -> None:
     patch_embed = 3 * 2 * 14 * 14 * h
     merger = 2 * h + merged * merged + merged + merged * text + text  # ln_q is a LayerNorm here
     assert _tower(QWEN2_VL) == 32 * block + patch_embed + merger
+
+
+def test_a_qwen3_vl_tower_counts_its_position_table_and_deepstack_mergers() -> None:
+    h, inter, text, merged = 1152, 4304, 4096, 1152 * 2**2
+    block = (
+        2 * 2 * h  # norm1, norm2: LayerNorm with bias
+        + (h * 3 * h + 3 * h)  # attn.qkv
+        + (h * h + h)  # attn.proj
+        + (h * inter + inter)  # mlp.linear_fc1
+        + (inter * h + h)  # mlp.linear_fc2
+    )
+    patch_embed = 3 * 2 * 16 * 16 * h + h  # Conv3d with bias
+    pos_embed = 2304 * h  # nn.Embedding(num_position_embeddings, h)
+    mlp = merged * merged + merged + merged * text + text  # linear_fc1, linear_fc2
+    merger = 2 * h + mlp  # norm over the ViT width
+    deepstack = 3 * (2 * merged + mlp)  # use_postshuffle_norm: norm over the merged width
+    assert _tower(QWEN3_VL) == 27 * block + patch_embed + pos_embed + merger + deepstack == 576_388_336
 
 
 def test_a_pixtral_tower_behind_mistral3s_projector_is_counted_as_their_modules_build_it() -> None:
