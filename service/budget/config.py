@@ -12,7 +12,7 @@ import msgspec
 
 from service.budget.hybrid import state_from_config
 from service.errors import InvalidConfigError
-from service.packs.catalog import MlaSpec, ModelSpec, MoeSpec, QuantSpec, RopeSpec, SlidingSpec
+from service.packs.catalog import MlaSpec, ModelSpec, MoeSpec, QuantSpec, RopeSpec, SlidingSpec, VisionSpec
 
 __all__ = ["model_from_config"]
 
@@ -248,34 +248,97 @@ def _sections(config: Mapping[str, object], model_type: str) -> dict[str, object
         raise InvalidConfigError(f"The config.json does not describe a usable model ({exc}).") from exc
 
 
-def _vision_tower(outer: Mapping[str, object]) -> dict[str, int] | None:
-    """A fixed-resolution ViT (SigLIP/CLIP-style `vision_config` with image_size), else None.
+# vision_config field names per tower field, first found wins (vLLM's tower classes read these):
+# Qwen2-VL names its ViT width embed_dim, its hidden_size being the merger's output
+_VISION_FIELDS: dict[str, tuple[str, ...]] = {
+    "layers": ("num_hidden_layers", "depth"),
+    "hidden_size": ("embed_dim", "hidden_size"),
+    "intermediate_size": ("intermediate_size",),
+    "patch_size": ("patch_size", "spatial_patch_size"),
+    "image_size": ("image_size",),
+    "channels": ("num_channels", "in_chans", "in_channels"),
+    "temporal_patch_size": ("temporal_patch_size",),
+    "spatial_merge_size": ("spatial_merge_size",),
+    "position_count": ("num_position_embeddings",),
+}
+_VISION_LIMITS = {"layers": 1024, "hidden_size": 1 << 16, "intermediate_size": 1 << 18}
+# Layer shapes by vision model_type (the outer model_type when the vision_config names none), from
+# vLLM's tower classes; a type not listed is taken as SigLIP/CLIP-shaped (VisionSpec's defaults)
+_RMS_GATED = {"mlp": "gated", "norm": "rms", "patch_bias": False, "position_embeddings": False}
+_QWEN3_VL: dict[str, object] = {"post_norm": False, "projector": "merger"}
+_TOWER_SHAPES: dict[str, dict[str, object]] = {
+    # qwen2_vl.py Qwen2VisionTransformer: LayerNorm, fc1/fc2, Conv3d without bias, PatchMerger
+    "qwen2_vl": {
+        "patch_bias": False,
+        "position_embeddings": False,
+        "post_norm": False,
+        "projector": "merger",
+    },
+    # qwen2_5_vl.py Qwen2_5_VisionTransformer: RMSNorm, SiLU-gated MLP with biases, PatchMerger
+    "qwen2_5_vl": {**_RMS_GATED, "post_norm": False, "projector": "merger"},
+    # qwen3_vl.py Qwen3_VisionTransformer (also Qwen3.5's): Conv3d with bias, learned positions
+    # interpolated per image, LayerNorm, fc1/fc2, a merger plus one per deepstack layer
+    **dict.fromkeys(("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"), _QWEN3_VL),
+    # pixtral.py PixtralHFVisionModel: no biases, RMSNorm, gated MLP, ln_pre, 2D RoPE
+    "pixtral": {**_RMS_GATED, "bias": False, "pre_norm": True, "post_norm": False},
+}
+# Projectors by the outer model_type: mistral3.py Mistral3MultiModalProjector
+_PROJECTORS: dict[str, dict[str, object]] = {"mistral3": {"projector": "patch-merger"}}
+
+
+def _vision_int(config: Mapping[str, object], names: tuple[str, ...]) -> int | None:
+    value = next((v for v in (_opt_int(config, n) for n in names) if v is not None), None)
+    return value if value is not None and value > 0 else None
+
+
+def _vision_tower(outer: Mapping[str, object]) -> dict[str, object] | None:
+    """The `vision_config` tower as VisionSpec fields, or None when its shape cannot be read.
 
     Towers of dynamic resolution (no image_size) size their images in the processor, which a config
-    alone does not state, so their profiling reserve is not estimated.
+    alone does not state, so their weights are counted but their profiling reserve is not estimated.
     """
     vision = outer.get("vision_config")
     if not isinstance(vision, dict):
         return None
-    keys = {
-        "layers": ("num_hidden_layers", "depth"),
-        "hidden_size": ("hidden_size",),
-        "intermediate_size": ("intermediate_size",),
-        "patch_size": ("patch_size",),
-        "image_size": ("image_size",),
+    kind = str(vision.get("model_type") or outer.get("model_type", ""))
+    tower: dict[str, object] = {
+        **_TOWER_SHAPES.get(kind, {}),
+        **_PROJECTORS.get(str(outer.get("model_type")), {}),
     }
-    tower: dict[str, int] = {}
-    for field, names in keys.items():
-        value = next((vision[n] for n in names if isinstance(vision.get(n), int)), None)
-        if not isinstance(value, int) or value <= 0:
-            return None
-        tower[field] = value
-    if tower["image_size"] % tower["patch_size"]:
-        return None
-    tokens = outer.get("mm_tokens_per_image")
-    if isinstance(tokens, int) and tokens > 0:
+    for field, names in _VISION_FIELDS.items():
+        value = _vision_int(vision, names) or _vision_int(
+            outer, names if field == "spatial_merge_size" else ()
+        )
+        if value is not None:
+            tower[field] = value
+    ratio = vision.get("mlp_ratio")
+    width = tower.get("hidden_size")
+    # qwen2_vl.py: int(dim * mlp_ratio); a ratio beyond any tower leaves the MLP width unknown
+    usable = isinstance(ratio, int | float) and 0 < ratio <= 64
+    if (
+        "intermediate_size" not in tower
+        and usable
+        and isinstance(ratio, int | float)
+        and isinstance(width, int)
+    ):
+        tower["intermediate_size"] = int(width * ratio)
+    deepstack = vision.get("deepstack_visual_indexes")
+    if isinstance(deepstack, list):
+        tower["deepstack_mergers"] = len(deepstack)
+    if outer.get("multimodal_projector_bias") is True:
+        tower["projector_bias"] = True
+    tokens = _opt_int(outer, "mm_tokens_per_image")
+    if tokens is not None and tokens > 0:
         tower["tokens_per_image"] = tokens
-    return tower
+    for field, limit in _VISION_LIMITS.items():
+        size = tower.get(field)
+        if not isinstance(size, int) or size > limit:
+            return None  # a field missing, or beyond any tower: not sized, as a text-only model
+    try:
+        spec: dict[str, object] = msgspec.to_builtins(msgspec.convert(tower, VisionSpec))
+    except msgspec.ValidationError:
+        return None
+    return spec
 
 
 def model_from_config(

@@ -20,9 +20,9 @@ __all__ = ["encoder_profile_bytes", "profiled_images"]
 def profiled_images(run: Run) -> tuple[int, int]:
     """(images, tokens per image) vLLM's profile run encodes, or (0, 0) without a fixed-size tower."""
     vision = run.model.vision
-    if vision is None:
+    if vision is None or not vision.patches:
         return 0, 0
-    tokens = vision.tokens_per_image or vision.patches
+    tokens = vision.image_tokens
     budget = max(run.max_num_batched_tokens, tokens)
     per_prompt = max(1, run.max_model_len // tokens)
     return max(1, min(budget // tokens, run.max_num_seqs * per_prompt)), tokens

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from service.packs.catalog import ModelSpec
+from service.packs.catalog import ModelSpec, VisionSpec
 
 __all__ = [
     "Sharding",
@@ -176,15 +176,35 @@ def _is_moe_layer(model: ModelSpec, index: int) -> bool:
 
 
 def _vision(model: ModelSpec, tp: int) -> int:
+    """The vision tower's and projector's parameters on one GPU (vLLM shards their linears by TP)."""
     v = model.vision
     if v is None:
         return 0
-    h, inter = v.hidden_size, v.intermediate_size
-    per_layer = (4 * h * h) // tp + 4 * h + (2 * h * inter) // tp + inter + h + 4 * h
-    patches = (v.image_size // v.patch_size) ** 2
-    embeddings = v.channels * v.patch_size**2 * h + h + patches * h
-    projector = h * model.hidden_size + h
-    return v.layers * per_layer + embeddings + 2 * h + projector
+    h, inter, text = v.hidden_size, v.intermediate_size, model.hidden_size
+    norm = 2 * h if v.norm == "layer" else h
+    attention = (4 * h * h) // tp + (4 * h if v.bias else 0)
+    if v.mlp == "gated":
+        mlp = (3 * h * inter) // tp + (2 * inter + h if v.bias else 0)
+    else:
+        mlp = (2 * h * inter) // tp + (inter + h if v.bias else 0)
+    per_layer = attention + mlp + 2 * norm
+    embeddings = v.channels * v.temporal_patch_size * v.patch_size**2 * h + (h if v.patch_bias else 0)
+    positions = (v.position_count or v.patches) if v.position_embeddings else 0
+    embeddings += positions * h + (norm if v.pre_norm else 0)
+    return v.layers * per_layer + embeddings + (norm if v.post_norm else 0) + _projector(v, text, tp)
+
+
+def _projector(v: VisionSpec, text: int, tp: int) -> int:
+    h = v.hidden_size
+    merged = h * v.spatial_merge_size**2
+    if v.projector == "merger":  # ln_q, then Linear(merged, merged) and Linear(merged, text), biased
+        width = 2 if v.norm == "layer" else 1
+        mlp = (merged * merged + merged * text) // tp + merged + text
+        return width * h + mlp + v.deepstack_mergers * (width * merged + mlp)
+    if v.projector == "patch-merger":  # RMSNorm, merging_layer (replicated), linear_1, linear_2
+        bias = 2 * text if v.projector_bias else 0
+        return h + merged * h + (h * text + text * text) // tp + bias
+    return h * text + h  # the input norm and one projection matrix
 
 
 def _vocab(model: ModelSpec, sharding: Sharding) -> int:

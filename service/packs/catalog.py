@@ -144,27 +144,66 @@ class MlaSpec(Entry, frozen=True):
 
 
 class VisionSpec(Entry, frozen=True):
-    """A ViT encoder (SigLIP-style, biases and LayerNorm) plus a linear projector with input norm."""
+    """A ViT encoder and the projector into the language model, by the shape of its layers.
+
+    The defaults are the SigLIP shape (biases, LayerNorm, a plain MLP, learned position embeddings
+    per patch, a final norm, a linear projector with an input norm); RoPE towers such as Qwen2-VL's
+    and Pixtral's have no position embeddings and so no fixed `image_size`.
+    """
 
     layers: int
     hidden_size: int
     intermediate_size: int
     patch_size: int
-    image_size: int
+    # fixed input resolution; None = dynamic (the processor sizes images, so no profiling reserve)
+    image_size: int | None = None
     channels: int = 3
+    temporal_patch_size: int = 1
+    mlp: Literal["plain", "gated"] = "plain"
+    norm: Literal["layer", "rms"] = "layer"
+    bias: bool = True  # biases of the attention and MLP linears
+    patch_bias: bool = True
+    position_embeddings: bool = True
+    # learned positions when the tower states their number (Qwen3-VL's num_position_embeddings,
+    # interpolated to each image); None = one per patch of image_size
+    position_count: int | None = None
+    pre_norm: bool = False
+    post_norm: bool = True
+    # patches merged into one token (a spatial_merge_size × spatial_merge_size square)
+    spatial_merge_size: int = 1
+    # linear: norm + one matrix (Gemma 3); merger: norm + MLP over merged patches (Qwen2-VL);
+    # patch-merger: norm + merging linear + two-layer MLP (Mistral 3)
+    projector: Literal["linear", "merger", "patch-merger"] = "linear"
+    projector_bias: bool = False
+    # further mergers feeding intermediate layers' features to the decoder (Qwen3-VL's deepstack),
+    # each normed over the merged width
+    deepstack_mergers: int = 0
     # tokens one image becomes in the language model (`mm_tokens_per_image`; Gemma 3 pools its 4096
-    # patches to 256); None = one per patch
+    # patches to 256); None = one per merged patch
     tokens_per_image: int | None = None
 
     def __post_init__(self) -> None:
-        _require(self.image_size % self.patch_size == 0, "image_size must be a multiple of patch_size")
+        _require(
+            self.image_size is None or self.image_size % self.patch_size == 0,
+            "image_size must be a multiple of patch_size",
+        )
+        _require(
+            self.image_size is not None or self.position_count is not None or not self.position_embeddings,
+            "a tower with learned position embeddings needs its image_size",
+        )
         _require(
             self.tokens_per_image is None or self.tokens_per_image > 0, "tokens_per_image must be positive"
         )
+        _require(0 <= self.deepstack_mergers <= self.layers, "deepstack_mergers must be at most layers")
 
     @property
     def patches(self) -> int:
-        return (self.image_size // self.patch_size) ** 2
+        """Patches of one image at the fixed resolution (0 for a dynamic-resolution tower)."""
+        return (self.image_size // self.patch_size) ** 2 if self.image_size else 0
+
+    @property
+    def image_tokens(self) -> int:
+        return self.tokens_per_image or self.patches // self.spatial_merge_size**2
 
 
 class StateSpec(Entry, frozen=True):
