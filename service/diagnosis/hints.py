@@ -68,26 +68,13 @@ def _gpu_gib(facts: dict[str, object], catalog: Catalog) -> float | None:
         return float(sized.group(1)) if sized else None
 
 
-_NAME_PARTS = re.compile(r"[-_ ]+")
 _SHORT_NAME = 3
 _GPU_WORD = re.compile(r"\b(?:gpus?|cards?|nvidia|tesla|vram|cuda|colab)\b|显卡|卡", re.IGNORECASE)
-_GPU_NAMES: dict[int, re.Pattern[str]] = {}  # per loaded catalog: its GPU names as one pattern
 
 
 def _gpu_names(catalog: Catalog) -> re.Pattern[str]:
-    known = _GPU_NAMES.get(id(catalog))
-    if known is None:
-        names = {name for g in catalog.gpus.gpus for name in (g.id, *g.aliases)}
-        # longest first, so "A100-40G" is read before "A100"; a separator may be typed or not
-        parts = [
-            r"[-_ ]?".join(map(re.escape, _NAME_PARTS.split(name)))
-            for name in sorted(names, key=len, reverse=True)
-        ]
-        # a plural ("two 3090s") names the same GPU
-        known = re.compile(rf"(?<![A-Za-z0-9])(?:{'|'.join(parts)})(?=s?(?![A-Za-z0-9]))", re.IGNORECASE)
-        _GPU_NAMES.clear()  # one catalog is loaded at a time; a reload replaces it
-        _GPU_NAMES[id(catalog)] = known
-    return known
+    # the catalog's index holds the pattern's text; `re` keeps the compiled pattern in its own cache
+    return re.compile(catalog.index.gpu_name_pattern, re.IGNORECASE)
 
 
 def gpu_named(texts: Iterable[str], catalog: Catalog) -> str | None:

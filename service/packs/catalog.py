@@ -685,6 +685,9 @@ class CatalogIndex(msgspec.Struct, frozen=True, kw_only=True):
     model_names: list[str]
     gpus: dict[str, GpuSpec]
     gpu_names: list[str]
+    # every GPU id and alias as one regular expression (source text: the index is cached as msgpack),
+    # longest first so "A100-40G" is read before "A100", a separator typed or not, a plural allowed
+    gpu_name_pattern: str
 
 
 class Catalog(msgspec.Struct, frozen=True, kw_only=True):
@@ -698,6 +701,7 @@ class Catalog(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _FOLD = re.compile(r"[^a-z0-9.]+")
+_NAME_PARTS = re.compile(r"[-_ ]+")
 
 
 def fold_name(name: str) -> str:
@@ -735,7 +739,12 @@ def build_index(models: ModelCatalog, gpus: GpuCatalog) -> CatalogIndex:
             by_gpu.setdefault(fold_name(name), g)
             by_gpu.setdefault(fold_name(gpu_short_name(name)), g)
         gpu_names.append(g.id)
-    return CatalogIndex(models=by_name, model_names=names, gpus=by_gpu, gpu_names=gpu_names)
+    spelled = sorted({name for g in gpus.gpus for name in (g.id, *g.aliases)}, key=len, reverse=True)
+    parts = [r"[-_ ]?".join(map(re.escape, _NAME_PARTS.split(name))) for name in spelled]
+    pattern = rf"(?<![A-Za-z0-9])(?:{'|'.join(parts)})(?=s?(?![A-Za-z0-9]))"
+    return CatalogIndex(
+        models=by_name, model_names=names, gpus=by_gpu, gpu_names=gpu_names, gpu_name_pattern=pattern
+    )
 
 
 def _check_references(models: ModelCatalog, dtypes: DtypeCatalog, file: str) -> None:
