@@ -46,6 +46,10 @@ class EmptyLogError(InputError):
     problem_type = "empty-log"
 
 
+class BinaryLogError(InputError):
+    problem_type = "binary-log"
+
+
 class UnknownModelError(InputError):
     problem_type = "unknown-model"
 

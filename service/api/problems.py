@@ -54,6 +54,7 @@ _STATUS_KINDS = {
 }
 _INPUT_TITLES = {
     "empty-log": "Empty log",
+    "binary-log": "Not a text log",
     "unknown-model": "Unknown model",
     "unknown-gpu": "Unknown GPU",
     "invalid-config": "Invalid configuration",

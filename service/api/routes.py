@@ -27,6 +27,7 @@ from service.api.problems import PROBLEM_MEDIA_TYPE, FieldError, Problem, Proble
 from service.api.stores import SharedState
 from service.api.team import calibrated_note, record_calibration
 from service.api.views import GpuEntry, Health, Loaded, ModelInfo, Readiness, RulesInfo, loaded
+from service.diagnosis.normalize import decode_bytes
 from service.models.chain import ResolvedModel, cite
 from service.packs import RulePacks
 from service.redacted import redacted_diagnose, redacted_estimate, redacted_preflight
@@ -279,7 +280,7 @@ async def _answer_log(
     def whole() -> DiagnoseRequest:
         if parsed is not None:
             return parsed
-        return msgspec.structs.replace(rest, log=body.decode("utf-8", errors="replace"))
+        return msgspec.structs.replace(rest, log=decode_bytes(body))
 
     ready = loaded(state)
     packs = ready.packs

@@ -17,6 +17,8 @@ from typing import Any
 
 import re2
 
+from service.errors import BinaryLogError
+
 __all__ = [
     "DistinctLines",
     "Document",
@@ -115,8 +117,25 @@ class Line:
     text: str
 
 
+# How much of a body's start is read to tell text from binary data, and the share of characters
+# that are neither text nor whitespace (undecodable bytes, NUL and other control characters; an ANSI
+# escape is text) above which it is binary: a log with a few broken bytes is still read.
+_SNIFF_BYTES = 64 * 1024
+_BINARY_SHARE = 0.3
+_NOT_TEXT = re.compile("[\ufffd\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]")
+
+
 def decode_bytes(data: bytes) -> str:
-    """Decode a pasted log as UTF-8; invalid bytes become U+FFFD instead of failing."""
+    """Decode a pasted log as UTF-8; invalid bytes become U+FFFD instead of failing, but a body that
+    is mostly not text (a binary file, a UTF-16 file, compressed data) is refused with its reason."""
+    head = data[:_SNIFF_BYTES].decode("utf-8", errors="replace")
+    share = len(_NOT_TEXT.findall(head)) / len(head) if head else 0.0
+    if share > _BINARY_SHARE:
+        raise BinaryLogError(
+            f"The log is binary data, not text: {share:.0%} of its first {len(head):,} characters are "
+            "neither text nor whitespace. Send the vLLM output as UTF-8 text (a UTF-16 file: "
+            "`iconv -f UTF-16 -t UTF-8 vllm.log`; a compressed one: unpack it first)."
+        )
     return data.decode("utf-8", errors="replace")
 
 

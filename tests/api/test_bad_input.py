@@ -161,3 +161,11 @@ def test_a_json_top_out_of_bounds_is_a_400_naming_the_field(
     """The bound lives in DiagnoseRequest's Meta; the JSON decoder enforces it."""
     body = problem(client.post("/v1/diagnose", json={"log": "x", "top": top}), 400, "validation-error")
     assert "$.top" in str(body["detail"])
+
+
+def test_a_binary_file_is_422_saying_it_is_not_text(client: httpx.Client, problem: ProblemCheck) -> None:
+    executable = b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 64
+    body = problem(client.post("/v1/diagnose", content=executable), 422, "binary-log")
+    assert "not text" in body["detail"] and "UTF-8" in body["detail"]
+    utf16 = KV_LOG[:2000].encode("utf-16")
+    problem(client.post("/v1/classify", content=utf16), 422, "binary-log")

@@ -156,3 +156,10 @@ def test_human_output_counts_a_line_pasted_many_times(
     evidence = capsys.readouterr().out.split("evidence:")[1]
     assert evidence.count("| torch.OutOfMemoryError") == 1
     assert "(×40 identical lines)" in evidence
+
+
+def test_a_binary_file_is_refused_as_not_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["diagnose", _write(tmp_path, bytes(range(256)) * 200)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "binary data, not text" in err and "UTF-8" in err
