@@ -13,35 +13,22 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from pathlib import Path
 
 import msgspec
-import yaml
+from corpus_files import all_logs, case_hints, sidecar
 from litestar.testing import TestClient
 
 from service.api.app import create_app
 from service.api.settings import Settings
 
-TESTS = Path(__file__).resolve().parent.parent / "tests"
-FOLDERS = (TESTS / "corpus", TESTS / "healthy", TESTS / "diagnosis" / "healthy_excerpts")
-HINTS = ("model", "gpu", "vllm_version", "command")
-
-
-def _hints(log: Path) -> dict[str, str]:
-    sidecar = log.with_suffix(".yaml")
-    if not sidecar.exists():
-        return {}
-    given = (yaml.safe_load(sidecar.read_text()) or {}).get("hints") or {}
-    return {name: str(given[name]) for name in HINTS if given.get(name)}
-
 
 def main() -> int:
-    logs = sorted(log for folder in FOLDERS for log in folder.glob("*.log"))
+    logs = sorted(all_logs())  # by path, as earlier revisions digested them
     total = hashlib.sha256()
     failures = 0
     with TestClient(create_app(Settings(rate_limit=None, cache_ttl_s=300))) as client:
         for log in logs:
-            body, hints = log.read_bytes(), _hints(log)
+            body, hints = log.read_bytes(), case_hints(sidecar(log))
             answers = [
                 client.post("/v1/diagnose", params=hints, content=body),
                 client.post("/v1/diagnose", params=hints, content=body),

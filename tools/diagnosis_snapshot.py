@@ -22,20 +22,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
+from corpus_files import all_logs, case_hints, sidecar
 
 REPO = Path(__file__).resolve().parent.parent
-TESTS = REPO / "tests"
-FOLDERS = (TESTS / "corpus", TESTS / "healthy", TESTS / "diagnosis" / "healthy_excerpts")
-
-
-def _hints(log: Path) -> dict[str, str]:
-    import yaml
-
-    sidecar = log.with_suffix(".yaml")
-    if not sidecar.exists():
-        return {}
-    hints = (yaml.safe_load(sidecar.read_text(encoding="utf-8")) or {}).get("hints") or {}
-    return {k: v for k, v in hints.items() if isinstance(v, str)}
 
 
 def _variants(text: str) -> Iterator[tuple[str, str]]:
@@ -60,20 +49,19 @@ def _bench_logs() -> dict[str, str]:
 
 def snapshot() -> dict[str, str]:
     """{'<folder>/<log> <variant>': the Diagnosis as JSON} for every log."""
-    sys.path.insert(0, str(TESTS.parent))
+    sys.path.insert(0, str(REPO))
     from service.core import classify
     from service.packs import load_packs
     from service.schemas import DiagnoseRequest
 
     packs = load_packs()
     out: dict[str, str] = {}
-    for folder in FOLDERS:
-        for log in sorted(folder.glob("*.log")):
-            text = log.read_text(encoding="utf-8", errors="replace")
-            hints = _hints(log)
-            for variant, body in _variants(text):
-                diagnosis = classify(DiagnoseRequest(log=body, **hints), packs)  # type: ignore[arg-type]
-                out[f"{folder.name}/{log.name} {variant}"] = msgspec.json.encode(diagnosis).decode()
+    for log in all_logs():
+        text = log.read_text(encoding="utf-8", errors="replace")
+        hints = case_hints(sidecar(log))
+        for variant, body in _variants(text):
+            diagnosis = classify(DiagnoseRequest(log=body, **hints), packs)  # type: ignore[arg-type]
+            out[f"{log.parent.name}/{log.name} {variant}"] = msgspec.json.encode(diagnosis).decode()
     for name, body in _bench_logs().items():
         out[f"bench {name}"] = msgspec.json.encode(classify(DiagnoseRequest(log=body), packs)).decode()
     return out

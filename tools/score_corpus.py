@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from corpus_files import case_hints, excerpt_folder, failing_folder
 
 TOOLS = Path(__file__).resolve().parent
 REPO = TOOLS.parent
@@ -143,10 +144,10 @@ def _load(tests: Path, patterns: Sequence[str]) -> list[Case]:
         return any(fnmatch.fnmatch(stem, p if any(c in p for c in "*?[") else p + "*") for p in patterns)
 
     cases: list[Case] = []
-    for log_path in sorted((tests / "corpus").glob("*.log")):
+    for log_path in sorted(failing_folder(tests).glob("*.log")):
         if wanted(log_path.stem):
             cases.append(_case(log_path, log_path.with_suffix(".yaml"), healthy=False))
-    for log_path in sorted((tests / "diagnosis" / "healthy_excerpts").glob("*.log")):
+    for log_path in sorted(excerpt_folder(tests).glob("*.log")):
         if wanted(log_path.stem):
             sidecar = log_path.with_suffix(".yaml")
             cases.append(_case(log_path, sidecar if sidecar.exists() else None, healthy=True))
@@ -156,13 +157,12 @@ def _load(tests: Path, patterns: Sequence[str]) -> list[Case]:
 def _case(log_path: Path, yaml_path: Path | None, *, healthy: bool) -> Case:
     data: dict[str, Any] = yaml.safe_load(yaml_path.read_text(encoding="utf-8")) if yaml_path else {}
     log = _text(log_path)
-    hints = {k: str(v) for k, v in (data.get("hints") or {}).items() if v is not None}
     return Case(
         name=log_path.stem,
         log=log,
         phase="no_failure" if healthy else str(data["phase"]),
         facts=dict(data.get("facts") or {}),
-        hints=hints,
+        hints=case_hints(data),
         carried_by=str(data.get("carried_by") or "unset"),
         decisive=_decisive(log.splitlines(), data.get("decisive_line"), str(data.get("note", ""))),
         yaml_path=yaml_path,

@@ -16,6 +16,7 @@ CORPUS = REPO / "tests" / "corpus"
 
 
 def _tool() -> ModuleType:
+    sys.path.insert(0, str(REPO / "tools"))  # its sibling corpus_files, as `python tools/…` finds it
     spec = importlib.util.spec_from_file_location("score_corpus", REPO / "tools" / "score_corpus.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
