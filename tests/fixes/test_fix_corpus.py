@@ -143,6 +143,21 @@ FIX_GAPS = {
         "a client's 'context length is exhausted' misread as a KV-capacity failure (a known_miss): no"
         " figure for a KV recipe to size"
     ),
+    "gh9-13131-v0.7.2-jetson-orin-nx-unified-memory-profiling-assertion-aborts-words": (
+        "a profiling abort on unified memory retold in words, misread as a KV-capacity failure"
+        " (a known_miss): nothing to size"
+    ),
+    "gh9-1927-v0.2-llama2-7b-api-server-hangs-at-kv-cache-usage-10-percent-words": (
+        "a hang at 10% KV-cache usage misread as a KV-capacity failure (a known_miss): nothing to size"
+    ),
+    "gh9-34040-v1-glm-ocr-image-item-6042-exceeds-encoder-cache-4800-400-wrapper-body": (
+        "an image item over the encoder cache misread as a KV-capacity failure (a known_miss): nothing"
+        " to size"
+    ),
+    "gh9-39976-v1-chunked-prefill-batched-tokens-above-model-len-server-does-not-start-words": (
+        "a scheduler-config check retold in words, misread as a KV-capacity failure (a known_miss): nothing"
+        " to size"
+    ),
 }
 CASES = sorted(p.stem for p in CORPUS.glob("*.log"))
 FIX_CASES = [
