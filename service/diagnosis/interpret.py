@@ -397,15 +397,26 @@ def _is_title(doc: Document, number: int) -> bool:
 _PROSE_FRAGMENT_SHARE = 0.5
 
 
+def _retold(ctx: Context, found: FragmentHit, against_error: bool) -> bool:
+    """Whether a fragment is vLLM's message shown or retold, not the person's own vocabulary: a log
+    line, a sentence with half of the template or more, or, with no error line in the paste, a
+    sentence that says something failed. A question about how a setting works ("max-num-batched-
+    tokens refers to the maximum number of tokens…?") or an issue form's boilerplate shares words
+    with a template without retelling it."""
+    line = found.hit.line
+    if found.seen >= _PROSE_FRAGMENT_SHARE or not is_sentence(line):
+        return True
+    return not against_error and any(c.line == line.number for c in ctx.prose_cues())
+
+
 def _from_fragments(ctx: Context, skip: set[int], *, against_error: bool = False) -> Verdict | None:
     """A vLLM message cut or retold without its head (service/diagnosis/fragments.py): the earliest
-    in startup order decides, as strong as the share of its template the line shows. With an error
-    line in the paste (`against_error`), a sentence showing a small part of a template is no retelling."""
+    in startup order decides, as strong as the share of its template the line shows; a sentence
+    showing a small part of a template retells it only as `_retold` says."""
     found = [
         f
         for f in ctx.fragment_hits(skip)
-        if not is_negated_prose(ctx.doc, f.hit.line.number, ctx.prose)
-        and not (against_error and f.seen < _PROSE_FRAGMENT_SHARE and is_sentence(f.hit.line))
+        if not is_negated_prose(ctx.doc, f.hit.line.number, ctx.prose) and _retold(ctx, f, against_error)
     ]
     if not found:
         return None
