@@ -244,6 +244,17 @@ def _words_verdict(ctx: Context, hint: HintFn) -> Verdict | None:
     return Verdict(placement.phase, confidence, None, f"{quoted}; {placement.basis}")
 
 
+def _failure_said(ctx: Context) -> Verdict | None:
+    """Something the person says failed, crashed or hangs ("failed to set up vllm with the
+    7900XTX", "加载模型失败") with no log line showing an error and no word of memory or of a failure
+    vLLM has a phase for: an error that is not about GPU memory, as sure as words alone can make it."""
+    said = next(iter(ctx.prose_cues()), None)
+    if said is None:
+        return None
+    basis = f'the person\'s words only ("{said.text[:80]}"): something failed, not for lack of memory'
+    return Verdict("not_memory", ctx.weights.weights["stated_failure"], None, basis)
+
+
 def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
     """Choose the root phase among the hits; `hint` is asked only for an OOM nothing else places."""
     hits = ctx.hits
@@ -348,6 +359,11 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
         root = errors[-1] if cut else errors[0]
         basis = "a traceback cut before its exception line" if cut else "a line logged as an error"
         return Verdict("not_memory", 0.4, root, basis, [root], root, taken_back=taken_back)
+    failed = _failure_said(ctx)
+    if failed is not None:
+        failed.first_exception = first_exception
+        failed.taken_back = taken_back
+        return failed
     seen_vllm = any(h.compiled.rule.kind in ("info", "version") for h in hits)
     confidence = 0.9 if seen_vllm else 0.5
     return Verdict("no_failure", confidence, None, "no failure signature", [], None, taken_back=taken_back)
@@ -400,13 +416,15 @@ _PROSE_FRAGMENT_SHARE = 0.5
 def _retold(ctx: Context, found: FragmentHit, against_error: bool) -> bool:
     """Whether a fragment is vLLM's message shown or retold, not the person's own vocabulary: a log
     line, a sentence with half of the template or more, or, with no error line in the paste, a
-    sentence that says something failed. A question about how a setting works ("max-num-batched-
-    tokens refers to the maximum number of tokens…?") or an issue form's boilerplate shares words
-    with a template without retelling it."""
+    sentence that is mostly the template's words (a message cut short) or says something failed.
+    A question about how a setting works ("max-num-batched-tokens refers to the maximum number of
+    tokens…?") or an issue form's boilerplate shares a few words with a template, retelling nothing."""
     line = found.hit.line
     if found.seen >= _PROSE_FRAGMENT_SHARE or not is_sentence(line):
         return True
-    return not against_error and any(c.line == line.number for c in ctx.prose_cues())
+    if against_error:
+        return False
+    return found.covered >= _PROSE_FRAGMENT_SHARE or any(c.line == line.number for c in ctx.prose_cues())
 
 
 def _from_fragments(ctx: Context, skip: set[int], *, against_error: bool = False) -> Verdict | None:

@@ -34,6 +34,7 @@ ClueKind = Literal[
     "cut_frame",
     "error_line",
     "stated_error",
+    "stated_failure",
 ]
 CLUE_KINDS: tuple[ClueKind, ...] = ClueKind.__args__  # type: ignore[attr-defined]
 
