@@ -15,7 +15,15 @@ from service.diagnosis.fragments import FragmentHit, find_fragments
 from service.diagnosis.frames import FramePlace, cut_traceback, deepest_frame
 from service.diagnosis.normalize import Document, is_prose
 from service.diagnosis.placement import HintFn, is_marker, place, place_line
-from service.diagnosis.prose import Memory, ProseCue, is_negated_prose, is_sentence, memory_side, read_prose
+from service.diagnosis.prose import (
+    Memory,
+    ProseCue,
+    is_negated_prose,
+    is_sentence,
+    memory_side,
+    read_prose,
+    stages_said,
+)
 from service.diagnosis.scan import Hit, LineBlocks, present
 from service.packs import SignatureIndex
 from service.packs.evidence import EvidenceWeights
@@ -104,6 +112,7 @@ class Context:
         self.copies = copies  # the eager scan's repeated lines, which whole-text passes skip
         self._cues: list[ProseCue] | None = None
         self._side: Memory | None = None
+        self._said: list[tuple[Stage, int, str]] | None = None
         self._lazy = LineBlocks(doc, signatures.lazy)
         self._present: list[CompiledRule] | None = None
         self._signs: list[tuple[Stage, str, int | None]] | None = None
@@ -177,6 +186,12 @@ class Context:
             if cue.stage is not None and cue.stage not in found:
                 found[cue.stage] = (cue.stage, f'the person\'s words ("{cue.text[:80]}")', cue.line)
         return list(found.values())
+
+    def stages_said(self) -> list[tuple[Stage, int, str]]:
+        """What the person says they were doing, stage by stage, in any of their sentences (cached)."""
+        if self._said is None:
+            self._said = stages_said(self.doc, self.prose)
+        return self._said
 
     def lazy(self, first: int, last: int) -> list[Hit]:
         """Stage-marker and frame hits on lines first..last (each line scanned at most once); none

@@ -28,6 +28,7 @@ ClueKind = Literal[
     "wrapper",
     "message_sign",
     "prose",
+    "prose_context",
     "marker_after",
     "rule",
     "template_fragment",

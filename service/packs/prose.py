@@ -51,6 +51,7 @@ class ProseVocabulary:
     presupposed: Any
     negation: Any
     stages: tuple[tuple[Stage, Any], ...]
+    any_stage: Any  # every stage's words together: which lines say what the person was doing
 
 
 def _compile(patterns: list[str], where: str) -> Any:
@@ -83,4 +84,5 @@ def load_prose(rules_dir: Path) -> ProseVocabulary:
         presupposed=_compile(data.presupposed, "$.presupposed"),
         negation=_compile(data.negation, "$.negation"),
         stages=tuple((stage, _compile(p, f"$.stages.{stage}")) for stage, p in data.stages.items()),
+        any_stage=_compile([p for ps in data.stages.values() for p in ps], "$.stages"),
     )
