@@ -364,6 +364,10 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
             confidence = ctx.weights.weights["stated_error"]
         else:
             basis, confidence = "an error that is not about GPU memory", ctx.weights.weights["error_line"]
+        phase = _named_in_words(ctx, root)
+        if phase is not None:  # a harness's own exception that says what failed in words
+            basis = f"an exception whose own words name it ({_basis(root.compiled.rule.title)})"
+            return Verdict(phase, confidence, root, basis, [root], root, taken_back=taken_back | negated)
         return Verdict("not_memory", confidence, root, basis, [root], root, taken_back=taken_back | negated)
     wrappers = [h for h in hits if h.compiled.rule.kind == "wrapper" and h.compiled.rule.severity == "error"]
     if wrappers:
@@ -382,6 +386,16 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
     seen_vllm = any(h.compiled.rule.kind in ("info", "version") for h in hits)
     confidence = 0.9 if seen_vllm else 0.5
     return Verdict("no_failure", confidence, None, "no failure signature", [], None, taken_back=taken_back)
+
+
+def _named_in_words(ctx: Context, error: Hit) -> Phase | None:
+    """The failure an exception no vLLM rule knows names in words (rules/prose.yaml's `phases`): a
+    benchmark harness's `AssertionError: Preemptions detected: 24. KV Cache size likely needs to be
+    increased` is preemption however the harness words it."""
+    for phase, pattern in ctx.prose.phases:
+        if pattern.search(error.line.text):
+            return phase
+    return None
 
 
 def _named_error_strength(ctx: Context, errors: list[Hit], explained: set[int]) -> float:
