@@ -18,6 +18,7 @@ from service.diagnosis.placement import HintFn, is_marker, place, place_line
 from service.diagnosis.prose import (
     Memory,
     ProseCue,
+    cause_said,
     is_negated_prose,
     is_sentence,
     memory_side,
@@ -271,7 +272,23 @@ def _failure_said(ctx: Context) -> Verdict | None:
 
 
 def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
-    """Choose the root phase among the hits; `hint` is asked only for an OOM nothing else places."""
+    """Choose the root phase among the hits; `hint` is asked only for an OOM nothing else places.
+    A cause the person's words name for the chosen failure's symptom (two instances started
+    together behind "No available memory for the cache blocks") refines it."""
+    verdict = _choose(ctx, hint)
+    said = cause_said(ctx.doc, ctx.prose, verdict.phase)
+    if said is None:
+        return verdict
+    cause, _, text = said
+    symptom = verdict.phase
+    verdict.phase = cause
+    verdict.confidence = min(verdict.confidence, ctx.weights.weights["cause_words"])
+    verdict.basis = f'{verdict.basis}; the person\'s words name its cause ("{text[:80]}")'
+    verdict.hit_phases = {key: cause if p == symptom else p for key, p in verdict.hit_phases.items()}
+    return verdict
+
+
+def _choose(ctx: Context, hint: HintFn) -> Verdict:
     hits = ctx.hits
     candidates: list[tuple[int, int, int, Phase, float, str, Hit]] = []
     wrapped = {h.line.number for h in hits if h.compiled.rule.kind == "wrapper"}

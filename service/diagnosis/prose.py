@@ -23,6 +23,7 @@ from service.schemas import Phase
 __all__ = [
     "Memory",
     "ProseCue",
+    "cause_said",
     "is_negated_prose",
     "is_sentence",
     "memory_side",
@@ -217,6 +218,24 @@ def stages_said(doc: Document, vocabulary: ProseVocabulary) -> list[tuple[Stage,
                         read[line.text].append((stage, clause.strip()))
         found.extend((stage, line.number, text) for stage, text in read[line.text])
     return found
+
+
+def cause_said(doc: Document, vocabulary: ProseVocabulary, phase: Phase) -> tuple[Phase, int, str] | None:
+    """The first cause the person's clauses (not questions) name for a failure of `phase` (the
+    vocabulary's `causes`), with its line and clause."""
+    wanted = [(cause, words) for cause, of, words in vocabulary.causes if phase in of]
+    if not wanted:
+        return None
+    for line, _ in _prose_lines(doc, vocabulary.any_cause):
+        if not is_sentence(line):
+            continue
+        for clause in _clauses(_unquoted(line.text), vocabulary):
+            if vocabulary.question.search(clause):
+                continue
+            for cause, words in wanted:
+                if words.search(clause):
+                    return cause, line.number, clause.strip()
+    return None
 
 
 def _said_in_prose(doc: Document, pattern: Any) -> bool:

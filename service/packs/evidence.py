@@ -36,6 +36,7 @@ ClueKind = Literal[
     "error_line",
     "stated_error",
     "stated_failure",
+    "cause_words",
 ]
 CLUE_KINDS: tuple[ClueKind, ...] = ClueKind.__args__  # type: ignore[attr-defined]
 
