@@ -70,7 +70,9 @@ def find_fragments(
             earlier = known[record]
             if earlier is not None:
                 found.append(
-                    FragmentHit(Hit(earlier.hit.compiled, line, earlier.hit.facts), earlier.seen, earlier.covered)
+                    FragmentHit(
+                        Hit(earlier.hit.compiled, line, earlier.hit.facts), earlier.seen, earlier.covered
+                    )
                 )
                 if len(found) >= MAX_HITS:
                     break

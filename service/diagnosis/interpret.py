@@ -381,10 +381,10 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
             confidence = ctx.weights.weights["stated_error"]
         else:
             basis, confidence = "an error that is not about GPU memory", ctx.weights.weights["error_line"]
-        phase = _named_in_words(ctx, root)
-        if phase is not None:  # a harness's own exception that says what failed in words
+        worded = _named_in_words(ctx, root)
+        if worded is not None:  # a harness's own exception that says what failed in words
             basis = f"an exception whose own words name it ({_basis(root.compiled.rule.title)})"
-            return Verdict(phase, confidence, root, basis, [root], root, taken_back=taken_back | negated)
+            return Verdict(worded, confidence, root, basis, [root], root, taken_back=taken_back | negated)
         return Verdict("not_memory", confidence, root, basis, [root], root, taken_back=taken_back | negated)
     wrappers = [h for h in hits if h.compiled.rule.kind == "wrapper" and h.compiled.rule.severity == "error"]
     if wrappers:
