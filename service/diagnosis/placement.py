@@ -264,7 +264,9 @@ def gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) ->
         after_clue = _marker_after(ctx, line.number)
         if after_clue is not None:
             clues.append(after_clue)
-    if not any(c.kind in ("frame", "table_frame", "prose") for c in clues):
+    # the person's other sentences are read only when no frame, marker or sentence of theirs about
+    # the failure speaks (each of those outweighs them): a log with a timeline costs no extra pass
+    if not strong and not any(c.kind in ("table_frame", "prose") for c in clues):
         doing = _latest_said(ctx.stages_said())
         if doing is not None:
             clues.append(doing)
