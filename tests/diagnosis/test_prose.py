@@ -342,10 +342,10 @@ def test_prose_around_a_healthy_log_does_not_make_no_failure_more_certain(run_cl
 # as sure as words can make it.
 FAILED_SAID = [
     "[Bug]: failed to set up vllm in docker with the 7900XTX due to a kernel that is not built",
-    "The server hangs after the first request and never answers",
+    "The server crashes after the first request and never comes back",
     "I tried two GPUs but it says I need to have Ray installed.",
     "启动服务失败了，日志如下",
-    "推理的时候卡住了，没有任何输出",
+    "推理的时候报错了，没有任何输出",
 ]
 
 
