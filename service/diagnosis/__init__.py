@@ -16,6 +16,7 @@ from service.diagnosis.hints import budget_hint, gpu_named, gpus_counted, weight
 from service.diagnosis.interpret import Context, interpret
 from service.diagnosis.misleading import flag_misleading
 from service.diagnosis.normalize import Document, is_prose
+from service.diagnosis.quoted import quoted_hits
 from service.diagnosis.scan import scan_document
 from service.diagnosis.wording import describe
 from service.packs import RulePacks
@@ -38,6 +39,9 @@ def classify_text(
     doc = Document(log)
     found_hits = scan_document(doc, packs.signatures.eager)
     hits = join_commands(doc, continue_hits(doc, packs.signatures.eager, found_hits.hits))
+    quoted = quoted_hits(doc, packs.signatures.eager, hits)
+    if quoted:  # messages quoted in the person's sentences, in line order with the rest
+        hits = sorted([*hits, *quoted], key=lambda h: h.line.number)
 
     def ask_hint() -> Phase | None:
         if hint is not None:

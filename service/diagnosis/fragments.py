@@ -46,10 +46,13 @@ MAX_HITS = 16
 
 @dataclass(frozen=True, slots=True)
 class FragmentHit:
-    """A rule's message recognised from part of its template; `seen` is the share of its words."""
+    """A rule's message recognised from part of its template; `seen` is the share of its words,
+    `covered` the share of the line's words that are the template's (a message cut short covers its
+    line, a person's sentence borrowing a few of its words does not)."""
 
     hit: Hit
     seen: float
+    covered: float = 1.0
 
 
 def find_fragments(
@@ -66,7 +69,11 @@ def find_fragments(
         if record in known:
             earlier = known[record]
             if earlier is not None:
-                found.append(FragmentHit(Hit(earlier.hit.compiled, line, earlier.hit.facts), earlier.seen))
+                found.append(
+                    FragmentHit(
+                        Hit(earlier.hit.compiled, line, earlier.hit.facts), earlier.seen, earlier.covered
+                    )
+                )
                 if len(found) >= MAX_HITS:
                     break
             continue
@@ -118,7 +125,7 @@ def _best_template(
     for seed in seeds_of(tokens):
         candidates.update(index.table.seeds.get(seed, ()))
     tied: list[tuple[int, dict[int, int]]] = []
-    best_seen = 0.0
+    best_seen, best_count = 0.0, 0
     for candidate in sorted(candidates):
         template = index.template_words[candidate]
         matcher = SequenceMatcher(None, tokens, template, autojunk=False)
@@ -132,7 +139,8 @@ def _best_template(
             continue
         aligned = {b.b + k: b.a + k for b in blocks for k in range(b.size)}
         if seen > best_seen:
-            tied, best_seen = [], seen
+            tied, best_seen, best_count = [], seen, 0
+        best_count = max(best_count, count)
         tied.append((candidate, aligned))
     # templates the line matches equally well (with and without the device's name) differ in the
     # facts they read from it: the one reading most decides
@@ -140,7 +148,7 @@ def _best_template(
     if not found:
         return None
     best = max(found, key=lambda h: len(h.facts))
-    return FragmentHit(best, round(min(1.0, best_seen), 3))
+    return FragmentHit(best, round(min(1.0, best_seen), 3), round(min(1.0, best_count / len(tokens)), 3))
 
 
 def _hit(

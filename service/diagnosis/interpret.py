@@ -15,7 +15,16 @@ from service.diagnosis.fragments import FragmentHit, find_fragments
 from service.diagnosis.frames import FramePlace, cut_traceback, deepest_frame
 from service.diagnosis.normalize import Document, is_prose
 from service.diagnosis.placement import HintFn, is_marker, place, place_line
-from service.diagnosis.prose import Memory, ProseCue, is_negated_prose, is_sentence, memory_side, read_prose
+from service.diagnosis.prose import (
+    Memory,
+    ProseCue,
+    cause_said,
+    is_negated_prose,
+    is_sentence,
+    memory_side,
+    read_prose,
+    stages_said,
+)
 from service.diagnosis.scan import Hit, LineBlocks, present
 from service.packs import SignatureIndex
 from service.packs.evidence import EvidenceWeights
@@ -104,6 +113,7 @@ class Context:
         self.copies = copies  # the eager scan's repeated lines, which whole-text passes skip
         self._cues: list[ProseCue] | None = None
         self._side: Memory | None = None
+        self._said: list[tuple[Stage, int, str]] | None = None
         self._lazy = LineBlocks(doc, signatures.lazy)
         self._present: list[CompiledRule] | None = None
         self._signs: list[tuple[Stage, str, int | None]] | None = None
@@ -178,6 +188,12 @@ class Context:
                 found[cue.stage] = (cue.stage, f'the person\'s words ("{cue.text[:80]}")', cue.line)
         return list(found.values())
 
+    def stages_said(self) -> list[tuple[Stage, int, str]]:
+        """What the person says they were doing, stage by stage, in any of their sentences (cached)."""
+        if self._said is None:
+            self._said = stages_said(self.doc, self.prose)
+        return self._said
+
     def lazy(self, first: int, last: int) -> list[Hit]:
         """Stage-marker and frame hits on lines first..last (each line scanned at most once); none
         without a line scan when no lazy rule matches anywhere (the one whole-text pass `present`)."""
@@ -244,8 +260,35 @@ def _words_verdict(ctx: Context, hint: HintFn) -> Verdict | None:
     return Verdict(placement.phase, confidence, None, f"{quoted}; {placement.basis}")
 
 
+def _failure_said(ctx: Context) -> Verdict | None:
+    """Something the person says failed, crashed or hangs ("failed to set up vllm with the
+    7900XTX", "加载模型失败") with no log line showing an error and no word of memory or of a failure
+    vLLM has a phase for: an error that is not about GPU memory, as sure as words alone can make it."""
+    said = next(iter(ctx.prose_cues()), None)
+    if said is None:
+        return None
+    basis = f'the person\'s words only ("{said.text[:80]}"): something failed, not for lack of memory'
+    return Verdict("not_memory", ctx.weights.weights["stated_failure"], None, basis)
+
+
 def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
-    """Choose the root phase among the hits; `hint` is asked only for an OOM nothing else places."""
+    """Choose the root phase among the hits; `hint` is asked only for an OOM nothing else places.
+    A cause the person's words name for the chosen failure's symptom (two instances started
+    together behind "No available memory for the cache blocks") refines it."""
+    verdict = _choose(ctx, hint)
+    said = cause_said(ctx.doc, ctx.prose, verdict.phase)
+    if said is None:
+        return verdict
+    cause, _, text = said
+    symptom = verdict.phase
+    verdict.phase = cause
+    verdict.confidence = min(verdict.confidence, ctx.weights.weights["cause_words"])
+    verdict.basis = f'{verdict.basis}; the person\'s words name its cause ("{text[:80]}")'
+    verdict.hit_phases = {key: cause if p == symptom else p for key, p in verdict.hit_phases.items()}
+    return verdict
+
+
+def _choose(ctx: Context, hint: HintFn) -> Verdict:
     hits = ctx.hits
     candidates: list[tuple[int, int, int, Phase, float, str, Hit]] = []
     wrapped = {h.line.number for h in hits if h.compiled.rule.kind == "wrapper"}
@@ -338,6 +381,10 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
             confidence = ctx.weights.weights["stated_error"]
         else:
             basis, confidence = "an error that is not about GPU memory", ctx.weights.weights["error_line"]
+        worded = _named_in_words(ctx, root)
+        if worded is not None:  # a harness's own exception that says what failed in words
+            basis = f"an exception whose own words name it ({_basis(root.compiled.rule.title)})"
+            return Verdict(worded, confidence, root, basis, [root], root, taken_back=taken_back | negated)
         return Verdict("not_memory", confidence, root, basis, [root], root, taken_back=taken_back | negated)
     wrappers = [h for h in hits if h.compiled.rule.kind == "wrapper" and h.compiled.rule.severity == "error"]
     if wrappers:
@@ -348,9 +395,24 @@ def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:
         root = errors[-1] if cut else errors[0]
         basis = "a traceback cut before its exception line" if cut else "a line logged as an error"
         return Verdict("not_memory", 0.4, root, basis, [root], root, taken_back=taken_back)
+    failed = _failure_said(ctx)
+    if failed is not None:
+        failed.first_exception = first_exception
+        failed.taken_back = taken_back
+        return failed
     seen_vllm = any(h.compiled.rule.kind in ("info", "version") for h in hits)
     confidence = 0.9 if seen_vllm else 0.5
     return Verdict("no_failure", confidence, None, "no failure signature", [], None, taken_back=taken_back)
+
+
+def _named_in_words(ctx: Context, error: Hit) -> Phase | None:
+    """The failure an exception no vLLM rule knows names in words (rules/prose.yaml's `phases`): a
+    benchmark harness's `AssertionError: Preemptions detected: 24. KV Cache size likely needs to be
+    increased` is preemption however the harness words it."""
+    for phase, pattern in ctx.prose.phases:
+        if pattern.search(error.line.text):
+            return phase
+    return None
 
 
 def _named_error_strength(ctx: Context, errors: list[Hit], explained: set[int]) -> float:
@@ -397,15 +459,28 @@ def _is_title(doc: Document, number: int) -> bool:
 _PROSE_FRAGMENT_SHARE = 0.5
 
 
+def _retold(ctx: Context, found: FragmentHit, against_error: bool) -> bool:
+    """Whether a fragment is vLLM's message shown or retold, not the person's own vocabulary: a log
+    line, a sentence with half of the template or more, or, with no error line in the paste, a
+    sentence that is mostly the template's words (a message cut short) or says something failed.
+    A question about how a setting works ("max-num-batched-tokens refers to the maximum number of
+    tokens…?") or an issue form's boilerplate shares a few words with a template, retelling nothing."""
+    line = found.hit.line
+    if found.seen >= _PROSE_FRAGMENT_SHARE or not is_sentence(line):
+        return True
+    if against_error:
+        return False
+    return found.covered >= _PROSE_FRAGMENT_SHARE or any(c.line == line.number for c in ctx.prose_cues())
+
+
 def _from_fragments(ctx: Context, skip: set[int], *, against_error: bool = False) -> Verdict | None:
     """A vLLM message cut or retold without its head (service/diagnosis/fragments.py): the earliest
-    in startup order decides, as strong as the share of its template the line shows. With an error
-    line in the paste (`against_error`), a sentence showing a small part of a template is no retelling."""
+    in startup order decides, as strong as the share of its template the line shows; a sentence
+    showing a small part of a template retells it only as `_retold` says."""
     found = [
         f
         for f in ctx.fragment_hits(skip)
-        if not is_negated_prose(ctx.doc, f.hit.line.number, ctx.prose)
-        and not (against_error and f.seen < _PROSE_FRAGMENT_SHARE and is_sentence(f.hit.line))
+        if not is_negated_prose(ctx.doc, f.hit.line.number, ctx.prose) and _retold(ctx, f, against_error)
     ]
     if not found:
         return None

@@ -111,6 +111,8 @@ class StageLookup(Protocol):
 
     def prose_stages(self) -> list[tuple[Stage, str, int]]: ...
 
+    def stages_said(self) -> list[tuple[Stage, int, str]]: ...
+
     def table_frame(self, first: int, last: int, source: str) -> tuple[Stage, str, int] | None: ...
 
 
@@ -262,10 +264,26 @@ def gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) ->
         after_clue = _marker_after(ctx, line.number)
         if after_clue is not None:
             clues.append(after_clue)
+    # the person's other sentences are read only when no frame, marker or sentence of theirs about
+    # the failure speaks (each of those outweighs them): a log with a timeline costs no extra pass
+    if not strong and not any(c.kind in ("table_frame", "prose") for c in clues):
+        doing = _latest_said(ctx.stages_said())
+        if doing is not None:
+            clues.append(doing)
     clues = _refine_construction(clues)
     if not clues and default in _PHASE_STAGE:
         clues.append(Clue("rule", _PHASE_STAGE[default], "no context around it"))
     return clues
+
+
+def _latest_said(said: list[tuple[Stage, int, str]]) -> Clue | None:
+    """The furthest stage of a run the person's sentences say they were in (they tell the steps up
+    to the failure: "I load the model, then run the benchmark")."""
+    named = [s for s in said if s[0] in _ENGINE_STAGES]  # "while launching" names no step
+    if not named:
+        return None
+    stage, number, text = max(named, key=lambda s: (_PROGRESS[s[0]], -s[1]))
+    return Clue("prose_context", stage, f'what the person says they were doing ("{text[:80]}")', number)
 
 
 def _refine_construction(clues: list[Clue]) -> list[Clue]:

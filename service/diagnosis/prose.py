@@ -20,7 +20,16 @@ from service.packs.prose import ProseVocabulary
 from service.packs.signatures import Stage
 from service.schemas import Phase
 
-__all__ = ["Memory", "ProseCue", "is_negated_prose", "is_sentence", "memory_side", "read_prose"]
+__all__ = [
+    "Memory",
+    "ProseCue",
+    "cause_said",
+    "is_negated_prose",
+    "is_sentence",
+    "memory_side",
+    "read_prose",
+    "stages_said",
+]
 
 # Whose memory a clause says ran out: the host's RAM, the GPU's, or it does not say.
 Memory = Literal["host", "device", "unstated"]
@@ -184,6 +193,49 @@ def read_prose(doc: Document, vocabulary: ProseVocabulary) -> list[ProseCue]:
         for number in range(line.number, line.number + repeats):
             cues.extend(replace(cue, line=number) for cue in read[line.text])
     return cues
+
+
+def _doing(clause: str, vocabulary: ProseVocabulary) -> Stage | None:
+    """The stage a clause says the person was in, when it does not ask ("does it OOM while
+    loading?"); it need not say anything failed, so words that take a failure back do not matter
+    ("with a fixed context length of 8K")."""
+    return None if vocabulary.question.search(clause) else _stage(clause, vocabulary)
+
+
+def stages_said(doc: Document, vocabulary: ProseVocabulary) -> list[tuple[Stage, int, str]]:
+    """What the person says they were doing, in any of their sentences (not only the one saying it
+    failed: "I use batch size 512 to test the rollout phase … cuda OOM happens"): the stage each
+    clause names, with its line and text, in line order (one RE2 pass finds the lines)."""
+    found: list[tuple[Stage, int, str]] = []
+    read: dict[str, list[tuple[Stage, str]]] = {}
+    for line, _ in _prose_lines(doc, vocabulary.any_stage):
+        if line.text not in read:
+            read[line.text] = []
+            if is_sentence(line):
+                for clause in _clauses(_unquoted(line.text), vocabulary):
+                    stage = _doing(clause, vocabulary)
+                    if stage is not None:
+                        read[line.text].append((stage, clause.strip()))
+        found.extend((stage, line.number, text) for stage, text in read[line.text])
+    return found
+
+
+def cause_said(doc: Document, vocabulary: ProseVocabulary, phase: Phase) -> tuple[Phase, int, str] | None:
+    """The first cause the person's clauses (not questions) name for a failure of `phase` (the
+    vocabulary's `causes`), with its line and clause."""
+    wanted = [(cause, words) for cause, of, words in vocabulary.causes if phase in of]
+    if not wanted:
+        return None
+    for line, _ in _prose_lines(doc, vocabulary.any_cause):
+        if not is_sentence(line):
+            continue
+        for clause in _clauses(_unquoted(line.text), vocabulary):
+            if vocabulary.question.search(clause):
+                continue
+            for cause, words in wanted:
+                if words.search(clause):
+                    return cause, line.number, clause.strip()
+    return None
 
 
 def _said_in_prose(doc: Document, pattern: Any) -> bool:

@@ -132,6 +132,8 @@ def describe(verdict: Verdict, facts: Facts) -> tuple[str, str]:
     parts = [_WHY[verdict.phase]]
     if verdict.root is not None:
         parts.append(f"Decided by line {verdict.root.line.number} ({verdict.basis}).")
+    elif verdict.phase != "no_failure":  # no line decided: what did (the person's words, a cut traceback)
+        parts.append(f"Decided by {verdict.basis}.")
     if numbers:
         parts.append("Stated: " + ", ".join(numbers) + ".")
     return title, " ".join(parts)

@@ -28,12 +28,15 @@ ClueKind = Literal[
     "wrapper",
     "message_sign",
     "prose",
+    "prose_context",
     "marker_after",
     "rule",
     "template_fragment",
     "cut_frame",
     "error_line",
     "stated_error",
+    "stated_failure",
+    "cause_words",
 ]
 CLUE_KINDS: tuple[ClueKind, ...] = ClueKind.__args__  # type: ignore[attr-defined]
 

@@ -20,6 +20,13 @@ from service.schemas import Phase
 __all__ = ["ProseFile", "ProseVocabulary", "load_prose"]
 
 
+class Cause(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """A failure the person's words name as the cause of another's message (`of`)."""
+
+    of: list[Phase]
+    words: list[str]
+
+
 class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     clause_breaks: list[str]
     failure: list[str]
@@ -32,6 +39,7 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     presupposed: list[str]
     negation: list[str]
     stages: dict[Stage, list[str]]
+    causes: dict[Phase, Cause]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +59,9 @@ class ProseVocabulary:
     presupposed: Any
     negation: Any
     stages: tuple[tuple[Stage, Any], ...]
+    any_stage: Any  # every stage's words together: which lines say what the person was doing
+    causes: tuple[tuple[Phase, frozenset[Phase], Any], ...]  # (cause, the phases it explains, words)
+    any_cause: Any
 
 
 def _compile(patterns: list[str], where: str) -> Any:
@@ -83,4 +94,10 @@ def load_prose(rules_dir: Path) -> ProseVocabulary:
         presupposed=_compile(data.presupposed, "$.presupposed"),
         negation=_compile(data.negation, "$.negation"),
         stages=tuple((stage, _compile(p, f"$.stages.{stage}")) for stage, p in data.stages.items()),
+        any_stage=_compile([p for ps in data.stages.values() for p in ps], "$.stages"),
+        causes=tuple(
+            (phase, frozenset(cause.of), _compile(cause.words, f"$.causes.{phase}.words"))
+            for phase, cause in data.causes.items()
+        ),
+        any_cause=_compile([p for c in data.causes.values() for p in c.words], "$.causes"),
     )

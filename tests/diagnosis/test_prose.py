@@ -307,3 +307,157 @@ def test_gpu_memory_said_to_fill_up_is_placed_by_its_stage(
     run_classify: Classify, sentence: str, phase: str
 ) -> None:
     assert run_classify(sentence).phase == phase
+
+
+# Sentences around a healthy paste that share words with vLLM's messages without retelling one: an
+# issue form's boilerplate, a question about how a setting works, a fix describing the bug it removed.
+BORROWED_WORDS = [
+    "- [x] Make sure you already searched for relevant issues, and asked the chatbot living at the bottom "
+    "right corner of the [documentation page](https://docs.vllm.ai/en/latest/).",
+    "As I understand it, max-num-batched-tokens is the maximum number of tokens that can be stored per "
+    "batch, so a 128K sequence shouldn't fit. Is it split into chunks?",
+    "The worker previously computed available KV cache memory without graph capture memory, leading to "
+    "unexpected OOM.",
+]
+
+
+@pytest.mark.parametrize("sentence", BORROWED_WORDS)
+def test_a_sentence_borrowing_a_few_words_of_a_vllm_message_is_no_failure(
+    run_classify: Classify, sentence: str
+) -> None:
+    log = (HEALTHY / f"{_healthy_logs()[0]}.log").read_bytes().decode("utf-8", errors="replace")
+    diagnosis = run_classify(f"{sentence}\n\n{log}")
+    assert diagnosis.phase == "no_failure", diagnosis.summary
+
+
+def test_prose_around_a_healthy_log_does_not_make_no_failure_more_certain(run_classify: Classify) -> None:
+    log = (HEALTHY / f"{_healthy_logs()[0]}.log").read_bytes().decode("utf-8", errors="replace")
+    bare = run_classify(log)
+    worded = run_classify("\n".join([*TAKEN_BACK, *BORROWED_WORDS, log]))
+    assert bare.phase == worded.phase == "no_failure"
+    assert worded.confidence <= bare.confidence
+
+
+# A failure the person names without an error line and without saying memory ran out: not_memory,
+# as sure as words can make it.
+FAILED_SAID = [
+    "[Bug]: failed to set up vllm in docker with the 7900XTX due to a kernel that is not built",
+    "The server crashes after the first request and never comes back",
+    "I tried two GPUs but it says I need to have Ray installed.",
+    "启动服务失败了，日志如下",
+    "推理的时候报错了，没有任何输出",
+]
+
+
+@pytest.mark.parametrize("sentence", FAILED_SAID)
+def test_a_failure_said_without_memory_is_not_memory_with_a_words_confidence(
+    run_classify: Classify, sentence: str
+) -> None:
+    diagnosis = run_classify(
+        f"{sentence}\n\nINFO 01-01 00:00:00 llm_engine.py:72] Initializing an LLM engine"
+    )
+    assert diagnosis.phase == "not_memory", diagnosis.summary
+    assert diagnosis.confidence <= 0.45  # below an error a sentence names
+    assert "person's words" in diagnosis.summary
+
+
+@pytest.mark.parametrize(
+    ("sentence", "phase"),
+    [
+        ("Currently, vLLM hangs when a single sequence is longer than the KV cache.", "kv_cache_capacity"),
+        ("Deployment fails when the free GPU memory is below 90%", "startup_budget"),
+        ("启动失败，KV cache 不够", "kv_cache_capacity"),
+    ],
+)
+def test_a_check_of_vllms_told_in_words_gives_its_phase(
+    run_classify: Classify, sentence: str, phase: str
+) -> None:
+    assert run_classify(sentence).phase == phase
+
+
+# What the person says they were doing, in a sentence other than the one saying it failed, places a
+# bare OOM nothing around it places.
+@pytest.mark.parametrize(
+    ("doing", "phase"),
+    [
+        ("I run the MMLU evaluation with lm_eval and batch size 64.", "runtime_oom"),
+        ("We send it a picture together with the question.", "runtime_oom"),
+        ("The first step loads the model weights from the NFS share.", "weights_oom"),
+        ("我们在压测并发请求。", "runtime_oom"),
+    ],
+)
+def test_what_the_person_was_doing_places_a_bare_oom(run_classify: Classify, doing: str, phase: str) -> None:
+    diagnosis = run_classify(f"{doing}\n\nThen this came out:\n\n{BARE_OOM}")
+    assert diagnosis.phase == phase, diagnosis.summary
+    assert diagnosis.confidence < 0.5
+
+
+def test_what_the_person_was_doing_does_not_outweigh_a_stage_line(run_classify: Classify) -> None:
+    log = (
+        "We send it a picture together with the question.\n"
+        "INFO 01-01 00:00:00 [gpu_model_runner.py:1] Capturing CUDA graphs (mixed prefill-decode)\n"
+        f"{BARE_OOM}\n"
+    )
+    assert run_classify(log).phase == "warmup_oom"
+
+
+def test_start_up_words_name_no_step_of_it(run_classify: Classify) -> None:
+    said = run_classify(f"While launching the server I get this:\n\n{BARE_OOM}")
+    bare = run_classify(BARE_OOM)
+    assert said.phase == bare.phase
+
+
+# An error the person quotes inside a sentence or a title goes through the same line rules as a log
+# line, anchored ones included.
+@pytest.mark.parametrize(
+    ("sentence", "phase"),
+    [
+        (
+            "Deploying on six cards fails, breaking tensor parallelism: "
+            "`AssertionError: 151552 is not divisible by 6`",
+            "parallelism_config",
+        ),
+        ("The benchmark stops with `AssertionError: Preemptions detected: 24`", "kv_preemption"),
+        (
+            'The run stops with "ValueError: Total number of attention heads (64) must be divisible by '
+            'tensor parallel size (3)."',
+            "parallelism_config",
+        ),
+    ],
+)
+def test_an_error_quoted_in_a_sentence_is_read_by_the_line_rules(
+    run_classify: Classify, sentence: str, phase: str
+) -> None:
+    assert run_classify(sentence).phase == phase
+
+
+NO_BLOCKS = (
+    "ERROR 03-07 00:47:48 core.py:291] ValueError: No available memory for the cache blocks. "
+    "Try increasing `gpu_memory_utilization` when initializing the engine."
+)
+
+
+@pytest.mark.parametrize(
+    "cause",
+    [
+        "I start two vLLM instances on one GPU at the same time.",
+        "The peak counts memory used by other running processes on the same GPU.",
+        "两个模型同时启动在一张卡上。",
+    ],
+)
+def test_a_cause_the_person_names_refines_the_symptom_a_log_line_shows(
+    run_classify: Classify, cause: str
+) -> None:
+    assert run_classify(NO_BLOCKS).phase == "kv_cache_capacity"
+    diagnosis = run_classify(f"{cause}\n\n{NO_BLOCKS}")
+    assert diagnosis.phase == "profiling_inconsistent", diagnosis.summary
+    assert diagnosis.confidence <= 0.6
+
+
+def test_a_cause_asked_about_refines_nothing(run_classify: Classify) -> None:
+    asked = "Can I start two vLLM instances on one GPU at the same time?"
+    assert run_classify(f"{asked}\n\n{NO_BLOCKS}").phase == "kv_cache_capacity"
+    assert (
+        run_classify(f"{asked}\n\n{(HEALTHY / f'{_healthy_logs()[0]}.log').read_text()}").phase
+        == "no_failure"
+    )

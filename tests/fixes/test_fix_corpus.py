@@ -125,6 +125,10 @@ FIX_GAPS = {
     "gh6-lmeval2880-v1-prompt-length-2048-equals-max-model-len-bash-repro": (
         "a prompt exactly as long as max_model_len (2048 of 2048): the length recipes size only a longer one"
     ),
+    "gh8-pr2163-v0.2-hangs-single-sequence-longer-than-kv-cache-words": (
+        "a PR description saying a sequence longer than the KV cache hangs, with no figure: no max_model_len"
+        " or KV size for a KV recipe to size"
+    ),
     "gh7-ascend3843-v1-910b4-qwen3next80b-available-memory-0-engine-failed-chinese-title": (
         "vllm-ascend's profile left 0 bytes for the KV cache; no max_model_len, KV size or utilization"
         " stated for a KV recipe to size"
