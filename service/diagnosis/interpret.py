@@ -56,7 +56,8 @@ PHASE_STAGE: dict[Phase, int] = {
 # When the host ran out, by the phase a CUDA OOM at the same point would have.
 _HOST_STAGE: dict[Phase, str] = {
     "weights_oom": "while the weights loaded",
-    "warmup_oom": "after the weights loaded, while profiling, warming up or allocating the KV cache and swap",
+    "kv_cache_capacity": "after the weights loaded and were profiled, while allocating the KV cache and swap",
+    "warmup_oom": "after the weights loaded, while profiling or warming up",
     "runtime_oom": "while serving",
 }
 
@@ -78,14 +79,14 @@ class Verdict:
     taken_back: frozenset[int] = frozenset()  # lines of sentences saying a failure is gone or avoided
 
 
-# The call graph's stages (rules/frames/) as placement's stages: allocating the KV cache comes after
-# profiling and before serving, so an OOM there is a warm-up OOM (DESIGN §3.1).
+# The call graph's stages (rules/frames/) as placement's stages: an OOM while allocating the KV
+# cache it sized has no memory for cache blocks (kv_cache_capacity, DESIGN §3.1).
 _TABLE_STAGE: dict[str, Stage] = {
     "init": "init",
     "loading": "loading",
     "profiling": "profiling",
     "warmup": "warmup",
-    "kv_cache": "warmup",
+    "kv_cache": "kv_cache",
     "serving": "serving",
 }
 
