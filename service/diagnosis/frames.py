@@ -152,7 +152,10 @@ def deepest_frame(
         if place is not None and (place.phase is not None or not with_phase):
             return place
         frame = _FRAME.search(line.text)
-        deeper = frame.group("function") if frame else deeper
+        if frame is not None and vllm_file(frame.group("path")) is not None:
+            # only vLLM's own frames: a library's wrapper printed between (torch's `decorate_context`
+            # of `@torch.inference_mode()`) is not the function the frame above called
+            deeper = frame.group("function")
     return None
 
 
@@ -165,8 +168,14 @@ def _calls_another_object(doc: Document, number: int) -> bool:
 def _code_line(doc: Document, number: int) -> str:
     """The source line printed under frame `number`: the next line with text (a hard wrap the
     document joined leaves empty lines where the pieces were)."""
+    frame = doc.line(number).text
+    # a prefix the document did not strip (a serving container's `WARN  PyProcess W-252-model-stderr:`)
+    # starts the frame and its code line alike: the code is what follows it
+    prefix = frame[: frame.find('File "')].strip() if 'File "' in frame else ""
     for following in range(number + 1, min(len(doc.lines), number + 4) + 1):
         text = doc.line(following).text
+        if prefix and text.startswith(prefix):
+            text = text[len(prefix) :]
         if text.strip():
             return text
     return ""
@@ -182,22 +191,28 @@ def _called_place(
     """The function that the source line printed under frame `number` calls, of the frame's own module
     (`raise_if_cache_size_invalid(num_gpu_blocks,` under `initialize_cache` in worker.py) or another
     object's method, when the table places it: the frame one deeper, which the paste was cut before
-    (or inside)."""
-    if place is None:
-        return None
+    (or inside). The frame itself may be one the table does not place (a vLLM function several stages
+    reach, or a release's name the table lacks)."""
+    if place is not None:
+        file, own, plugin = place.file, place.function, place.plugin
+    else:
+        frame = _FRAME.search(doc.line(number).text)
+        inside = vllm_file(frame.group("path")) if frame is not None else None
+        if frame is None or inside is None:
+            return None
+        file, own, plugin = inside, frame.group("function"), _is_plugin(frame.group("path"))
     code = _code_line(doc, number)
     if "File " in code:
         return None
     call = _CALL.match(code)
     if call is not None:
         function = call.group("function")
-        if function == place.function:
+        if function == own:
             return None
-        rows = table.rows_for(place.file, function, plugin=place.plugin)
+        rows = table.rows_for(file, function, plugin=plugin)
     elif (other := _OTHER_CALL.match(code)) is not None:
         # another object's method: every vLLM function of that name, which must agree on one stage
-        # (`self.model_executor.determine_num_available_blocks(` under V0's `_initialize_kv_caches`,
-        # which profiles before it sizes and allocates the cache)
+        # (`self.model_runner.capture_model(self.gpu_cache)` under V0's `warm_up_model`)
         function = other.group("function")
         rows = table.rows_named(function)
     else:
@@ -208,7 +223,7 @@ def _called_place(
         return None
     phases = {e.phase for e in entries}
     phase = next(iter(phases)) if len(phases) == 1 else None
-    return FramePlace(number, place.file, function, stages.pop(), phase, place.plugin)
+    return FramePlace(number, file, function, stages.pop(), phase, plugin)
 
 
 def _frames_run_start(doc: Document) -> int | None:

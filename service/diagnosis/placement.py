@@ -69,6 +69,9 @@ _PROGRESS: dict[Stage, int] = {
     "serving": 3,
 }
 _ENGINE_STAGES = frozenset({"loading", "profiling", "kv_cache", "warmup", "serving"})
+# Stages that say a run started, not how far it got: a pasted command or engine arguments (`config`),
+# an engine's constructor or the person's "when starting it" (`init`).
+_STARTED = frozenset({"config", "init"})
 TRACEBACK = "Traceback (most recent call last)"
 _FRAME_WINDOW = 400
 _AFTER_WINDOW = 120
@@ -261,7 +264,9 @@ def gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) ->
             kind: ClueKind = "construction_frame" if known[0] == "init" else "table_frame"
             clues.append(Clue(kind, known[0], f"traceback frame {known[1]}", known[2]))
     clues += _timeline_clues(ctx, line)
-    if not clues:
+    # a pasted command or an engine constructor says the run started, not how far it got: what
+    # was printed after the failure may still say where
+    if all(c.stage in _STARTED for c in clues):
         after = [
             h
             for h in ctx.lazy(line.number + 1, line.number + _AFTER_WINDOW)
@@ -269,12 +274,14 @@ def gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) ->
         ]
         if after:
             clues += _frame_clues(after, after[0].line.source, "frame_after", "inner_frame")
-        if not clues:  # the frames printed after it, as vLLM's call graph places them
+        if all(c.stage in _STARTED for c in clues):  # the frames after it, as vLLM's call graph places them
             known = ctx.table_frame(line.number + 1, line.number + _AFTER_WINDOW, line.source)
             if known is not None:
                 kind = "construction_frame" if known[0] == "init" else "frame_after"
                 clues.append(Clue(kind, known[0], f"traceback frame {known[1]} after it", known[2]))
-    strong = any(c.kind in ("frame", "table_frame", "marker", "frame_after") for c in clues)
+    strong = any(
+        c.kind in ("frame", "table_frame", "marker", "frame_after") and c.stage not in _STARTED for c in clues
+    )
     if not strong:
         given = hint()  # only set when the weights alone cannot fit: then nothing else could run
         if given is not None and given in _PHASE_STAGE:
@@ -314,17 +321,23 @@ def _latest_said(said: list[tuple[Stage, int, str]]) -> Clue | None:
 
 
 def _refine_construction(clues: list[Clue]) -> list[Clue]:
-    """An engine-construction frame says start-up without saying which stage: it joins the first
-    other clue naming a start-up stage that the log shows (the timeline's marker, a later line), else
-    the person's words."""
-    named = [c for c in clues if c.kind != "construction_frame" and _PROGRESS[c.stage] < _PROGRESS["serving"]]
-    # what the log shows (its markers, before or after) before what the person says
+    """A clue that says start-up without saying which stage (an engine-construction frame, a pasted
+    command, the person's "when starting it") joins the first other clue naming a start-up stage
+    that the log shows (the timeline's marker, a later line or frame), else the person's words."""
+    named = [c for c in clues if c.stage not in _STARTED and _PROGRESS[c.stage] < _PROGRESS["serving"]]
     startup = next((c for c in named if c.kind != "prose"), named[0] if named else None)
     if startup is None:
         return clues
     return [
-        Clue(c.kind, startup.stage, c.basis, c.line) if c.kind == "construction_frame" else c for c in clues
+        Clue(c.kind, startup.stage, c.basis, c.line) if c.stage in _STARTED and _joins(c) else c
+        for c in clues
     ]
+
+
+def _joins(clue: Clue) -> bool:
+    """Whether a start-up clue takes its stage from the others: a construction frame, the person's
+    start-up words and a command line do; a frame inside a configuration check does not."""
+    return clue.kind in ("construction_frame", "prose", "marker", "other_marker", "marker_after")
 
 
 def weigh(clues: list[Clue], weights: EvidenceWeights) -> Placement | None:
