@@ -49,6 +49,8 @@ def test_the_gpus_memory_in_chinese_is_not_the_hosts(run_classify: Classify) -> 
 
 NOT_A_HOST_OOM = [
     "Ray did not OOM after I lowered the number of parallel workers.",
+    "The host RAM never ran out, top shows 40 GB used at most.",
+    "推理过程中内存没有用完，进程也没有被kill。",
     "The node has 500 GB of RAM and the Ray dashboard shows 40% of it used.",
 ]
 
