@@ -72,10 +72,22 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
         "_dummy_pooler_run",
         "profile_num_available_blocks",
     ),
-    "warmup": ("capture_model", "_capture_cudagraphs", "compile_or_warm_up_model", "warming_up_model"),
+    # V0's `Worker._warm_up_model` captures the graphs (`self.model_runner.capture_model`) after the
+    # cache is allocated
+    "warmup": (
+        "capture_model",
+        "_capture_cudagraphs",
+        "compile_or_warm_up_model",
+        "warming_up_model",
+        "_warm_up_model",
+    ),
+    # sizing the cache from what profiling left (V1 `get_kv_cache_config(s)`, which checks one request
+    # fits) and allocating it (V1's worker RPC `initialize_from_config`, V0 `_init_cache_engine`)
     "kv_cache": (
         "initialize_cache",
-        "_initialize_kv_caches",
+        "initialize_from_config",
+        "get_kv_cache_config",
+        "get_kv_cache_configs",
         "initialize_kv_cache",
         "check_enough_kv_cache_memory",
         "_allocate_kv_cache_tensors",
@@ -113,6 +125,12 @@ REQUEST_FOLDERS = ("vllm/engine/", "vllm/v1/engine/")
 # the cut traceback does not show (`init`). Like request handlers they are marked and not walked; a
 # constructor some stage's walk also reaches says nothing and is left out.
 CONSTRUCTORS = ("from_engine_args", "from_vllm_config", "_init_engine", "__init__", "_init_executor")
+# The engine's start-up sequence, which runs stages in turn like a constructor: V0
+# `LLMEngine._initialize_kv_caches` profiles (`determine_num_available_blocks`), then allocates and
+# warms up (`initialize_cache`); V1 `EngineCore._initialize_kv_caches` profiles
+# (`determine_available_memory`), sizes the cache and has the workers allocate it and warm up
+# (`initialize_from_config`). A traceback that stops in it failed during start-up, stage not shown.
+STARTUP_SEQUENCES = ("_initialize_kv_caches",)
 CONSTRUCTOR_FOLDERS = (
     "vllm/engine/",
     "vllm/v1/engine/",
@@ -364,14 +382,17 @@ def stages_of(functions: list[Function]) -> dict[tuple[str, str], set[str]]:
                     continue
                 for callee in callees(function):
                     other = entry_stage.get(callee.name, stage) != stage  # another stage's entry
-                    if id(callee) not in seen and callee.name not in COMMON and not other:
+                    sequence = callee.name in STARTUP_SEQUENCES  # runs several stages: not followed
+                    if id(callee) not in seen and callee.name not in COMMON and not other and not sequence:
                         seen.add(id(callee))
                         following.append(callee)
             frontier = following
     for function in functions:
         if function.name in REQUEST_HANDLERS and function.file.startswith(REQUEST_FOLDERS):
             reached[(function.file, function.qualname)].add("serving")
-        if function.name in CONSTRUCTORS and function.file.startswith(CONSTRUCTOR_FOLDERS):
+        if function.name in CONSTRUCTORS + STARTUP_SEQUENCES and function.file.startswith(
+            CONSTRUCTOR_FOLDERS
+        ):
             reached[(function.file, function.qualname)].add("init")
     return reached
 

@@ -18,12 +18,12 @@ from service.schemas import Phase
 __all__ = ["OOM_PHASE", "FramePlace", "cut_traceback", "deepest_frame", "frame_place", "vllm_file"]
 
 # The phase of an out-of-memory error raised in each stage (DESIGN §3.1): allocating the KV cache
-# comes after profiling, before serving, like warm-up. An OOM in argument checks has no phase.
+# after sizing it is "no memory for cache blocks". An OOM in argument checks has no phase.
 OOM_PHASE: dict[str, Phase] = {
     "loading": "weights_oom",
     "profiling": "warmup_oom",
     "warmup": "warmup_oom",
-    "kv_cache": "warmup_oom",
+    "kv_cache": "kv_cache_capacity",
     "serving": "runtime_oom",
 }
 _FRAME = re.compile(r'File "(?P<path>[^"\n]{1,600})", line \d+, in (?P<function>[\w<>]{1,200})')
@@ -39,12 +39,12 @@ _CALL = re.compile(
 # does not show, so the errors the frame's own function raises say nothing about it.
 _OTHER_CALL = re.compile(
     r"^\s*(?:[\w, \[\]]{1,120}=\s*)?(?:(?:return|await)\s+){0,2}(?:self\.|cls\.)?"
-    r"[A-Za-z_]\w{0,120}(?:\.[A-Za-z_]\w{0,120})+\("
+    r"[A-Za-z_]\w{0,120}(?:\.[A-Za-z_]\w{0,120})*\.(?P<function>[A-Za-z_]\w{0,120})\("
 )
 # Phases a function raises from an `except` around its calls (`_dummy_sampler_run` turns an OOM in
 # `self.model.sample(` into "CUDA out of memory occurred when warming up sampler"): a failure inside
 # another object's call is still its error. Other phases are checks of values on its own lines.
-_HANDLED: frozenset[Phase] = frozenset(OOM_PHASE.values())
+_HANDLED: frozenset[Phase] = frozenset({"weights_oom", "warmup_oom", "runtime_oom"})
 _EXCEPTION = re.compile(r"^(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\b")
 TRACEBACK = "Traceback (most recent call last)"
 # vLLM's logger prefix (`ERROR 03-31 16:55:54 multiproc_worker_utils.py:242]`, V1's `ERROR 11-04
@@ -64,6 +64,7 @@ class FramePlace:
     function: str
     stage: str
     phase: Phase | None
+    plugin: bool = False  # the frame is a platform plugin's module, read as vLLM's of that folder
 
 
 # A platform plugin's package (vllm_ascend, vllm_gaudi, vllm_spyre, …: vLLM's `vllm.platform_plugins`
@@ -92,17 +93,25 @@ def frame_place(
     match = _FRAME.search(text)
     if match is None:
         return None
-    file = vllm_file(match.group("path"))
+    path = match.group("path")
+    file = vllm_file(path)
     if file is None:
         return None
+    plugin = _is_plugin(path)
     function = match.group("function")
-    entries = [e for e in table.by_file.get((file, function), ()) if e.covers(version)]
+    entries = [e for e in table.rows_for(file, function, plugin=plugin) if e.covers(version)]
     stages = {e.stage for e in entries}
     if len(stages) != 1:
         return None
     phases = {e.phase for e in entries}
     phase = next(iter(phases)) if len(phases) == 1 else None
-    return FramePlace(line=number, file=file, function=function, stage=stages.pop(), phase=phase)
+    return FramePlace(number, file, function, stages.pop(), phase, plugin)
+
+
+def _is_plugin(path: str) -> bool:
+    """Whether a frame's file is a platform plugin's module, not vLLM's own."""
+    path = path.replace("\\", "/")
+    return "/vllm/" not in path and not path.startswith("vllm/")
 
 
 def deepest_frame(
@@ -143,7 +152,10 @@ def deepest_frame(
         if place is not None and (place.phase is not None or not with_phase):
             return place
         frame = _FRAME.search(line.text)
-        deeper = frame.group("function") if frame else deeper
+        if frame is not None and vllm_file(frame.group("path")) is not None:
+            # only vLLM's own frames: a library's wrapper printed between (torch's `decorate_context`
+            # of `@torch.inference_mode()`) is not the function the frame above called
+            deeper = frame.group("function")
     return None
 
 
@@ -156,8 +168,14 @@ def _calls_another_object(doc: Document, number: int) -> bool:
 def _code_line(doc: Document, number: int) -> str:
     """The source line printed under frame `number`: the next line with text (a hard wrap the
     document joined leaves empty lines where the pieces were)."""
+    frame = doc.line(number).text
+    # a prefix the document did not strip (a serving container's `WARN  PyProcess W-252-model-stderr:`)
+    # starts the frame and its code line alike: the code is what follows it
+    prefix = frame[: frame.find('File "')].strip() if 'File "' in frame else ""
     for following in range(number + 1, min(len(doc.lines), number + 4) + 1):
         text = doc.line(following).text
+        if prefix and text.startswith(prefix):
+            text = text[len(prefix) :]
         if text.strip():
             return text
     return ""
@@ -170,22 +188,42 @@ def _called_place(
     place: FramePlace | None,
     version: tuple[int, int, int] | None,
 ) -> FramePlace | None:
-    """The function of the frame's own module that the source line printed under frame `number`
-    calls (`raise_if_cache_size_invalid(num_gpu_blocks,` under `initialize_cache` in worker.py),
-    when the table places it: the frame one deeper, which the paste was cut before (or inside)."""
-    if place is None:
-        return None
+    """The function that the source line printed under frame `number` calls, of the frame's own module
+    (`raise_if_cache_size_invalid(num_gpu_blocks,` under `initialize_cache` in worker.py) or another
+    object's method, when the table places it: the frame one deeper, which the paste was cut before
+    (or inside). The frame itself may be one the table does not place (a vLLM function several stages
+    reach, or a release's name the table lacks)."""
+    if place is not None:
+        file, own, plugin = place.file, place.function, place.plugin
+    else:
+        frame = _FRAME.search(doc.line(number).text)
+        inside = vllm_file(frame.group("path")) if frame is not None else None
+        if frame is None or inside is None:
+            return None
+        file, own, plugin = inside, frame.group("function"), _is_plugin(frame.group("path"))
     code = _code_line(doc, number)
-    call = _CALL.match(code)
-    if call is None or "File " in code or call.group("function") == place.function:
+    if "File " in code:
         return None
-    entries = [e for e in table.by_file.get((place.file, call.group("function")), ()) if e.covers(version)]
+    call = _CALL.match(code)
+    if call is not None:
+        function = call.group("function")
+        if function == own:
+            return None
+        rows = table.rows_for(file, function, plugin=plugin)
+    elif (other := _OTHER_CALL.match(code)) is not None:
+        # another object's method: every vLLM function of that name, which must agree on one stage
+        # (`self.model_runner.capture_model(self.gpu_cache)` under V0's `warm_up_model`)
+        function = other.group("function")
+        rows = table.rows_named(function)
+    else:
+        return None
+    entries = [e for e in rows if e.covers(version)]
     stages = {e.stage for e in entries}
     if len(stages) != 1:
         return None
     phases = {e.phase for e in entries}
     phase = next(iter(phases)) if len(phases) == 1 else None
-    return FramePlace(number, place.file, call.group("function"), stages.pop(), phase)
+    return FramePlace(number, file, function, stages.pop(), phase, plugin)
 
 
 def _frames_run_start(doc: Document) -> int | None:

@@ -21,6 +21,7 @@ from service.diagnosis.prose import (
     cause_said,
     is_negated_prose,
     is_sentence,
+    line_memory,
     memory_side,
     read_prose,
     stages_said,
@@ -56,7 +57,8 @@ PHASE_STAGE: dict[Phase, int] = {
 # When the host ran out, by the phase a CUDA OOM at the same point would have.
 _HOST_STAGE: dict[Phase, str] = {
     "weights_oom": "while the weights loaded",
-    "warmup_oom": "after the weights loaded, while profiling, warming up or allocating the KV cache and swap",
+    "kv_cache_capacity": "after the weights loaded and were profiled, while allocating the KV cache and swap",
+    "warmup_oom": "after the weights loaded, while profiling or warming up",
     "runtime_oom": "while serving",
 }
 
@@ -78,14 +80,14 @@ class Verdict:
     taken_back: frozenset[int] = frozenset()  # lines of sentences saying a failure is gone or avoided
 
 
-# The call graph's stages (rules/frames/) as placement's stages: allocating the KV cache comes after
-# profiling and before serving, so an OOM there is a warm-up OOM (DESIGN §3.1).
+# The call graph's stages (rules/frames/) as placement's stages: an OOM while allocating the KV
+# cache it sized has no memory for cache blocks (kv_cache_capacity, DESIGN §3.1).
 _TABLE_STAGE: dict[str, Stage] = {
     "init": "init",
     "loading": "loading",
     "profiling": "profiling",
     "warmup": "warmup",
-    "kv_cache": "warmup",
+    "kv_cache": "kv_cache",
     "serving": "serving",
 }
 
@@ -221,6 +223,15 @@ def _basis(title: str) -> str:
 
 def _decisive_phase(ctx: Context, hit: Hit, hint: HintFn) -> tuple[Phase, float, str]:
     rule = hit.compiled.rule
+    if rule.kind == "oom" and line_memory(hit.line.text, ctx.prose) == "host":
+        # the line itself says the host's memory ran out ("Ray OOM prevention kills vLLM actors…",
+        # "killed by the OOM killer"): host_oom, placed in the stage where it happened
+        placement = place_line(ctx, hit.line, None, _no_hint, ctx.weights)
+        confidence = _PROSE_ONLY if rule.severity != "error" else placement.confidence
+        basis = "its own words name host memory"
+        if placement.clues:
+            basis += f"; {_HOST_STAGE[placement.phase]}, going by the {placement.basis}"
+        return "host_oom", confidence, basis
     if rule.kind == "oom":
         placement = place(ctx, hit, hint, ctx.weights)
         return placement.phase, placement.confidence, placement.basis
@@ -240,7 +251,12 @@ def _no_hint() -> Phase | None:
 def _said_host_oom(ctx: Context, number: int) -> bool:
     """Whether the person's sentence on line `number` says the host's RAM ran out, not the GPU's."""
     cues = [c for c in ctx.prose_cues() if c.line == number and c.memory is not None]
-    return any(ctx.ran_out(c) == "host" for c in cues) if cues else ctx.memory_side() == "host"
+    if cues:
+        return any(ctx.ran_out(c) == "host" for c in cues)
+    side = line_memory(ctx.doc.line(number).text, ctx.prose)  # a line too marked-up to read as prose
+    if side in ("host", "device"):
+        return side == "host"
+    return ctx.memory_side() == "host"
 
 
 def _words_verdict(ctx: Context, hint: HintFn) -> Verdict | None:

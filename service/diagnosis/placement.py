@@ -39,30 +39,39 @@ __all__ = [
     "weigh",
 ]
 
-# The phase a CUDA OOM has in each stage of a run.
+# The phase a CUDA OOM has in each stage of a run: allocating the KV cache after it was sized (V0
+# `CacheEngine._allocate_kv_cache`, V1 `initialize_kv_cache` -> `_allocate_kv_cache_tensors`) is
+# "no memory for cache blocks" (DESIGN §3.1), not a warm-up.
 STAGE_PHASE: dict[Stage, Phase] = {
     "config": "weights_oom",
     "init": "weights_oom",
     "loading": "weights_oom",
     "profiling": "warmup_oom",
+    "kv_cache": "kv_cache_capacity",
     "warmup": "warmup_oom",
     "serving": "runtime_oom",
 }
 _PHASE_STAGE: dict[Phase, Stage] = {
     "weights_oom": "loading",
+    "kv_cache_capacity": "kv_cache",
     "warmup_oom": "warmup",
     "runtime_oom": "serving",
 }
-# How far a run has got at each stage; profiling and warm-up are one step (either may be last).
+# How far a run has got at each stage; profiling, sizing and allocating the KV cache and warm-up are
+# one step (V1 warms the sampler up inside the profile run, V0 after allocating the cache).
 _PROGRESS: dict[Stage, int] = {
     "config": 0,
     "init": 0,
     "loading": 1,
     "profiling": 2,
+    "kv_cache": 2,
     "warmup": 2,
     "serving": 3,
 }
-_ENGINE_STAGES = frozenset({"loading", "profiling", "warmup", "serving"})
+_ENGINE_STAGES = frozenset({"loading", "profiling", "kv_cache", "warmup", "serving"})
+# Stages that say a run started, not how far it got: a pasted command or engine arguments (`config`),
+# an engine's constructor or the person's "when starting it" (`init`).
+_STARTED = frozenset({"config", "init"})
 TRACEBACK = "Traceback (most recent call last)"
 _FRAME_WINDOW = 400
 _AFTER_WINDOW = 120
@@ -208,18 +217,39 @@ def _timeline_clues(ctx: StageLookup, failure: Line) -> list[Clue]:
     return clues
 
 
+# Start-up order, for the furthest stage a log shows: within the step _PROGRESS merges, V0 and V1
+# both allocate the KV cache after profiling and capture CUDA graphs after that.
+_ORDER: dict[Stage, int] = {
+    "config": 0,
+    "init": 0,
+    "loading": 1,
+    "profiling": 2,
+    "kv_cache": 3,
+    "warmup": 4,
+    "serving": 5,
+}
+
+
 def _marker_after(ctx: StageLookup, after: int) -> Clue | None:
-    """The last stage a running engine reached after line `after` (a failure stated above its log)."""
+    """The furthest stage a running engine reached after line `after` (a failure stated above its
+    log, or a console that lists the newest line first)."""
+    best: Hit | None = None
     high = len(ctx.doc.lines)
     while high > after:
         low = max(after + 1, high - _WALK + 1)
         for hit in reversed(ctx.markers(low, high)):
             stage = hit.compiled.rule.stage
-            if is_marker(hit) and stage in _ENGINE_STAGES:
-                assert stage is not None
-                return Clue("marker_after", stage, "log lines after it", hit.line.number)
+            if not is_marker(hit) or stage not in _ENGINE_STAGES:
+                continue
+            assert stage is not None
+            if best is None or _ORDER[stage] > _ORDER[best.compiled.rule.stage or "config"]:
+                best = hit
         high = low - 1
-    return None
+    if best is None:
+        return None
+    stage = best.compiled.rule.stage
+    assert stage is not None
+    return Clue("marker_after", stage, "log lines after it", best.line.number)
 
 
 def gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) -> list[Clue]:
@@ -234,7 +264,9 @@ def gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) ->
             kind: ClueKind = "construction_frame" if known[0] == "init" else "table_frame"
             clues.append(Clue(kind, known[0], f"traceback frame {known[1]}", known[2]))
     clues += _timeline_clues(ctx, line)
-    if not clues:
+    # a pasted command or an engine constructor says the run started, not how far it got: what
+    # was printed after the failure may still say where
+    if all(c.stage in _STARTED for c in clues):
         after = [
             h
             for h in ctx.lazy(line.number + 1, line.number + _AFTER_WINDOW)
@@ -242,12 +274,14 @@ def gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) ->
         ]
         if after:
             clues += _frame_clues(after, after[0].line.source, "frame_after", "inner_frame")
-        if not clues:  # the frames printed after it, as vLLM's call graph places them
+        if all(c.stage in _STARTED for c in clues):  # the frames after it, as vLLM's call graph places them
             known = ctx.table_frame(line.number + 1, line.number + _AFTER_WINDOW, line.source)
             if known is not None:
                 kind = "construction_frame" if known[0] == "init" else "frame_after"
                 clues.append(Clue(kind, known[0], f"traceback frame {known[1]} after it", known[2]))
-    strong = any(c.kind in ("frame", "table_frame", "marker", "frame_after") for c in clues)
+    strong = any(
+        c.kind in ("frame", "table_frame", "marker", "frame_after") and c.stage not in _STARTED for c in clues
+    )
     if not strong:
         given = hint()  # only set when the weights alone cannot fit: then nothing else could run
         if given is not None and given in _PHASE_STAGE:
@@ -287,17 +321,23 @@ def _latest_said(said: list[tuple[Stage, int, str]]) -> Clue | None:
 
 
 def _refine_construction(clues: list[Clue]) -> list[Clue]:
-    """An engine-construction frame says start-up without saying which stage: it joins the first
-    other clue naming a start-up stage (the timeline's marker, a later line, the person's words)."""
-    startup = next(
-        (c for c in clues if c.kind != "construction_frame" and _PROGRESS[c.stage] < _PROGRESS["serving"]),
-        None,
-    )
+    """A clue that says start-up without saying which stage (an engine-construction frame, a pasted
+    command, the person's "when starting it") joins the first other clue naming a start-up stage
+    that the log shows (the timeline's marker, a later line or frame), else the person's words."""
+    named = [c for c in clues if c.stage not in _STARTED and _PROGRESS[c.stage] < _PROGRESS["serving"]]
+    startup = next((c for c in named if c.kind != "prose"), named[0] if named else None)
     if startup is None:
         return clues
     return [
-        Clue(c.kind, startup.stage, c.basis, c.line) if c.kind == "construction_frame" else c for c in clues
+        Clue(c.kind, startup.stage, c.basis, c.line) if c.stage in _STARTED and _joins(c) else c
+        for c in clues
     ]
+
+
+def _joins(clue: Clue) -> bool:
+    """Whether a start-up clue takes its stage from the others: a construction frame, the person's
+    start-up words and a command line do; a frame inside a configuration check does not."""
+    return clue.kind in ("construction_frame", "prose", "marker", "other_marker", "marker_after")
 
 
 def weigh(clues: list[Clue], weights: EvidenceWeights) -> Placement | None:

@@ -26,6 +26,7 @@ __all__ = [
     "cause_said",
     "is_negated_prose",
     "is_sentence",
+    "line_memory",
     "memory_side",
     "read_prose",
     "stages_said",
@@ -116,6 +117,18 @@ def _memory(clause: str, vocabulary: ProseVocabulary) -> Memory | None:
     if vocabulary.device.search(clause):
         return "device"
     return "host" if vocabulary.host.search(clause) else "unstated"
+
+
+def line_memory(text: str, vocabulary: ProseVocabulary) -> Memory | None:
+    """Whose memory a line says ran out, read clause by clause like a sentence but whatever the line
+    looks like (a title with identifiers, a quoted platform message): the host's only when a clause
+    names host memory and none names the device's; None when no clause says memory ran out."""
+    sides = {m for c in _clauses(text, vocabulary) if (m := _memory(c, vocabulary)) is not None}
+    if not sides:
+        return None
+    if "device" in sides:
+        return "device"
+    return "host" if "host" in sides else "unstated"
 
 
 def _phase(clause: str, vocabulary: ProseVocabulary, memory: Memory | None) -> Phase | None:

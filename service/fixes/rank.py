@@ -205,7 +205,9 @@ def _target(proposal: Proposal, recipe: FixRecipe, pack: FixPack) -> str:
 def _proposals(ctx: FixContext, pack: FixPack) -> list[tuple[float, int, FixRecipe, Proposal]]:
     found: list[tuple[float, int, FixRecipe, Proposal]] = []
     for order, recipe in enumerate(pack.recipes):
-        if not recipe.serves(ctx.phase) or not all(recipe.versions.contains(v) for v in ctx.span):
+        if not recipe.applies(ctx.phase, ctx.findings) or not all(
+            recipe.versions.contains(v) for v in ctx.span
+        ):
             continue
         flag = pack.spelling(recipe.flags, ctx.span) if recipe.flags else None
         if recipe.flags and flag is None:

@@ -10,6 +10,7 @@ and line.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -106,6 +107,11 @@ class FixRecipe(_Pack, frozen=True):
     without_facts: Literal["offer", "skip"] = "skip"
     status: Literal["stable", "experimental", "retired"] = "stable"
     note: str | None = None
+    # the signature rules whose findings (of the diagnosed phase) the recipe needs, or must not see:
+    # one phase can be reached by different failures (a KV cache sized too small, or an OOM while
+    # allocating the cache it sized), and advice right for one is wrong for the other
+    with_rules: list[str] = msgspec.field(default_factory=list)
+    without_rules: list[str] = msgspec.field(default_factory=list)
     examples: list[RecipeExample] = msgspec.field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -122,6 +128,17 @@ class FixRecipe(_Pack, frozen=True):
 
     def serves(self, phase: Phase) -> bool:
         return phase in self.phases or "any" in self.phases
+
+    def applies(self, phase: Phase, findings: Sequence[Finding]) -> bool:
+        """Whether the recipe serves `phase` as the findings of that phase reached it."""
+        if not self.serves(phase):
+            return False
+        if not self.with_rules and not self.without_rules:
+            return True
+        rules = {f.rule for f in findings if f.phase == phase}
+        if self.with_rules and not rules.intersection(self.with_rules):
+            return False
+        return not rules.intersection(self.without_rules)
 
 
 class _RecipeFile(_Pack, frozen=True):

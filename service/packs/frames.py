@@ -93,12 +93,15 @@ class CompiledFrames(msgspec.Struct, frozen=True, array_like=True):
 class FrameTable:
     """(file after `vllm/`, function name) -> the rows for it, decoded on first use."""
 
-    __slots__ = ("_by_file", "_load", "_lock", "_rows")
+    __slots__ = ("_by_file", "_by_name", "_files", "_load", "_lock", "_mirror", "_rows")
 
     def __init__(self, load: Callable[[], CompiledFrames]) -> None:
         self._load = load
         self._lock = threading.Lock()
         self._by_file: dict[tuple[str, str], tuple[FrameRow, ...]] | None = None
+        self._files: frozenset[str] | None = None
+        self._mirror: dict[tuple[str, str], tuple[FrameRow, ...]] | None = None
+        self._by_name: dict[str, tuple[FrameRow, ...]] | None = None
         self._rows = 0
 
     def _decoded(self) -> dict[tuple[str, str], tuple[FrameRow, ...]]:
@@ -119,6 +122,49 @@ class FrameTable:
     def rows(self) -> int:
         self._decoded()
         return self._rows
+
+    def rows_for(self, file: str, function: str, *, plugin: bool = False) -> tuple[FrameRow, ...]:
+        """The rows of `function` in `file`; for a platform plugin's module vLLM does not have
+        (`worker/model_runner_v1.py` of vllm_ascend), the rows of the functions of that name in vLLM's
+        folders of the same name (`worker/`, `v1/worker/`): a plugin's worker and model runner
+        subclass vLLM's and keep their methods' names and roles."""
+        by_file = self._decoded()
+        found = by_file.get((file, function))
+        if found is not None or not plugin:
+            return found or ()
+        self._index(by_file)
+        assert self._files is not None and self._mirror is not None
+        if file in self._files:
+            return ()
+        return self._mirror.get((_folder(file), function), ())
+
+    def rows_named(self, function: str) -> tuple[FrameRow, ...]:
+        """The rows of every vLLM function of that name, whatever its module (a call of another
+        object's method, `self.model_executor.determine_num_available_blocks(`, names no module)."""
+        self._index(self._decoded())
+        assert self._by_name is not None
+        return self._by_name.get(function, ())
+
+    def _index(self, by_file: dict[tuple[str, str], tuple[FrameRow, ...]]) -> None:
+        """The table's files and its rows by (last folder, function) and by function; built once, on
+        the first frame that needs them."""
+        if self._by_name is not None:
+            return
+        with self._lock:
+            mirror: dict[tuple[str, str], list[FrameRow]] = {}
+            named: dict[str, list[FrameRow]] = {}
+            for (file, function), rows in by_file.items():
+                mirror.setdefault((_folder(file), function), []).extend(rows)
+                named.setdefault(function, []).extend(rows)
+            self._mirror = {key: tuple(rows) for key, rows in mirror.items()}
+            self._files = frozenset(file for file, _ in by_file)
+            self._by_name = {key: tuple(rows) for key, rows in named.items()}
+
+
+def _folder(file: str) -> str:
+    """The last folder of a path inside vLLM (`v1/worker/gpu_worker.py` -> `worker`), or ''."""
+    parts = file.split("/")
+    return parts[-2] if len(parts) > 1 else ""
 
 
 _EMPTY = CompiledFrames(groups=[], rows=0)

@@ -45,6 +45,10 @@ FIRST = {
         "add-tensor-parallel-gpus",
         "quantize-weights-fp8",
         "use-quantized-checkpoint",
+        # an out-of-memory error while allocating the cache it sized: what took the memory since
+        "stop-processes-that-took-kv-memory",
+        "lower-gpu-memory-utilization-for-kv-allocation",
+        "size-kv-cache-below-free-memory",
     },
     "warmup_oom": {
         "enforce-eager",
@@ -112,6 +116,10 @@ _PACK = load_fix_recipes(TESTS.parent / "rules")
 # Held-out excerpts whose diagnosis is right but that no recipe can act on yet (REALWORLD.md, fifth
 # and sixth rounds); non-strict, so a recipe that learns them shows as XPASS.
 FIX_GAPS = {
+    "gh8-ascend5020-v0.12.0rc1-qwen3next-kv-282240-tokens-then-initialize-from-config-comment": (
+        "a worker's traceback cut inside the KV-cache allocation before its error line: no out-of-memory"
+        " finding tells the allocation recipes it ran out, and no figure sizes the capacity recipes"
+    ),
     "gh5-gpustack885-prose-heads-divisible-by-tp-gpu-allocation": (
         "the head-divisibility check retold without its numbers: no head count for fix-tensor-parallel-size"
     ),

@@ -9,7 +9,9 @@ import pytest
 
 from service.errors import PackError
 from service.fixes.calculators import CALCULATORS, check_calculators
+from service.packs import RulePacks
 from service.packs.fixes import FixPack, load_fix_recipes
+from service.schemas import Finding
 
 RULES = Path(__file__).resolve().parents[2] / "rules"
 
@@ -61,6 +63,24 @@ def test_every_diagnosable_failure_phase_has_a_recipe(pack: FixPack) -> None:
         "dtype_unsupported",
     ):
         assert phase in served, phase
+
+
+def test_the_rules_a_recipe_needs_or_refuses_are_signature_rules(packs: RulePacks) -> None:
+    for recipe in packs.fixes.recipes:
+        for rule in recipe.with_rules + recipe.without_rules:
+            assert rule in packs.signatures.by_id, f"{recipe.id}: {rule} is no signature rule"
+
+
+def test_a_recipe_serves_a_phase_only_as_its_findings_reached_it(pack: FixPack) -> None:
+    allocation = next(r for r in pack.recipes if r.id == "lower-gpu-memory-utilization-for-kv-allocation")
+    capacity = next(r for r in pack.recipes if r.id == "raise-gpu-memory-utilization")
+    oom = [Finding(rule="torch-cuda-oom", phase="kv_cache_capacity", severity="error")]
+    sized = [Finding(rule="vllm-kv-no-cache-blocks", phase="kv_cache_capacity", severity="error")]
+    assert allocation.applies("kv_cache_capacity", oom) and not allocation.applies("kv_cache_capacity", sized)
+    assert capacity.applies("kv_cache_capacity", sized) and not capacity.applies("kv_cache_capacity", oom)
+    # an OOM finding of another phase does not count against a phase it did not reach
+    elsewhere = [Finding(rule="torch-cuda-oom", phase="runtime_oom", severity="error")]
+    assert capacity.applies("kv_preemption", elsewhere)
 
 
 def test_a_minimal_recipe_file_loads(tmp_path: Path) -> None:

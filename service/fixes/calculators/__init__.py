@@ -30,6 +30,8 @@ CALCULATORS: dict[str, Calculator] = {
     "fit_max_model_len": kv.fit_max_model_len,
     "raise_utilization": kv.raise_utilization,
     "fp8_kv_cache": kv.fp8_kv_cache,
+    "kv_allocation_utilization": kv.kv_allocation_utilization,
+    "kv_bytes_after_allocation_oom": kv.kv_bytes_after_allocation_oom,
     "kv_tensor_parallel": kv.kv_tensor_parallel,
     "kv_cache_memory_bytes": kv.kv_cache_memory_bytes,
     "enforce_eager": warmup.enforce_eager,

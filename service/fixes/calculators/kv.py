@@ -5,6 +5,7 @@ from __future__ import annotations
 from service.fixes.calculators import readings
 from service.fixes.calculators.parallel import accepted_sizes, plan_tensor_parallel
 from service.fixes.calculators.readings import gib, tokens
+from service.fixes.calculators.warmup import lower_by_shortfall
 from service.fixes.calculators.weights import tensor_parallel_proposal
 from service.fixes.context import FixContext, Proposal
 from service.fixes.limits import (
@@ -388,3 +389,76 @@ def kv_cache_memory_bytes(ctx: FixContext) -> list[Proposal]:
         return []
     why += f" With {gib(consumed)} for weights and activations it fits the {gib(free)} free."
     return [Proposal(change=f"{ctx.flag} {value}", why=why, source=("budget",), likelihood=0.7)]
+
+
+# --- an out-of-memory error while allocating the KV cache vLLM had sized -------------------------
+# vLLM sizes the cache from what its profile left free, then allocates it (V0 `_init_cache_engine`,
+# V1 `initialize_from_config`): running out there means memory that was free when it profiled was
+# gone when it allocated (another process or a second instance started in between, fragmentation).
+# Giving the cache more of the GPU makes that worse; the cache must be sized to what stays free.
+
+_ALLOCATION_MARGIN_GIB = 0.5
+
+
+def _lacking(ctx: FixContext) -> float | None:
+    """What the failed allocation lacked, from the allocator's message; None when it gives no figures."""
+    f = ctx.facts
+    if f.tried_to_allocate_gib is None or f.free_gib is None:
+        return None
+    return max(0.0, f.tried_to_allocate_gib - f.free_gib)
+
+
+def kv_allocation_utilization(ctx: FixContext) -> list[Proposal]:
+    """Lower utilization by at least what the failed KV allocation lacked (a smaller cache that fits)."""
+    if ctx.flag is None or kv_bytes_given(ctx):
+        return []
+    what = "memory other processes took after vLLM profiled"
+    note = " The cache is allocated layer by layer, so this is the least it lacked."
+    found = lower_by_shortfall(ctx, 0.0, what, note)
+    if found or _lacking(ctx) is not None:
+        return found
+    current, source = readings.utilization(ctx)
+    why = (
+        f"The KV cache sized at {current:.2f} did not fit when it was allocated: memory free when vLLM "
+        "profiled was taken before the allocation. A lower utilization sizes a smaller cache."
+    )
+    return [
+        Proposal(
+            change=f"lower {ctx.flag} below {current:.2f}",
+            why=why,
+            source=(source,),
+            exact=False,
+            needs=("tried_to_allocate_gib", "free_gib"),
+            likelihood=0.6,
+        )
+    ]
+
+
+def kv_bytes_after_allocation_oom(ctx: FixContext) -> list[Proposal]:
+    """Fix the KV size (vLLM 0.10.2+) below what was sized, by what its allocation lacked."""
+    f = ctx.facts
+    if ctx.flag is None:
+        return []
+    lacking = _lacking(ctx)
+    have = f.available_kv_cache_gib
+    if have is None or have <= 0 or lacking is None:
+        return [
+            Proposal(
+                change=f"{ctx.flag} <bytes: the KV cache vLLM sized, less what its allocation lacked>",
+                why="A fixed KV size does not follow what the profile found free, so memory taken "
+                "after profiling cannot make the allocation fail.",
+                exact=False,
+                needs=("available_kv_cache_gib", "tried_to_allocate_gib", "free_gib"),
+                likelihood=0.5,
+            )
+        ]
+    target = have - lacking - _ALLOCATION_MARGIN_GIB
+    if target <= 0:
+        return []
+    value = int(target * 2**30) // 2**20 * 2**20
+    why = (
+        f"vLLM sized {gib(have)} of KV cache and its allocation lacked {gib(lacking)}; "
+        f"{gib(value / 2**30)} leaves {gib(_ALLOCATION_MARGIN_GIB)} to spare."
+    )
+    sources = ctx.sources_of("available_kv_cache_gib", "tried_to_allocate_gib")
+    return [Proposal(change=f"{ctx.flag} {value}", why=why, source=sources, likelihood=0.7)]

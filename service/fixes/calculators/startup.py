@@ -38,6 +38,11 @@ def free_other_memory(ctx: FixContext) -> list[Proposal]:
             why += " Their memory is not available to load the weights."
         elif ctx.phase == "profiling_inconsistent":
             why += " Memory they allocate or free while vLLM profiles breaks vLLM's measurement."
+        elif ctx.phase == "kv_cache_capacity":
+            why += (
+                " vLLM sized its KV cache for the memory free when it profiled; what they took since "
+                "left too little to allocate it."
+            )
         why += (
             " Stop the processes themselves (orphaned vLLM workers are common); "
             "do not reset a GPU others use."
@@ -47,6 +52,22 @@ def free_other_memory(ctx: FixContext) -> list[Proposal]:
         ]
     if ctx.phase == "weights_oom":
         return []
+    if ctx.phase == "kv_cache_capacity":
+        why = (
+            "vLLM sized its KV cache for the memory free when it profiled, and the memory was gone when "
+            "it allocated the cache: another process (a second vLLM instance, a job started meanwhile) "
+            "took it. Find it with `nvidia-smi --query-compute-apps=pid,used_memory --format=csv` and "
+            "stop it, or start the instances one after another."
+        )
+        return [
+            Proposal(
+                change=f"stop the processes that took memory on {gpu} while vLLM started",
+                why=why,
+                exact=False,
+                needs=("other_processes",),
+                likelihood=0.7,
+            )
+        ]
     if f.free_gib is not None and f.total_gib is not None and ctx.phase == "startup_budget":
         used = f.total_gib - f.free_gib
         why = (

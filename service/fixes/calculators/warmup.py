@@ -129,7 +129,7 @@ def graph_headroom(ctx: FixContext) -> list[Proposal]:
     if _eager(ctx):
         return []
     graphs = ctx.budget.cuda_graph_gib if ctx.budget is not None else 0.0
-    return _headroom(
+    return lower_by_shortfall(
         ctx, graphs, "CUDA graphs", " This vLLM version does not count graph memory in its budget."
     )
 
@@ -138,10 +138,10 @@ def activation_headroom(ctx: FixContext) -> list[Proposal]:
     """Room outside the budget for activations beyond the profiled peak (serving, or an eager warm-up)."""
     if ctx.phase == "warmup_oom" and not _eager(ctx):
         return []  # with graphs on, leave-room-for-cuda-graphs says it better
-    return _headroom(ctx, 0.0, "activations outside the profiled peak", "")
+    return lower_by_shortfall(ctx, 0.0, "activations outside the profiled peak", "")
 
 
-def _headroom(ctx: FixContext, estimate: float, what: str, note: str) -> list[Proposal]:
+def lower_by_shortfall(ctx: FixContext, estimate: float, what: str, note: str) -> list[Proposal]:
     """Lower utilization by what the failed allocation lacked (or the budget's estimate, if larger)."""
     f = ctx.facts
     total, total_source = readings.total_gib(ctx)
