@@ -23,7 +23,7 @@ from service.quantities import HumanNumberError, command_int
 from service.schemas import Facts, Severity
 from service.versions import EARLIEST, parse_version
 
-__all__ = ["FlagIssue", "ParsedCommand", "human_int", "join_commands", "parse_command"]
+__all__ = ["FlagIssue", "ParsedCommand", "human_int", "join_commands", "parse_command", "value_of"]
 
 # how a flag's value is read follows the type of the fact it states (DESIGN §3.2)
 _FACT_TYPES = get_type_hints(Facts)
@@ -96,7 +96,8 @@ def human_int(text: str) -> int | None:
         return None
 
 
-def _value(fact: str, raw: str) -> object | None:
+def value_of(fact: str, raw: str) -> object | None:
+    """`raw` as the fact `fact` holds it (its Facts type), or None when it does not read as one."""
     kind = _FACT_TYPES[fact]
     if kind == int | None:
         return human_int(raw)
@@ -135,7 +136,7 @@ def parse_command(command: str, history: FixPack, version: str | None = None) ->
             if _FACT_TYPES[setting.fact] == bool | None:
                 parsed.facts[setting.fact] = negated is None
             continue
-        if arg.values and (value := _value(setting.fact, arg.values[0])) is not None:
+        if arg.values and (value := value_of(setting.fact, arg.values[0])) is not None:
             parsed.facts[setting.fact] = value
     return parsed
 

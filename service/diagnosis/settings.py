@@ -1,0 +1,126 @@
+"""Engine settings stated anywhere in a paste, in the spellings of vLLM's own flags.
+
+The command reader (`service.launch`) reads a launch command it can recognise whole: `vllm serve …`,
+a balanced `LLM(…)`, a compose file. People paste less: a bare `--tensor-parallel-size 4 \\` line of
+a script whose first line is not in the chunk, a benchmark script (`python benchmarks/… --model …
+--gpu-memory-utilization 0.2`), a compose or k8s `command:`/`args:` list (`"--max-model-len",
+"32768"`), the keyword lines of an `LLM(` call split over lines or cut before its `)`, a YAML
+config (`block_size: 16`), and sentences (`I tried setting tensor_parallel_size=2`, "TP=4",
+"tensor parallel 8"). Each is a flag of `rules/fixes/flags.yaml` (the one flag table: every flag
+with a `fact`) followed by its value; this reader finds them in every spelling vLLM accepts or
+prints them in: `--max-model-len`/`--max_model_len` (argparse takes both), the field name
+`max_model_len` as a keyword, YAML or dict key, its words (`max model len`, and a `… size` flag
+without the `size`: "tensor parallel 8"), and the short options (`-tp 4`, and `TP=4` / "tp 8" as
+people write them). Values are read by the type of the fact, as a pasted command's are.
+
+What vLLM itself printed or a recognised command stated comes first (`collect_facts`); these only
+fill what nothing else stated, first line first. They are the person's settings, never one of the
+figures vLLM's logging bugs misprint (rules/misleading.yaml names rules, and these come from none).
+No library reads flags out of free text (argparse and `shlex` need the whole command); the pattern is
+built from the flag table, so a flag added there is read here too.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from service.diagnosis.command import value_of
+from service.diagnosis.normalize import Document
+from service.packs.fixes import FixPack
+
+__all__ = ["StatedSetting", "stated_settings"]
+
+
+@dataclass(frozen=True, slots=True)
+class StatedSetting:
+    line: int
+    fact: str
+    value: object
+
+
+# Between a flag and its value: `=`, `: `, a space, the `", "` of a quoted list (compose, k8s
+# `args: [...]`), or the next item of a YAML block list (`- --max-model-len` / `- "8192"`).
+_SEPARATOR = r"""(?:["'`]?\s*[=:]\s*["'`]?|["'`]\s*,\s*["'`]|["'`]?[ \t]+["'`]?|["']?\s*\n\s*-\s+["']?)"""
+_KEYED = r"""["'`]?\s*[=:]\s*["'`]?"""  # a key that is only a setting with `=` or `:` after it
+_VALUE = r"(?P<value>[\w.+\-/]+)"
+# A bare field name that is one plain word (`dtype`) says little on its own: only as a key.
+_ONE_WORD = re.compile(r"^[a-z]+$")
+# Facts this reader leaves to the readers of whole commands and config lines: `--model` is also
+# other programs' flag (lm-eval's `--model vllm` names its backend), and a bare `dtype=` keyword is
+# as often a tensor's in pasted code (`dtype=x.dtype`) as the engine's. Free text states numbers.
+_WHOLE_COMMAND_ONLY = frozenset({"model"})
+_STRING_FACTS = frozenset({"dtype", "quantization", "kv_cache_dtype"})
+# The flag's words without a trailing `size`: "tensor parallel 8", "pipeline parallel 2".
+_SIZE_WORD = " size"
+
+
+@dataclass(frozen=True, slots=True)
+class _Reader:
+    pattern: re.Pattern[str]
+    facts: tuple[str, ...]  # group index - 1 -> fact
+
+
+_READERS: dict[int, tuple[FixPack, _Reader]] = {}
+
+
+def _reader(history: FixPack) -> _Reader:
+    """The one pattern over every spelling of every flag that states a fact (built once per pack)."""
+    known = _READERS.get(id(history))
+    if known is not None and known[0] is history:
+        return known[1]
+    branches: list[str] = []
+    facts: list[str] = []
+    for name in sorted(history.flags, key=len, reverse=True):  # longest first: `--max-model-len` wins
+        setting = history.setting(name)
+        if setting is None or setting.fact is None or setting.switch or not name.startswith("--"):
+            continue
+        if setting.fact in _WHOLE_COMMAND_ONLY:
+            continue
+        words = name[2:].split("-")
+        field = "_".join(words)
+        spellings = [rf"(?<![\w\-])--{'[-_]'.join(map(re.escape, words))}{_SEPARATOR}"]
+        if setting.fact in _STRING_FACTS:
+            pass  # only as a flag: `--dtype half`, `--kv-cache-dtype fp8`
+        elif _ONE_WORD.match(field):
+            spellings.append(rf"(?<![\w\-.]){re.escape(field)}{_KEYED}")
+        else:
+            spellings.append(rf"(?<![\w\-.]){re.escape(field)}{_SEPARATOR}")
+            spellings.append(rf"(?<![\w\-.]){'-'.join(map(re.escape, words))}{_KEYED}")
+            spoken = " ".join(words)
+            spoken_forms = [spoken]
+            if spoken.endswith(_SIZE_WORD):
+                spoken_forms.append(spoken.removesuffix(_SIZE_WORD))
+            for form in spoken_forms:
+                spellings.append(rf"(?<![\w\-.])(?i:{re.escape(form)})(?:\s*[=:]\s*|\s+)(?=\d)")
+        for alias in history.flags[name].aliases if name in history.flags else ():
+            letters = alias.lstrip("-")
+            spellings.append(rf"(?<![\w\-]){re.escape(alias)}{_SEPARATOR}")
+            if len(letters) > 1:  # `TP=4`, "tp 8", "TP8" as people write the short option
+                spellings.append(rf"(?<![\w\-.])(?i:{re.escape(letters)})\s*[=:]?\s*(?=\d+(?![\w.]))")
+        branches.append("(" + "|".join(spellings) + ")")
+        facts.append(setting.fact)
+    pattern = re.compile("(?:" + "|".join(branches) + ")" + _VALUE)
+    reader = _Reader(pattern=pattern, facts=tuple(facts))
+    _READERS[id(history)] = (history, reader)
+    return reader
+
+
+def stated_settings(doc: Document, history: FixPack) -> Iterator[StatedSetting]:
+    """Every flag value the paste states, in line order."""
+    reader = _reader(history)
+    text = doc.text
+    starts: list[int] | None = None
+    for match in reader.pattern.finditer(text):
+        group = next((i for i in range(1, len(reader.facts) + 1) if match.start(i) >= 0), None)
+        if group is None:
+            continue
+        raw = match.group("value").strip("\"'`").rstrip(".,")
+        value = value_of(reader.facts[group - 1], raw)
+        if value is None:
+            continue
+        if starts is None:
+            starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        yield StatedSetting(bisect_right(starts, match.start()), reader.facts[group - 1], value)
