@@ -23,10 +23,18 @@ from service.quantities import HumanNumberError, command_int
 from service.schemas import Facts, Severity
 from service.versions import EARLIEST, parse_version
 
-__all__ = ["FlagIssue", "ParsedCommand", "human_int", "join_commands", "parse_command", "value_of"]
+__all__ = [
+    "FACT_TYPES",
+    "FlagIssue",
+    "ParsedCommand",
+    "human_int",
+    "join_commands",
+    "parse_command",
+    "value_of",
+]
 
 # how a flag's value is read follows the type of the fact it states (DESIGN §3.2)
-_FACT_TYPES = get_type_hints(Facts)
+FACT_TYPES = get_type_hints(Facts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +106,7 @@ def human_int(text: str) -> int | None:
 
 def value_of(fact: str, raw: str) -> object | None:
     """`raw` as the fact `fact` holds it (its Facts type), or None when it does not read as one."""
-    kind = _FACT_TYPES[fact]
+    kind = FACT_TYPES[fact]
     if kind == int | None:
         return human_int(raw)
     if kind == float | None:
@@ -133,7 +141,7 @@ def parse_command(command: str, history: FixPack, version: str | None = None) ->
         if setting is None or setting.fact is None:
             continue
         if setting.switch or negated is not None:
-            if _FACT_TYPES[setting.fact] == bool | None:
+            if FACT_TYPES[setting.fact] == bool | None:
                 parsed.facts[setting.fact] = negated is None
             continue
         if arg.values and (value := value_of(setting.fact, arg.values[0])) is not None:

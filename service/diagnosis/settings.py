@@ -27,6 +27,7 @@ from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from service.diagnosis.command import FACT_TYPES as _FACT_TYPES
 from service.diagnosis.command import value_of
 from service.diagnosis.normalize import Document
 from service.packs.fixes import FixPack
@@ -42,8 +43,13 @@ class StatedSetting:
 
 
 # Between a flag and its value: `=`, `: `, a space, the `", "` of a quoted list (compose, k8s
-# `args: [...]`), or the next item of a YAML block list (`- --max-model-len` / `- "8192"`).
-_SEPARATOR = r"""(?:["'`]?\s*[=:]\s*["'`]?|["'`]\s*,\s*["'`]|["'`]?[ \t]+["'`]?|["']?\s*\n\s*-\s+["']?)"""
+# `args: [...]`), the next item of a YAML block list (`- --max-model-len` / `- "8192"`), or the
+# parenthesis vLLM's messages put a value in (`Tensor parallel size (8) cannot be larger …`).
+_SEPARATOR = (
+    r"""(?:["'`]?\s*[=:]\s*["'`]?|["'`]\s*,\s*["'`]|["'`]?[ \t]+["'`]?|["']?\s*\n\s*-\s+["']?"""
+    r"""|["'`]?[ \t]*\([ \t]*)"""
+)
+_SPOKEN = r"(?:\s*[=:]\s*|[ \t]*\([ \t]*|\s+)(?=\d)"  # after a flag's words, only a number
 _KEYED = r"""["'`]?\s*[=:]\s*["'`]?"""  # a key that is only a setting with `=` or `:` after it
 _VALUE = r"(?P<value>[\w.+\-/]+)"
 # A bare field name that is one plain word (`dtype`) says little on its own: only as a key.
@@ -94,14 +100,23 @@ def _reader(history: FixPack) -> _Reader:
             if spoken.endswith(_SIZE_WORD):
                 spoken_forms.append(spoken.removesuffix(_SIZE_WORD))
             for form in spoken_forms:
-                spellings.append(rf"(?<![\w\-.])(?i:{re.escape(form)})(?:\s*[=:]\s*|\s+)(?=\d)")
+                spellings.append(rf"(?<![\w\-.])(?i:{re.escape(form)}){_SPOKEN}")
         for alias in history.flags[name].aliases if name in history.flags else ():
             letters = alias.lstrip("-")
             spellings.append(rf"(?<![\w\-]){re.escape(alias)}{_SEPARATOR}")
-            if len(letters) > 1:  # `TP=4`, "tp 8", "TP8" as people write the short option
+            if len(letters) > 1:  # `TP=4`, "tp 8", "TP8" as people write the short option,
+                # and `tp_size=8` / "TP size (8)" as vLLM's messages name the setting
                 spellings.append(rf"(?<![\w\-.])(?i:{re.escape(letters)})\s*[=:]?\s*(?=\d+(?![\w.]))")
+                spellings.append(rf"(?<![\w\-.])(?i:{re.escape(letters)}[_ ]size){_SEPARATOR}")
         branches.append("(" + "|".join(spellings) + ")")
         facts.append(setting.fact)
+    # a fact's own name (DESIGN §3.2) as vLLM's messages print it: `num_attention_heads=64 must be
+    # divisible by tp_size=3`, `num_gpu_blocks=1024`
+    for fact, kind in _FACT_TYPES.items():
+        if fact in facts or kind not in (int | None, float | None) or _ONE_WORD.match(fact):
+            continue
+        branches.append(rf"((?<![\w\-.]){re.escape(fact)}{_SEPARATOR})")
+        facts.append(fact)
     pattern = re.compile("(?:" + "|".join(branches) + ")" + _VALUE)
     reader = _Reader(pattern=pattern, facts=tuple(facts))
     _READERS[id(history)] = (history, reader)

@@ -90,14 +90,33 @@ def test_underscore_flags_yaml_keys_and_sentences_state_settings(packs: RulePack
         assert _settings(packs, sentence) == [(1, "tensor_parallel_size", size)], sentence
 
 
+def test_the_settings_vllms_own_messages_name_are_read_in_their_spelling(packs: RulePacks) -> None:
+    # vllm/config.py _verify_args / vllm/model_executor/models/*: the value follows the setting's
+    # name in parentheses, after `=`, or after a space, in the field's or the short option's name
+    said = {
+        "Tensor parallel size (8) cannot be larger than the number of available GPUs (4).": [
+            ("tensor_parallel_size", 8)
+        ],
+        "AssertionError: num_attention_heads=64 must be divisible by tp_size=3": [
+            ("num_attention_heads", 64),
+            ("tensor_parallel_size", 3),
+        ],
+        "ValueError: max_num_batched_tokens (2048) is smaller than max_model_len (32768).": [
+            ("max_num_batched_tokens", 2048),
+            ("max_model_len", 32768),
+        ],
+    }
+    for text, stated in said.items():
+        assert [(fact, value) for _, fact, value in _settings(packs, text)] == stated, text
+
+
 @pytest.mark.parametrize(
     "text",
     [
         # vLLM's own advice names flags without a value
         "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
         "Consider reducing tensor_parallel_size to 2 or less",
-        "max_num_batched_tokens (2048) is smaller than max_model_len (32768).",
-        "assert num_kv_heads % tp_size == 0, tp_size=3018",
+        "Try decreasing max_model_len (currently unset) or tensor_parallel_size.",
         # other programs' flags of the same name, and tensors' dtypes in pasted code
         "lm_eval --model vllm --model_args pretrained=/models/x",
         "out = torch.empty(n, dtype=x.dtype)",
