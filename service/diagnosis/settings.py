@@ -23,14 +23,17 @@ built from the flag table, so a flag added there is read here too.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
+
+import re2
 
 from service.diagnosis.command import FACT_TYPES as _FACT_TYPES
 from service.diagnosis.command import value_of
 from service.diagnosis.normalize import Document
 from service.packs.fixes import FixPack
+from service.packs.signatures import OPTIONS
 
 __all__ = ["StatedSetting", "stated_settings"]
 
@@ -59,14 +62,18 @@ _ONE_WORD = re.compile(r"^[a-z]+$")
 # as often a tensor's in pasted code (`dtype=x.dtype`) as the engine's. Free text states numbers.
 _WHOLE_COMMAND_ONLY = frozenset({"model"})
 _STRING_FACTS = frozenset({"dtype", "quantization", "kv_cache_dtype"})
-# The flag's words without a trailing `size`: "tensor parallel 8", "pipeline parallel 2".
+# The flag's words without a trailing `size`: "tensor parallel 8", "pipeline parallel 2" (never
+# one word alone: "block 16" is no block size).
 _SIZE_WORD = " size"
 
 
 @dataclass(frozen=True, slots=True)
 class _Reader:
-    pattern: re.Pattern[str]
+    pattern: re.Pattern[bytes]  # over the UTF-8 text, as RE2 reads it: offsets agree
     facts: tuple[str, ...]  # group index - 1 -> fact
+    # RE2 over the names alone (no look-arounds, one linear pass over the paste): only the lines
+    # it finds are read with `pattern`, whose many branches would try every position of the text
+    names: Any
 
 
 _READERS: dict[int, tuple[FixPack, _Reader]] = {}
@@ -79,6 +86,7 @@ def _reader(history: FixPack) -> _Reader:
         return known[1]
     branches: list[str] = []
     facts: list[str] = []
+    names: set[str] = set()
     for name in sorted(history.flags, key=len, reverse=True):  # longest first: `--max-model-len` wins
         setting = history.setting(name)
         if setting is None or setting.fact is None or setting.switch or not name.startswith("--"):
@@ -87,6 +95,7 @@ def _reader(history: FixPack) -> _Reader:
             continue
         words = name[2:].split("-")
         field = "_".join(words)
+        names.add(_name_words(words))
         spellings = [rf"(?<![\w\-])--{'[-_]'.join(map(re.escape, words))}{_SEPARATOR}"]
         if setting.fact in _STRING_FACTS:
             pass  # only as a flag: `--dtype half`, `--kv-cache-dtype fp8`
@@ -97,12 +106,13 @@ def _reader(history: FixPack) -> _Reader:
             spellings.append(rf"(?<![\w\-.]){'-'.join(map(re.escape, words))}{_KEYED}")
             spoken = " ".join(words)
             spoken_forms = [spoken]
-            if spoken.endswith(_SIZE_WORD):
+            if spoken.endswith(_SIZE_WORD) and len(words) > 2:  # not "block 16"
                 spoken_forms.append(spoken.removesuffix(_SIZE_WORD))
             for form in spoken_forms:
                 spellings.append(rf"(?<![\w\-.])(?i:{re.escape(form)}){_SPOKEN}")
         for alias in history.flags[name].aliases if name in history.flags else ():
             letters = alias.lstrip("-")
+            names.add(rf"\b{re.escape(letters)}(?:\b|_|\d)" if len(letters) > 1 else rf"{re.escape(alias)}\b")
             spellings.append(rf"(?<![\w\-]){re.escape(alias)}{_SEPARATOR}")
             if len(letters) > 1:  # `TP=4`, "tp 8", "TP8" as people write the short option,
                 # and `tp_size=8` / "TP size (8)" as vLLM's messages name the setting
@@ -117,25 +127,48 @@ def _reader(history: FixPack) -> _Reader:
             continue
         branches.append(rf"((?<![\w\-.]){re.escape(fact)}{_SEPARATOR})")
         facts.append(fact)
-    pattern = re.compile("(?:" + "|".join(branches) + ")" + _VALUE)
-    reader = _Reader(pattern=pattern, facts=tuple(facts))
+        names.add(_name_words(fact.split("_")))
+    pattern = re.compile(("(?:" + "|".join(branches) + ")" + _VALUE).encode())
+    prefilter = re2.compile("(?i)" + "|".join(sorted(names)), OPTIONS)
+    reader = _Reader(pattern=pattern, facts=tuple(facts), names=prefilter)
     _READERS[id(history)] = (history, reader)
     return reader
+
+
+def _name_words(words: list[str]) -> str:
+    """What every spelling of a name holds: its words (a trailing `size` optional after two or
+    more), any joint."""
+    if len(words) > 2 and words[-1] == "size":
+        words = words[:-1]
+    return "[-_ ]".join(map(re.escape, words))
 
 
 def stated_settings(doc: Document, history: FixPack) -> Iterator[StatedSetting]:
     """Every flag value the paste states, in line order."""
     reader = _reader(history)
-    text = doc.text
-    starts: list[int] | None = None
-    for match in reader.pattern.finditer(text):
-        group = next((i for i in range(1, len(reader.facts) + 1) if match.start(i) >= 0), None)
-        if group is None:
-            continue
-        raw = match.group("value").strip("\"'`").rstrip(".,")
-        value = value_of(reader.facts[group - 1], raw)
-        if value is None:
-            continue
-        if starts is None:
-            starts = [0] + [m.end() for m in re.finditer("\n", text)]
-        yield StatedSetting(bisect_right(starts, match.start()), reader.facts[group - 1], value)
+    data = doc.text.encode("utf-8", errors="replace")
+    pos, number, counted, taken = 0, 1, 0, 0
+    while (found := reader.names.search(data, pos)) is not None:
+        pos = found.end()
+        # a spelling starts at the name or at the dashes before it (`--max-model-len`, `-tp`)
+        at = found.start()
+        dashes = 2 if data[at - 2 : at] == b"--" else 1 if data[at - 1 : at] == b"-" else 0
+        for start in range(max(taken, at - dashes), at + 1):
+            match = reader.pattern.match(data, start)
+            if match is None:
+                continue
+            number += data.count(b"\n", counted, match.start())
+            counted = match.start()
+            taken = pos = max(pos, match.end())
+            yield from _setting(reader, match, number)
+            break
+
+
+def _setting(reader: _Reader, match: re.Match[bytes], number: int) -> Iterator[StatedSetting]:
+    group = next((i for i in range(1, len(reader.facts) + 1) if match.start(i) >= 0), None)
+    if group is None:
+        return
+    raw = match.group("value").decode("utf-8", errors="replace").strip("\"'`").rstrip(".,")
+    value = value_of(reader.facts[group - 1], raw)
+    if value is not None:
+        yield StatedSetting(number, reader.facts[group - 1], value)
