@@ -109,6 +109,8 @@ def value_of(fact: str, raw: str) -> object | None:
     kind = FACT_TYPES[fact]
     if kind == int | None:
         return human_int(raw)
+    if kind == bool | None:  # a switch's value where a config file sets it (`enforce_eager: true`)
+        return {"true": True, "false": False}.get(raw.lower())
     if kind == float | None:
         try:
             return float(raw)

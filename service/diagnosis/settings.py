@@ -29,8 +29,7 @@ from typing import Any
 
 import re2
 
-from service.diagnosis.command import FACT_TYPES as _FACT_TYPES
-from service.diagnosis.command import value_of
+from service.diagnosis.command import FACT_TYPES, value_of
 from service.diagnosis.normalize import Document
 from service.packs.fixes import FixPack
 from service.packs.signatures import OPTIONS
@@ -57,10 +56,11 @@ _KEYED = r"""["'`]?\s*[=:]\s*["'`]?"""  # a key that is only a setting with `=` 
 _VALUE = r"(?P<value>[\w.+\-/]+)"
 # A bare field name that is one plain word (`dtype`) says little on its own: only as a key.
 _ONE_WORD = re.compile(r"^[a-z]+$")
-# Facts this reader leaves to the readers of whole commands and config lines: `--model` is also
-# other programs' flag (lm-eval's `--model vllm` names its backend), and a bare `dtype=` keyword is
-# as often a tensor's in pasted code (`dtype=x.dtype`) as the engine's. Free text states numbers.
-_WHOLE_COMMAND_ONLY = frozenset({"model"})
+# `--model` is also other programs' flag (lm-eval's `--model vllm` names its backend): outside a
+# whole command it states the model only as a Hugging Face id or a path (`org/name`, `/models/x`),
+# and never as a bare key. A bare `dtype=` keyword is as often a tensor's in pasted code
+# (`dtype=x.dtype`) as the engine's: string settings are read as flags or a config file's keys.
+_MODEL = "model"
 _STRING_FACTS = frozenset({"dtype", "quantization", "kv_cache_dtype"})
 # The flag's words without a trailing `size`: "tensor parallel 8", "pipeline parallel 2" (never
 # one word alone: "block 16" is no block size).
@@ -71,6 +71,7 @@ _SIZE_WORD = " size"
 class _Reader:
     pattern: re.Pattern[bytes]  # over the UTF-8 text, as RE2 reads it: offsets agree
     facts: tuple[str, ...]  # group index - 1 -> fact
+    keys: frozenset[int]  # groups that are a config file's key: only first on their line
     # RE2 over the names alone (no look-arounds, one linear pass over the paste): only the lines
     # it finds are read with `pattern`, whose many branches would try every position of the text
     names: Any
@@ -87,18 +88,25 @@ def _reader(history: FixPack) -> _Reader:
     branches: list[str] = []
     facts: list[str] = []
     names: set[str] = set()
+    keyed: list[tuple[str, str]] = []  # a config file's key: (spelling, fact)
     for name in sorted(history.flags, key=len, reverse=True):  # longest first: `--max-model-len` wins
         setting = history.setting(name)
-        if setting is None or setting.fact is None or setting.switch or not name.startswith("--"):
-            continue
-        if setting.fact in _WHOLE_COMMAND_ONLY:
+        if setting is None or setting.fact is None or not name.startswith("--"):
             continue
         words = name[2:].split("-")
         field = "_".join(words)
+        if setting.switch:  # a switch states a value only as a config file's key (`enforce_eager: true`)
+            if FACT_TYPES[setting.fact] == bool | None:
+                names.add(_name_words(words))
+                keyed.append((rf"(?<![\w\-.]){re.escape(field)}[\"']?[ \t]*:[ \t]*", setting.fact))
+            continue
         names.add(_name_words(words))
         spellings = [rf"(?<![\w\-])--{'[-_]'.join(map(re.escape, words))}{_SEPARATOR}"]
-        if setting.fact in _STRING_FACTS:
-            pass  # only as a flag: `--dtype half`, `--kv-cache-dtype fp8`
+        if setting.fact == _MODEL:
+            pass  # only as the flag, and only an id or a path (`_setting`)
+        elif setting.fact in _STRING_FACTS:
+            # only as a flag (`--dtype half`) or a config file's key (`kv_cache_dtype: fp8`, below)
+            keyed.append((rf"(?<![\w\-.]){re.escape(field)}[\"']?[ \t]*:[ \t]*[\"']?", setting.fact))
         elif _ONE_WORD.match(field):
             spellings.append(rf"(?<![\w\-.]){re.escape(field)}{_KEYED}")
         else:
@@ -122,15 +130,19 @@ def _reader(history: FixPack) -> _Reader:
         facts.append(setting.fact)
     # a fact's own name (DESIGN §3.2) as vLLM's messages print it: `num_attention_heads=64 must be
     # divisible by tp_size=3`, `num_gpu_blocks=1024`
-    for fact, kind in _FACT_TYPES.items():
+    for fact, kind in FACT_TYPES.items():
         if fact in facts or kind not in (int | None, float | None) or _ONE_WORD.match(fact):
             continue
         branches.append(rf"((?<![\w\-.]){re.escape(fact)}{_SEPARATOR})")
         facts.append(fact)
         names.add(_name_words(fact.split("_")))
+    keys = frozenset(range(len(facts) + 1, len(facts) + len(keyed) + 1))
+    for spelling, fact in keyed:
+        branches.append(f"({spelling})")
+        facts.append(fact)
     pattern = re.compile(("(?:" + "|".join(branches) + ")" + _VALUE).encode())
     prefilter = re2.compile("(?i)" + "|".join(sorted(names)), OPTIONS)
-    reader = _Reader(pattern=pattern, facts=tuple(facts), names=prefilter)
+    reader = _Reader(pattern=pattern, facts=tuple(facts), keys=keys, names=prefilter)
     _READERS[id(history)] = (history, reader)
     return reader
 
@@ -160,15 +172,21 @@ def stated_settings(doc: Document, history: FixPack) -> Iterator[StatedSetting]:
             number += data.count(b"\n", counted, match.start())
             counted = match.start()
             taken = pos = max(pos, match.end())
-            yield from _setting(reader, match, number)
+            yield from _setting(reader, match, number, data)
             break
 
 
-def _setting(reader: _Reader, match: re.Match[bytes], number: int) -> Iterator[StatedSetting]:
+def _setting(reader: _Reader, match: re.Match[bytes], number: int, data: bytes) -> Iterator[StatedSetting]:
     group = next((i for i in range(1, len(reader.facts) + 1) if match.start(i) >= 0), None)
     if group is None:
         return
+    if group in reader.keys:  # a key opens its line (`  - kv_cache_dtype: fp8`), a YAML mapping's
+        opening = data[data.rfind(b"\n", 0, match.start()) + 1 : match.start()]
+        if opening.strip(b" \t-\"'{,"):
+            return
     raw = match.group("value").decode("utf-8", errors="replace").strip("\"'`").rstrip(".,")
+    if reader.facts[group - 1] == _MODEL and "/" not in raw:
+        return
     value = value_of(reader.facts[group - 1], raw)
     if value is not None:
         yield StatedSetting(number, reader.facts[group - 1], value)

@@ -49,6 +49,7 @@ def test_a_benchmark_script_taking_engine_arguments_states_them(packs: RulePacks
     )
     facts = _facts(packs, log)
     assert (facts["tensor_parallel_size"], facts["gpu_memory_utilization"]) == (1, 0.2)
+    assert facts["model"] == "meta-llama/Llama-3.2-1B"  # an id or a path: lm-eval's `--model vllm` is none
 
 
 def test_a_quoted_argument_list_and_a_yaml_block_list_are_read(packs: RulePacks) -> None:
@@ -108,6 +109,17 @@ def test_the_settings_vllms_own_messages_name_are_read_in_their_spelling(packs: 
     }
     for text, stated in said.items():
         assert [(fact, value) for _, fact, value in _settings(packs, text)] == stated, text
+
+
+def test_a_config_files_keys_state_strings_and_switches_only_where_they_open_a_line(packs: RulePacks) -> None:
+    # Ray Serve LLM's `engine_kwargs:` and verl's rollout config pass EngineArgs' field names on
+    config = "engine_kwargs:\n  kv_cache_dtype: fp8\n  enforce_eager: true\n  - dtype: bfloat16"
+    assert [(fact, value) for _, fact, value in _settings(packs, config)] == [
+        ("kv_cache_dtype", "fp8"),
+        ("enforce_eager", True),
+        ("dtype", "bfloat16"),
+    ]
+    assert _settings(packs, "out = f(dtype: x) if enforce_eager: true") == []
 
 
 @pytest.mark.parametrize(
