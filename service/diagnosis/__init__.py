@@ -18,6 +18,7 @@ from service.diagnosis.misleading import flag_misleading
 from service.diagnosis.normalize import Document, is_prose
 from service.diagnosis.quoted import quoted_hits
 from service.diagnosis.scan import scan_document
+from service.diagnosis.settings import stated_settings
 from service.diagnosis.wording import describe
 from service.packs import RulePacks
 from service.schemas import Diagnosis, Phase
@@ -42,11 +43,12 @@ def classify_text(
     quoted = quoted_hits(doc, packs.signatures.eager, hits)
     if quoted:  # messages quoted in the person's sentences, in line order with the rest
         hits = sorted([*hits, *quoted], key=lambda h: h.line.number)
+    settings = list(stated_settings(doc, packs.fixes))
 
     def ask_hint() -> Phase | None:
         if hint is not None:
             return hint
-        early = collect_facts(hits, set(), request_facts or {}, command, vllm_version, packs.fixes)
+        early = collect_facts(hits, set(), request_facts or {}, command, vllm_version, packs.fixes, settings)
         values = early.values
         if not values.get("gpu_name") and not values.get("total_gib"):  # a GPU the person's words name
             named = gpu_named(_said_lines(doc), packs.catalog)
@@ -75,7 +77,9 @@ def classify_text(
         decisive_lines.update(h.line.number for h in hits if h.line.number == verdict.root.line.number)
     if verdict.root is not None and all(h is not verdict.root for h in hits):  # known from its template
         hits = sorted([*hits, verdict.root], key=lambda h: h.line.number)
-    found = collect_facts(hits, decisive_lines, request_facts or {}, command, version_text, packs.fixes)
+    found = collect_facts(
+        hits, decisive_lines, request_facts or {}, command, version_text, packs.fixes, settings
+    )
     facts = found.to_facts()
     title, summary = describe(verdict, facts)
     return Diagnosis(

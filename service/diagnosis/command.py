@@ -23,10 +23,18 @@ from service.quantities import HumanNumberError, command_int
 from service.schemas import Facts, Severity
 from service.versions import EARLIEST, parse_version
 
-__all__ = ["FlagIssue", "ParsedCommand", "human_int", "join_commands", "parse_command"]
+__all__ = [
+    "FACT_TYPES",
+    "FlagIssue",
+    "ParsedCommand",
+    "human_int",
+    "join_commands",
+    "parse_command",
+    "value_of",
+]
 
 # how a flag's value is read follows the type of the fact it states (DESIGN §3.2)
-_FACT_TYPES = get_type_hints(Facts)
+FACT_TYPES = get_type_hints(Facts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,10 +104,13 @@ def human_int(text: str) -> int | None:
         return None
 
 
-def _value(fact: str, raw: str) -> object | None:
-    kind = _FACT_TYPES[fact]
+def value_of(fact: str, raw: str) -> object | None:
+    """`raw` as the fact `fact` holds it (its Facts type), or None when it does not read as one."""
+    kind = FACT_TYPES[fact]
     if kind == int | None:
         return human_int(raw)
+    if kind == bool | None:  # a switch's value where a config file sets it (`enforce_eager: true`)
+        return {"true": True, "false": False}.get(raw.lower())
     if kind == float | None:
         try:
             return float(raw)
@@ -132,10 +143,10 @@ def parse_command(command: str, history: FixPack, version: str | None = None) ->
         if setting is None or setting.fact is None:
             continue
         if setting.switch or negated is not None:
-            if _FACT_TYPES[setting.fact] == bool | None:
+            if FACT_TYPES[setting.fact] == bool | None:
                 parsed.facts[setting.fact] = negated is None
             continue
-        if arg.values and (value := _value(setting.fact, arg.values[0])) is not None:
+        if arg.values and (value := value_of(setting.fact, arg.values[0])) is not None:
             parsed.facts[setting.fact] = value
     return parsed
 

@@ -41,6 +41,7 @@ _SPACES = re.compile(r"[ ]{2,}")
 _RETYPED_GIB = re.compile(r"(\d) ?GB\b")
 # What a wrapper's printing leaves: an escape, or a tuple opening with two repr'd strings (not a
 # dict or list repr, which args lines print everywhere).
+_QUOTE_MARKS = re.compile(r"^[ \t]*(?:[>▎][ \t]?)+")
 _PRINTED = re.compile(r"\\[nrt\"'\\]|\(\s*['\"][^()]*['\"],\s*['\"]")
 
 
@@ -150,10 +151,15 @@ def _pieces(doc: Document, first: Line) -> list[_Piece]:
     pieces: list[_Piece] = []
     size = len(first.text)
     previous_raw = doc.lines[first.number - 1]
+    # a quoted paste (`> ` of Markdown and Slack, a `▎` bar) marks every line of one record alike
+    quoted = _QUOTE_MARKS.match(previous_raw)
+    marks = quoted.group(0).strip() if quoted else ""
     for number in range(first.number + 1, min(len(doc.lines), first.number + _MAX_PIECES) + 1):
         if number in doc.moved:
             continue  # emptied by a rejoined wrap: its text is already on an earlier line
         raw = doc.lines[number - 1]
+        if marks and (same := _QUOTE_MARKS.match(raw)) and same.group(0).strip() == marks:
+            raw = raw[same.end() :]
         line = doc.line(number)
         text = line.text.strip()
         if not text or not raw.lstrip().startswith(text[:20]) or starts_record(text):

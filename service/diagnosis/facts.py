@@ -2,7 +2,8 @@
 
 Precedence: for what failed (sizes, lengths, counts) the decisive lines first, then the other lines
 in log order; for what the run is (model, dtype, parallelism, weights: FIRST_STATED) the first
-line stating it; then a command found in the log, then the caller's request and command.
+line stating it; then a command found in the log, then a flag stated anywhere else in the paste
+(a script line, a YAML key, a sentence), then the caller's request and command.
 
 The vLLM version is explicit when a line states it; otherwise each matched wording's release range
 narrows where the log can be from ("models's" up to 0.21, the estimated-length sentence from 0.8.5).
@@ -10,12 +11,14 @@ narrows where the log can be from ("models's" up to 0.21, the estimated-length s
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import msgspec
 
 from service.diagnosis.command import FlagIssue, ParsedCommand, parse_command
 from service.diagnosis.scan import Hit
+from service.diagnosis.settings import StatedSetting
 from service.packs.fixes import FixPack
 from service.packs.signatures import SignatureRule
 from service.schemas import Engine, Facts
@@ -86,8 +89,11 @@ def collect_facts(
     request_command: str | None,
     version: str | None,
     history: FixPack,
+    settings: Iterable[StatedSetting] = (),
 ) -> FactSet:
-    """Merge facts by precedence; pasted commands also yield flag findings for `version`."""
+    """Merge facts by precedence; pasted commands also yield flag findings for `version`. `settings`
+    (flags stated outside a recognised command: service/diagnosis/settings.py) fill what the lines
+    and commands left, first line first."""
     found = FactSet()
     ordered = sorted(hits, key=lambda h: (h.line.number not in decisive_lines, h.line.number))
     for hit in ordered:  # what failed: the decisive lines' numbers first
@@ -107,6 +113,8 @@ def collect_facts(
         for name, value in parsed.facts.items():
             found.add(name, value, f"line {hit.line.number}")
         found.flag_issues.extend((issue, hit.line.number) for issue in parsed.issues)
+    for setting in settings:
+        found.add(setting.fact, setting.value, f"line {setting.line}")
     for name, value in request_facts.items():
         found.add(name, value, "request")
     if request_command:

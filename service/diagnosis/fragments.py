@@ -19,11 +19,19 @@ from difflib import SequenceMatcher
 from service.diagnosis.continued import record_text
 from service.diagnosis.normalize import Document, Line
 from service.diagnosis.scan import Hit, match_line
-from service.packs.fragments import HOLE_WORD, SEED_SIZES, SEPARATORS, FragmentIndex, seeds_of, words
+from service.packs.fragments import (
+    HOLE_WORD,
+    LEVEL_RANK,
+    SEED_SIZES,
+    SEPARATORS,
+    FragmentIndex,
+    seeds_of,
+    words,
+)
 from service.packs.inventory import pieces
 from service.packs.signatures import CompiledRule
 
-__all__ = ["FragmentHit", "find_fragments"]
+__all__ = ["FragmentHit", "find_fragments", "loudest_printing"]
 
 # Stand-ins for a hole the line does not show, by hole shape; two sets, so a fact read from one is seen
 _STAND_INS: tuple[dict[str, str], dict[str, str]] = (
@@ -42,6 +50,27 @@ MIN_SHARE = 0.15
 # rank and retry may repeat the message; the first ones decide)
 MAX_LINES = 400
 MAX_HITS = 16
+
+# How loud each printing is: the level a logger prefix shows (service.diagnosis.normalize), and the
+# inventory's `level` of a template (how vLLM's source prints it). vLLM prints a message at one
+# level, so a line its logger printed quieter than the template's level is another message that
+# shares some words (a start-up WARNING is no fragment of a ValueError vLLM raises, an INFO line
+# none of a warning); a line with no logger prefix (a traceback, a wrapper, a person) may be any.
+_LOGGED = {"DEBUG": 0, "INFO": 1, "WARN": 2, "WARNING": 2, "ERROR": 3, "CRITICAL": 4}
+
+
+def _quieter(line: Line, level: str) -> bool:
+    """Whether vLLM's logger printed `line` at a lower level than a template of `level` is printed."""
+    logged = _LOGGED.get(line.level.upper())
+    return logged is not None and logged < LEVEL_RANK.get(level, 0)
+
+
+def loudest_printing(line: Line, levels: frozenset[str]) -> int | None:
+    """How loud the printing `line` shows is, of a wording vLLM prints at `levels` (the inventory's,
+    one per era): the loudest its logger prefix allows, or None when it shows none of them."""
+    allowed = [LEVEL_RANK.get(level, 0) for level in levels if not _quieter(line, level)]
+    ranks = allowed or [LEVEL_RANK.get(level, 0) for level in levels]
+    return max(ranks) if ranks else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +156,8 @@ def _best_template(
     tied: list[tuple[int, dict[int, int]]] = []
     best_seen, best_count = 0.0, 0
     for candidate in sorted(candidates):
+        if _quieter(line, index.table.templates[candidate].level):
+            continue
         template = index.template_words[candidate]
         matcher = SequenceMatcher(None, tokens, template, autojunk=False)
         blocks = [b for b in matcher.get_matching_blocks() if b.size >= MIN_RUN]

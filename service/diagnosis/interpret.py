@@ -11,7 +11,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
-from service.diagnosis.fragments import FragmentHit, find_fragments
+from service.diagnosis.fragments import FragmentHit, find_fragments, loudest_printing
 from service.diagnosis.frames import FramePlace, cut_traceback, deepest_frame
 from service.diagnosis.normalize import Document, is_prose
 from service.diagnosis.placement import HintFn, is_marker, place, place_line
@@ -29,7 +29,7 @@ from service.diagnosis.prose import (
 from service.diagnosis.scan import Hit, LineBlocks, present
 from service.packs import SignatureIndex
 from service.packs.evidence import EvidenceWeights
-from service.packs.fragments import FragmentIndex, empty_fragments
+from service.packs.fragments import LEVEL_RANK, FragmentIndex, empty_fragments
 from service.packs.prose import ProseVocabulary
 from service.packs.signatures import CompiledRule, Stage
 from service.schemas import Phase
@@ -244,6 +244,20 @@ def _decisive_phase(ctx: Context, hit: Hit, hint: HintFn) -> tuple[Phase, float,
     return rule.phase, 0.95, "its own message"
 
 
+def _severity(ctx: Context, hit: Hit) -> str:
+    """The hit's severity by how vLLM prints the message its line shows: a rule that matches both a
+    raised message and one vLLM only logs as a warning (the placement group's "number of required
+    GPUs exceeds", which waits; V0's scheduler ignoring a prompt) is a warning where the line is the
+    warning's printing (in the era its logger prefix shows, when the wording's level changed), so an
+    error elsewhere comes first (`printed_at`, the inventory's levels)."""
+    severity = hit.compiled.rule.severity
+    if severity == "error":
+        loudest = loudest_printing(hit.line, ctx.fragments.printed_at(hit.rule_id, hit.line.text))
+        if loudest is not None and loudest < LEVEL_RANK["error"]:
+            return "warning"
+    return severity
+
+
 def _no_hint() -> Phase | None:
     return None
 
@@ -330,9 +344,8 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
         extra = {id(h) for h in ooms[MAX_PLACED_OOMS:]}
         decisive = [h for h in decisive if id(h) not in extra]
     for hit in decisive:
-        rule = hit.compiled.rule
         phase, confidence, basis = _decisive_phase(ctx, hit, hint)
-        severity_rank = 0 if rule.severity == "error" else 1
+        severity_rank = 0 if _severity(ctx, hit) == "error" else 1
         candidates.append((severity_rank, PHASE_STAGE[phase], hit.line.number, phase, confidence, basis, hit))
     phases = {(c[6].line.number, c[6].rule_id): c[3] for c in candidates}
     exceptions = [

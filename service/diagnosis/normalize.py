@@ -84,7 +84,7 @@ def _needs_cleaning(data: bytes) -> bool:
 # One alternation per prefix family; split_prefixes strips them repeatedly until none is left.
 _PREFIX = re.compile(
     r"""^(?:
-      (?P<quote>>[ ]?|\*\*|[ ]*\|[ ]+|[ ]+(?=[A-Z(\[]))               # quote, bold, CI pipe, indent
+      (?P<quote>[>▎][ ]?|\*\*|[ ]*\|[ ]+|[ ]+(?=[A-Z(\[]))               # quote, bold, CI pipe, indent
     | (?P<piped>(?P<plevel>DEBUG|INFO|WARNING|ERROR|CRITICAL)[ ]+\|[ ](?:[\w.\-]+[ ]\|[ ]?)?)  # fastchat
     | (?P<container>[A-Za-z0-9][\w.\-]*[ ]*\|[ ])                          # docker compose: vllm-1  |
     | (?P<iso>\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ ]+)

@@ -21,7 +21,7 @@ import msgspec
 import re2
 
 from service.errors import PackError
-from service.packs.inventory import InventoryFile, Template, pieces
+from service.packs.inventory import InventoryFile, Template, pieces, template_regex
 from service.packs.signatures import OPTIONS, CompiledRule
 from service.schemas import Phase
 
@@ -53,15 +53,20 @@ SEPARATORS = str.maketrans(
 )
 _DECISIVE = ("failure", "oom")
 FRAGMENTS_FILE = "fragments/templates.json"
+# How loud the inventory's levels are: what vLLM's source does with a message (logs it as info or a
+# warning, logs it as an error, raises it, asserts it; PyTorch's allocator raises its own).
+LEVEL_RANK = {"info": 1, "warning": 2, "error": 3, "raise": 3, "assert": 3, "torch": 3}
 
 
 class FragmentTemplate(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    """One template a decisive rule matches: its wording, hole shapes, the rule and its phase."""
+    """One template a decisive rule matches: its wording, hole shapes, the rule and its phase, and
+    how vLLM prints it (the inventory's `level`: raise, assert, error, warning, info, torch)."""
 
     text: str
     holes: list[str]
     rule: str
     phase: Phase
+    level: str = "raise"
 
 
 class Fragments(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -76,12 +81,24 @@ class FragmentIndex:
 
     The pass is compiled on first use: only a paste in which no rule found a failure needs it."""
 
-    __slots__ = ("_prefilter", "table", "template_words")
+    __slots__ = ("_levels", "_prefilter", "table", "template_words")
 
     def __init__(self, table: Fragments) -> None:
         self.table = table
         self.template_words = [template_words(t.text) for t in table.templates]
         self._prefilter: Any = None
+        self._levels: dict[str, list[tuple[re.Pattern[str], str]]] = {}
+
+    def printed_at(self, rule_id: str, text: str) -> frozenset[str]:
+        """The levels (the inventory's) at which vLLM prints the rule's templates that `text` shows
+        whole; one wording may be raised in one era and only logged in another. Compiled per rule
+        on first use: only a rule that matched a line is asked."""
+        known = self._levels.get(rule_id)
+        if known is None:
+            known = self._levels[rule_id] = [
+                (template_regex(t.text), t.level) for t in self.table.templates if t.rule == rule_id
+            ]
+        return frozenset(level for regex, level in known if regex.search(text))
 
     @property
     def prefilter(self) -> Any:
@@ -131,18 +148,24 @@ def build_fragments(inventories: list[InventoryFile], rules: dict[str, CompiledR
     kept: list[FragmentTemplate] = []
     owners: dict[str, set[Phase | None]] = {}
     where: dict[str, set[int]] = {}
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str]] = set()
     for inventory in inventories:
         for template in inventory.templates:
             phase, rule = _decisive_rule(template, rules)
             for seed in seeds_of(template_words(template.text)):
                 owners.setdefault(seed, set()).add(phase)
-            if rule is None or phase is None or (template.text, rule) in seen:
+            if rule is None or phase is None or (template.text, rule, template.level) in seen:
                 continue
-            seen.add((template.text, rule))
+            seen.add((template.text, rule, template.level))
             index = len(kept)
             kept.append(
-                FragmentTemplate(text=template.text, holes=list(template.holes), rule=rule, phase=phase)
+                FragmentTemplate(
+                    text=template.text,
+                    holes=list(template.holes),
+                    rule=rule,
+                    phase=phase,
+                    level=template.level,
+                )
             )
             for seed in seeds_of(template_words(template.text)):
                 where.setdefault(seed, set()).add(index)

@@ -141,11 +141,12 @@ def render(template: Template | str, holes: list[str] | tuple[str, ...] | None =
     return "".join(out)
 
 
-def template_regex(template: Template) -> re.Pattern[str]:
+def template_regex(template: Template | str) -> re.Pattern[str]:
     """A regex any printing of the template matches: literals exact, holes anything on the line.
 
     Only the text up to the first line break is used, since a pasted example is one line."""
-    first = template.text.split("\n", 1)[0]
+    text = template.text if isinstance(template, Template) else template
+    first = text.split("\n", 1)[0]
     literal = [re.escape(p) for p in _pieces(first)]
     return re.compile(".*?".join(literal).strip())
 

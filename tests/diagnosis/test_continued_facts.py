@@ -202,3 +202,24 @@ def test_a_continuation_keeps_reading_past_markdown_bold_around_the_message(pack
     )
     facts = _facts(packs, text)
     assert (facts.get("gpu_name"), facts.get("compute_capability")) == ("Tesla V100-SXM2-32GB", "7.0")
+
+
+@pytest.mark.parametrize("mark", ["> ", "▎ "])
+def test_a_message_wrapped_inside_a_quote_is_joined_across_its_quoted_lines(
+    packs: RulePacks, mark: str
+) -> None:
+    # vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory (0.22+ wording), re-wrapped by a
+    # person inside a Markdown (`> `) or rendered (`▎`) quote, the opening parenthesis lost at the break
+    log = (
+        f"{mark}ValueError: To serve at least one request with the model's max seq len (196608),\n"
+        f"{mark}23.25 GiB KV cache is needed, which is larger than the available KV cache memory"
+        " (22.5 GiB).\n"
+        f"{mark}Based on the available memory, the estimated maximum model length is 190272.\n"
+    )
+    facts = msgspec.to_builtins(classify_text(log, packs).facts)
+    assert (facts["max_model_len"], facts["needed_kv_cache_gib"], facts["available_kv_cache_gib"]) == (
+        196608,
+        23.25,
+        22.5,
+    )
+    assert facts["estimated_max_model_len"] == 190272
