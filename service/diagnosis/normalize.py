@@ -8,6 +8,7 @@ and lazy, because the scanner only needs it for the few lines a rule may match.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import re
@@ -243,6 +244,11 @@ def split_prefixes(raw: str) -> tuple[str, str, str]:
     return source, level, text
 
 
+# A line's prefixes depend on its text alone: identical lines are split once per process (within a
+# paste, and across pastes of the same startup or traceback), up to this many distinct lines.
+_split_once = functools.lru_cache(maxsize=16_384)(split_prefixes)
+
+
 def run_of(data: bytes, raw: bytes, end: int) -> tuple[int, int]:
     """How many consecutive lines of `data` read `raw`, from the one ending at `end`, and where the
     line after them starts: a paste of the same line over and over is read once and counted.
@@ -341,7 +347,6 @@ class Document:
         "_data",
         "_distinct",
         "_ends",
-        "_split",
         "lines",
         "memo",
         "moved",
@@ -367,7 +372,6 @@ class Document:
         self.moved = frozenset(index + 1 for index in moved)
         self.lines = lines
         self._cache: dict[int, Line] = {}
-        self._split: dict[str, tuple[str, str, str]] = {}  # identical lines are split once
         self._data = data
         self._distinct: DistinctLines | None = None
         self._ends: list[int] | None = None  # byte offset where each line ends, when asked for
@@ -408,7 +412,7 @@ class Document:
         """(number, repeats) of every run of identical lines an RE2 `pattern` matches inside, in
         order: over each distinct line once when the lines repeat (`repeating`), else over the text
         itself, skipping each run's copies (as they are asked for)."""
-        if self.repeating:
+        if self.repeating or (self.repeating is None and _looks_repeated(self.lines)):
             return iter(self.runs(self.distinct.hit_by(pattern)))
         return ((index + 1, repeats) for index, repeats in hit_runs(self.data, pattern))
 
@@ -453,10 +457,7 @@ class Document:
 
     def split(self, raw: str) -> tuple[str, str, str]:
         """split_prefixes of one of the document's lines (identical lines are split once)."""
-        split = self._split.get(raw)
-        if split is None:
-            split = self._split[raw] = split_prefixes(raw)
-        return split
+        return _split_once(raw)
 
     def known_line(self, number: int, source: str, level: str, text: str) -> Line:
         """Line `number` from prefixes already split (the scan's, for a line it has seen before)."""
@@ -484,6 +485,21 @@ def _run_length(lines: list[str], index: int, stop: int) -> int:
         else:
             step //= 2
     return repeats
+
+
+# Lines whose length is a multiple of this are the sample _looks_repeated hashes.
+_SAMPLE_EVERY = 8
+
+
+def _looks_repeated(lines: list[str]) -> bool:
+    """Whether a fifth of the lines or more look like copies (as DistinctLines counts them), judged
+    on the lines whose length is a multiple of _SAMPLE_EVERY: every copy of a line is in that sample
+    or out of it together, so it repeats as the whole text does, at a fraction of the hashing. It
+    only chooses how a pass reads the text (each distinct line once, or the text as it is), never
+    what the pass finds."""
+    lengths = map(operator.mod, map(len, lines), itertools.repeat(_SAMPLE_EVERY))
+    sample = list(itertools.compress(lines, map(operator.not_, lengths)))
+    return len(set(sample)) * 5 < len(sample) * 4
 
 
 class DistinctLines:

@@ -277,17 +277,36 @@ def present(
 _LineResult = tuple[str, str, str, tuple[tuple[CompiledRule, dict[str, object]], ...]]
 
 
+# How many lines (and how many (rule, text) matches) a pattern index remembers for the process:
+# past it a memo starts again empty, so what a long-running service keeps stays bounded (some MiB).
+MEMO_ENTRIES = 16_384
+
+
+def _memo(index: PatternIndex, name: str) -> dict[Any, Any]:
+    """One of the index's process-wide memos, emptied once it holds MEMO_ENTRIES."""
+    memo: dict[Any, Any] | None = index.memo.get(name)
+    if memo is None or len(memo) >= MEMO_ENTRIES:
+        memo = index.memo[name] = {}
+    return memo
+
+
 class _Scanner:
     """One scan of one document: each distinct line is examined once, each (rule, text) matched once,
-    and a run of identical lines becomes one hit that counts them."""
+    and a run of identical lines becomes one hit that counts them.
+
+    What a line yields depends on its text and the index alone, so both memos are the index's own,
+    shared by every document the process scans: a line another request (or another pass over this
+    one: the records, the stage lookups) already read costs a dictionary lookup. The facts a memo
+    hands out are shared and never changed (a hit that adds facts builds a new dict).
+    """
 
     __slots__ = ("doc", "index", "lines", "rules")
 
     def __init__(self, doc: Document, index: PatternIndex) -> None:
         self.doc = doc
         self.index = index
-        self.lines: dict[bytes, _LineResult] = {}
-        self.rules: dict[tuple[int, bytes, frozenset[int]], dict[str, object] | None] = {}
+        self.lines: dict[bytes, _LineResult] = _memo(index, "lines")
+        self.rules: dict[tuple[int, bytes, frozenset[int]], dict[str, object] | None] = _memo(index, "rules")
 
     def run(self, data: bytes, first_line: int, limit: int | None) -> Scan:
         if self.index.prefilter is None:

@@ -51,6 +51,10 @@ class PatternIndex:
     prefilter: Any = field(repr=False)
     pattern_set: Any = field(repr=False)
     pattern_owner: tuple[tuple[int, int], ...] = ()
+    # what the scan read from one line's text under these rules, kept for every document this
+    # process reads (a line repeats across requests: every rank, every restart, every paste of the
+    # same startup); filled and bounded by service.diagnosis.scan, never part of equality
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
