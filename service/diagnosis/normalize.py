@@ -21,6 +21,7 @@ import re2
 from service.errors import BinaryLogError
 
 __all__ = [
+    "MEMO_LINES",
     "DistinctLines",
     "Document",
     "hit_runs",
@@ -32,6 +33,11 @@ __all__ = [
     "split_prefixes",
     "starts_record",
 ]
+
+# How many distinct lines a process-wide memo (split prefixes, a pattern's verdicts, a pattern
+# index's readings) keeps before it starts again empty: what a long-running service holds stays
+# bounded (some MiB). A full memo is replaced, never cleared, so a pass still holding it reads it whole.
+MEMO_LINES = 16_384
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\x1b\[[0-9;]*$|\[(?:\d{1,3};)*\d{1,3}m")
 _SLACK_LINK = re.compile(r"<((?:https?|mailto|ftp)://?[^|<>\s]*)(?:\|([^<>]*))?>")
@@ -246,7 +252,7 @@ def split_prefixes(raw: str) -> tuple[str, str, str]:
 
 # A line's prefixes depend on its text alone: identical lines are split once per process (within a
 # paste, and across pastes of the same startup or traceback), up to this many distinct lines.
-_split_once = functools.lru_cache(maxsize=16_384)(split_prefixes)
+_split_once = functools.lru_cache(maxsize=MEMO_LINES)(split_prefixes)
 
 
 def run_of(data: bytes, raw: bytes, end: int) -> tuple[int, int]:
@@ -528,8 +534,35 @@ class DistinctLines:
             self.lines, self.data = unique, "\n".join(unique).encode("utf-8", errors="replace")
 
     def hit_by(self, pattern: Any) -> set[str]:
-        """The distinct lines `pattern` matches inside (a match never takes in a neighbour line)."""
-        return {self.lines[index] for index, _ in hit_runs(self.data, pattern)}
+        """The distinct lines `pattern` matches inside (a match never takes in a neighbour line).
+
+        Over repeating lines, whether a line is hit is kept for the process (a line's verdict does
+        not depend on its neighbours): only lines no earlier document showed are searched.
+        """
+        if not self.repeats:
+            return {self.lines[index] for index, _ in hit_runs(self.data, pattern)}
+        known = _verdicts(pattern)
+        unknown = list(itertools.filterfalse(known.__contains__, self.lines))
+        if unknown:
+            whole = len(unknown) == len(self.lines)
+            data = self.data if whole else "\n".join(unknown).encode("utf-8", errors="replace")
+            hit = {unknown[index] for index, _ in hit_runs(data, pattern)}
+            known.update(zip(unknown, map(hit.__contains__, unknown), strict=True))
+        return set(itertools.compress(self.lines, map(known.__getitem__, self.lines)))
+
+
+_MEMO_PATTERNS = 64  # patterns whose verdicts are kept (the packs' few whole-text patterns)
+_VERDICTS: dict[Any, dict[str, bool]] = {}  # pattern -> {distinct line: whether it hits inside}
+
+
+def _verdicts(pattern: Any) -> dict[str, bool]:
+    global _VERDICTS
+    known = _VERDICTS.get(pattern)
+    if known is None or len(known) >= MEMO_LINES:
+        if len(_VERDICTS) >= _MEMO_PATTERNS:
+            _VERDICTS = {}
+        known = _VERDICTS[pattern] = {}
+    return known
 
 
 def hit_runs(data: bytes, pattern: Any) -> Iterator[tuple[int, int]]:

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from service.diagnosis.normalize import Document, Line, run_of
+from service.diagnosis.normalize import MEMO_LINES, Document, Line, run_of
 from service.packs import PatternIndex
 from service.packs.signatures import CompiledRule, convert_fact, other_process
 
@@ -20,6 +20,7 @@ __all__ = [
     "Hit",
     "LineBlocks",
     "Scan",
+    "index_memo",
     "match_line",
     "parse_pairs",
     "present",
@@ -277,15 +278,11 @@ def present(
 _LineResult = tuple[str, str, str, tuple[tuple[CompiledRule, dict[str, object]], ...]]
 
 
-# How many lines (and how many (rule, text) matches) a pattern index remembers for the process:
-# past it a memo starts again empty, so what a long-running service keeps stays bounded (some MiB).
-MEMO_ENTRIES = 16_384
-
-
-def _memo(index: PatternIndex, name: str) -> dict[Any, Any]:
-    """One of the index's process-wide memos, emptied once it holds MEMO_ENTRIES."""
+def index_memo(index: PatternIndex, name: str) -> dict[Any, Any]:
+    """One of the index's process-wide memos of what a text alone yields under it (a line's reading,
+    a (rule, text) match, a joined record's), started again empty once it holds MEMO_LINES."""
     memo: dict[Any, Any] | None = index.memo.get(name)
-    if memo is None or len(memo) >= MEMO_ENTRIES:
+    if memo is None or len(memo) >= MEMO_LINES:
         memo = index.memo[name] = {}
     return memo
 
@@ -305,8 +302,9 @@ class _Scanner:
     def __init__(self, doc: Document, index: PatternIndex) -> None:
         self.doc = doc
         self.index = index
-        self.lines: dict[bytes, _LineResult] = _memo(index, "lines")
-        self.rules: dict[tuple[int, bytes, frozenset[int]], dict[str, object] | None] = _memo(index, "rules")
+        self.lines: dict[bytes, _LineResult] = index_memo(index, "lines")
+        self.rules: dict[tuple[int, bytes, frozenset[int]], dict[str, object] | None]
+        self.rules = index_memo(index, "rules")
 
     def run(self, data: bytes, first_line: int, limit: int | None) -> Scan:
         if self.index.prefilter is None:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import re2
 
-from service.diagnosis.normalize import Document, _looks_repeated
+from service.diagnosis.normalize import MEMO_LINES, Document, _looks_repeated
 from service.diagnosis.prose import _read_line, read_prose
-from service.diagnosis.scan import MEMO_ENTRIES, scan_document, scan_lines
+from service.diagnosis.scan import scan_document, scan_lines
 from service.packs import RulePacks
 
 LOG_LINES = (
@@ -152,9 +152,9 @@ def test_a_line_another_paste_read_first_gives_the_hits_a_fresh_index_gives(pack
 def test_the_line_memo_of_an_index_is_bounded(packs: RulePacks) -> None:
     index = replace(packs.signatures.eager, memo={})
     oom = LOG_LINES[2]
-    many = Document("\n".join(f"{oom} (retry {n})" for n in range(MEMO_ENTRIES + 10)))
+    many = Document("\n".join(f"{oom} (retry {n})" for n in range(MEMO_LINES + 10)))
     scan_document(many, index, limit=10**9)
-    assert len(index.memo["lines"]) == MEMO_ENTRIES + 10
+    assert len(index.memo["lines"]) == MEMO_LINES + 10
     scan_document(Document(f"{oom} (once more)"), index)
     assert len(index.memo["lines"]) == 1  # past its bound the memo started again
 
