@@ -25,7 +25,7 @@ from typing import Any
 import re2
 
 from service.diagnosis.normalize import Document, Line, starts_record
-from service.diagnosis.scan import Hit, match_line, scan
+from service.diagnosis.scan import Hit, index_memo, match_line, scan
 from service.packs import PatternIndex
 from service.packs.signatures import OPTIONS, CompiledRule, set_form
 
@@ -198,16 +198,19 @@ def _count(found: dict[str, Hit]) -> int:
 
 
 class _Readings:
-    """What one `continue_hits` call has read, by text: a log repeats its records (every rank, every
-    retry, every restart), and each distinct text is matched once."""
+    """What has been read, by text: a log repeats its records (every rank, every retry, every
+    restart), and so do pastes of the same failure, so each distinct text is matched once per process
+    (the index's memos: what a text yields depends on the text and the index alone)."""
 
     __slots__ = ("index", "patterns", "records", "retyped")
 
     def __init__(self, index: PatternIndex) -> None:
         self.index = index
-        self.patterns: dict[str, frozenset[int]] = {}
-        self.records: dict[tuple[str, tuple[tuple[str, bool], ...]], dict[str, Hit]] = {}
-        self.retyped: dict[str, list[tuple[CompiledRule, dict[str, object]]]] = {}
+        self.patterns: dict[str, frozenset[int]] = index_memo(index, "record patterns")
+        self.records: dict[tuple[str, tuple[tuple[str, bool], ...]], dict[str, Hit]] = index_memo(
+            index, "records"
+        )
+        self.retyped: dict[str, list[tuple[CompiledRule, dict[str, object]]]] = index_memo(index, "retyped")
 
     def patterns_in(self, text: str) -> frozenset[int]:
         """Which patterns of the index match somewhere in `text` (one RE2 set pass per text)."""
