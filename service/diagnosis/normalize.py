@@ -129,17 +129,29 @@ class Line:
 # escape is text) above which it is binary: a log with a few broken bytes is still read.
 _SNIFF_BYTES = 64 * 1024
 _BINARY_SHARE = 0.3
-_NOT_TEXT = re.compile("[\ufffd\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]")
+_CONTROL_NOT_TEXT = bytes([*range(0x00, 0x09), *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F])
+_TEXT_BYTES = bytes(b for b in range(256) if b not in _CONTROL_NOT_TEXT)
 
 
 def decode_bytes(data: bytes) -> str:
     """Decode a pasted log as UTF-8; invalid bytes become U+FFFD instead of failing, but a body that
-    is mostly not text (a binary file, a UTF-16 file, compressed data) is refused with its reason."""
-    head = data[:_SNIFF_BYTES].decode("utf-8", errors="replace")
-    share = len(_NOT_TEXT.findall(head)) / len(head) if head else 0.0
+    is mostly not text (a binary file, a UTF-16 file, compressed data) is refused with its reason.
+
+    Control characters are counted on the bytes (deleting every other byte, in C): one is a single
+    byte in UTF-8, never part of a longer sequence, and a decoder's U+FFFD never swallows it. Only a
+    head that is not ASCII is decoded to count what could not be read.
+    """
+    raw = data[:_SNIFF_BYTES]
+    controls = len(raw.translate(None, _TEXT_BYTES))
+    if raw.isascii():
+        chars, unread = len(raw), 0
+    else:
+        head = raw.decode("utf-8", errors="replace")
+        chars, unread = len(head), head.count("\ufffd")
+    share = (controls + unread) / chars if chars else 0.0
     if share > _BINARY_SHARE:
         raise BinaryLogError(
-            f"The log is binary data, not text: {share:.0%} of its first {len(head):,} characters are "
+            f"The log is binary data, not text: {share:.0%} of its first {chars:,} characters are "
             "neither text nor whitespace. Send the vLLM output as UTF-8 text (a UTF-16 file: "
             "`iconv -f UTF-16 -t UTF-8 vllm.log`; a compressed one: unpack it first)."
         )
