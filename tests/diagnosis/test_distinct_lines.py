@@ -168,3 +168,10 @@ def test_a_repeating_text_is_read_over_its_distinct_lines_before_a_pass_has_look
         assert list(unseen.matched_runs(pattern)) == list(walked.matched_runs(pattern))
     assert _looks_repeated(Document(_shuffled_log(3, 400)).lines)
     assert not _looks_repeated([f"line {n}" for n in range(400)])
+
+
+def test_a_prefilter_match_never_runs_past_its_line(packs: RulePacks) -> None:
+    for index in (packs.signatures.eager, packs.signatures.lazy):
+        for text in _corpus_logs():
+            data = Document(text).data
+            assert all(b"\n" not in match.group() for match in index.prefilter.finditer(data))
