@@ -336,9 +336,10 @@ def continue_hits(doc: Document, index: PatternIndex, hits: list[Hit]) -> list[H
     replaced: dict[int, Hit] = {}  # id(hit) -> hit with the record's facts
     added: dict[int, list[Hit]] = {}
     # a record reads the same wherever its lines repeat (their hits come from one scan of each
-    # text): what it gave, by the texts of its lines, as (how many lines it covered, the facts of
-    # each hit on them, the hits it added)
-    read: dict[tuple[str, ...], _Outcome] = {}
+    # text): what it gave, by the texts of its lines and how many hits each has (a line past the
+    # scan's bound has none, whatever its text), as (how many lines it covered, the facts of each
+    # hit on them, the hits it added)
+    read: dict[tuple[tuple[str, ...], tuple[int, ...]], _Outcome] = {}
     covered = 0
     for number in sorted(by_line):
         if number <= covered:
@@ -348,7 +349,12 @@ def continue_hits(doc: Document, index: PatternIndex, hits: list[Hit]) -> list[H
             continue
         pieces = _pieces(doc, first)
         end = pieces[-1].number if pieces else number
-        key = tuple(doc.lines[number - 1 : end]) if not doc.moved else None
+        key = None
+        if not doc.moved:
+            key = (
+                tuple(doc.lines[number - 1 : end]),
+                tuple(len(by_line.get(n, ())) for n in range(number, end + 1)),
+            )
         outcome = read.get(key) if key is not None else None
         if outcome is None:
             outcome = _outcome(readings, first, pieces, by_line)
