@@ -25,7 +25,7 @@ from typing import Any
 import re2
 
 from service.diagnosis.normalize import Document, Line, starts_record
-from service.diagnosis.scan import Hit, match_line, scan
+from service.diagnosis.scan import Hit, index_memo, match_line, scan
 from service.packs import PatternIndex
 from service.packs.signatures import OPTIONS, CompiledRule, set_form
 
@@ -198,16 +198,19 @@ def _count(found: dict[str, Hit]) -> int:
 
 
 class _Readings:
-    """What one `continue_hits` call has read, by text: a log repeats its records (every rank, every
-    retry, every restart), and each distinct text is matched once."""
+    """What has been read, by text: a log repeats its records (every rank, every retry, every
+    restart), and so do pastes of the same failure, so each distinct text is matched once per process
+    (the index's memos: what a text yields depends on the text and the index alone)."""
 
     __slots__ = ("index", "patterns", "records", "retyped")
 
     def __init__(self, index: PatternIndex) -> None:
         self.index = index
-        self.patterns: dict[str, frozenset[int]] = {}
-        self.records: dict[tuple[str, tuple[tuple[str, bool], ...]], dict[str, Hit]] = {}
-        self.retyped: dict[str, list[tuple[CompiledRule, dict[str, object]]]] = {}
+        self.patterns: dict[str, frozenset[int]] = index_memo(index, "record patterns")
+        self.records: dict[tuple[str, tuple[tuple[str, bool], ...]], dict[str, Hit]] = index_memo(
+            index, "records"
+        )
+        self.retyped: dict[str, list[tuple[CompiledRule, dict[str, object]]]] = index_memo(index, "retyped")
 
     def patterns_in(self, text: str) -> frozenset[int]:
         """Which patterns of the index match somewhere in `text` (one RE2 set pass per text)."""
@@ -333,9 +336,10 @@ def continue_hits(doc: Document, index: PatternIndex, hits: list[Hit]) -> list[H
     replaced: dict[int, Hit] = {}  # id(hit) -> hit with the record's facts
     added: dict[int, list[Hit]] = {}
     # a record reads the same wherever its lines repeat (their hits come from one scan of each
-    # text): what it gave, by the texts of its lines, as (how many lines it covered, the facts of
-    # each hit on them, the hits it added)
-    read: dict[tuple[str, ...], _Outcome] = {}
+    # text): what it gave, by the texts of its lines and how many hits each has (a line past the
+    # scan's bound has none, whatever its text), as (how many lines it covered, the facts of each
+    # hit on them, the hits it added)
+    read: dict[tuple[tuple[str, ...], tuple[int, ...]], _Outcome] = {}
     covered = 0
     for number in sorted(by_line):
         if number <= covered:
@@ -345,7 +349,12 @@ def continue_hits(doc: Document, index: PatternIndex, hits: list[Hit]) -> list[H
             continue
         pieces = _pieces(doc, first)
         end = pieces[-1].number if pieces else number
-        key = tuple(doc.lines[number - 1 : end]) if not doc.moved else None
+        key = None
+        if not doc.moved:
+            key = (
+                tuple(doc.lines[number - 1 : end]),
+                tuple(len(by_line.get(n, ())) for n in range(number, end + 1)),
+            )
         outcome = read.get(key) if key is not None else None
         if outcome is None:
             outcome = _outcome(readings, first, pieces, by_line)

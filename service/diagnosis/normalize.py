@@ -8,6 +8,7 @@ and lazy, because the scanner only needs it for the few lines a rule may match.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import re
@@ -20,6 +21,7 @@ import re2
 from service.errors import BinaryLogError
 
 __all__ = [
+    "MEMO_LINES",
     "DistinctLines",
     "Document",
     "hit_runs",
@@ -31,6 +33,11 @@ __all__ = [
     "split_prefixes",
     "starts_record",
 ]
+
+# How many distinct lines a process-wide memo (split prefixes, a pattern's verdicts, a pattern
+# index's readings) keeps before it starts again empty: what a long-running service holds stays
+# bounded (some MiB). A full memo is replaced, never cleared, so a pass still holding it reads it whole.
+MEMO_LINES = 16_384
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\x1b\[[0-9;]*$|\[(?:\d{1,3};)*\d{1,3}m")
 _SLACK_LINK = re.compile(r"<((?:https?|mailto|ftp)://?[^|<>\s]*)(?:\|([^<>]*))?>")
@@ -122,17 +129,29 @@ class Line:
 # escape is text) above which it is binary: a log with a few broken bytes is still read.
 _SNIFF_BYTES = 64 * 1024
 _BINARY_SHARE = 0.3
-_NOT_TEXT = re.compile("[\ufffd\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]")
+_CONTROL_NOT_TEXT = bytes([*range(0x00, 0x09), *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F])
+_TEXT_BYTES = bytes(b for b in range(256) if b not in _CONTROL_NOT_TEXT)
 
 
 def decode_bytes(data: bytes) -> str:
     """Decode a pasted log as UTF-8; invalid bytes become U+FFFD instead of failing, but a body that
-    is mostly not text (a binary file, a UTF-16 file, compressed data) is refused with its reason."""
-    head = data[:_SNIFF_BYTES].decode("utf-8", errors="replace")
-    share = len(_NOT_TEXT.findall(head)) / len(head) if head else 0.0
+    is mostly not text (a binary file, a UTF-16 file, compressed data) is refused with its reason.
+
+    Control characters are counted on the bytes (deleting every other byte, in C): one is a single
+    byte in UTF-8, never part of a longer sequence, and a decoder's U+FFFD never swallows it. Only a
+    head that is not ASCII is decoded to count what could not be read.
+    """
+    raw = data[:_SNIFF_BYTES]
+    controls = len(raw.translate(None, _TEXT_BYTES))
+    if raw.isascii():
+        chars, unread = len(raw), 0
+    else:
+        head = raw.decode("utf-8", errors="replace")
+        chars, unread = len(head), head.count("\ufffd")
+    share = (controls + unread) / chars if chars else 0.0
     if share > _BINARY_SHARE:
         raise BinaryLogError(
-            f"The log is binary data, not text: {share:.0%} of its first {len(head):,} characters are "
+            f"The log is binary data, not text: {share:.0%} of its first {chars:,} characters are "
             "neither text nor whitespace. Send the vLLM output as UTF-8 text (a UTF-16 file: "
             "`iconv -f UTF-16 -t UTF-8 vllm.log`; a compressed one: unpack it first)."
         )
@@ -243,6 +262,11 @@ def split_prefixes(raw: str) -> tuple[str, str, str]:
     return source, level, text
 
 
+# A line's prefixes depend on its text alone: identical lines are split once per process (within a
+# paste, and across pastes of the same startup or traceback), up to this many distinct lines.
+_split_once = functools.lru_cache(maxsize=MEMO_LINES)(split_prefixes)
+
+
 def run_of(data: bytes, raw: bytes, end: int) -> tuple[int, int]:
     """How many consecutive lines of `data` read `raw`, from the one ending at `end`, and where the
     line after them starts: a paste of the same line over and over is read once and counted.
@@ -341,7 +365,6 @@ class Document:
         "_data",
         "_distinct",
         "_ends",
-        "_split",
         "lines",
         "memo",
         "moved",
@@ -367,7 +390,6 @@ class Document:
         self.moved = frozenset(index + 1 for index in moved)
         self.lines = lines
         self._cache: dict[int, Line] = {}
-        self._split: dict[str, tuple[str, str, str]] = {}  # identical lines are split once
         self._data = data
         self._distinct: DistinctLines | None = None
         self._ends: list[int] | None = None  # byte offset where each line ends, when asked for
@@ -408,7 +430,7 @@ class Document:
         """(number, repeats) of every run of identical lines an RE2 `pattern` matches inside, in
         order: over each distinct line once when the lines repeat (`repeating`), else over the text
         itself, skipping each run's copies (as they are asked for)."""
-        if self.repeating:
+        if self.repeating or (self.repeating is None and _looks_repeated(self.lines)):
             return iter(self.runs(self.distinct.hit_by(pattern)))
         return ((index + 1, repeats) for index, repeats in hit_runs(self.data, pattern))
 
@@ -453,10 +475,7 @@ class Document:
 
     def split(self, raw: str) -> tuple[str, str, str]:
         """split_prefixes of one of the document's lines (identical lines are split once)."""
-        split = self._split.get(raw)
-        if split is None:
-            split = self._split[raw] = split_prefixes(raw)
-        return split
+        return _split_once(raw)
 
     def known_line(self, number: int, source: str, level: str, text: str) -> Line:
         """Line `number` from prefixes already split (the scan's, for a line it has seen before)."""
@@ -486,6 +505,21 @@ def _run_length(lines: list[str], index: int, stop: int) -> int:
     return repeats
 
 
+# Lines whose length is a multiple of this are the sample _looks_repeated hashes.
+_SAMPLE_EVERY = 8
+
+
+def _looks_repeated(lines: list[str]) -> bool:
+    """Whether a fifth of the lines or more look like copies (as DistinctLines counts them), judged
+    on the lines whose length is a multiple of _SAMPLE_EVERY: every copy of a line is in that sample
+    or out of it together, so it repeats as the whole text does, at a fraction of the hashing. It
+    only chooses how a pass reads the text (each distinct line once, or the text as it is), never
+    what the pass finds."""
+    lengths = map(operator.mod, map(len, lines), itertools.repeat(_SAMPLE_EVERY))
+    sample = list(itertools.compress(lines, map(operator.not_, lengths)))
+    return len(set(sample)) * 5 < len(sample) * 4
+
+
 class DistinctLines:
     """A document's distinct lines, joined as UTF-8: a pass over them finds which lines a pattern
     matches, once however often each line repeats (every rank, every request, every restart). A text
@@ -512,8 +546,35 @@ class DistinctLines:
             self.lines, self.data = unique, "\n".join(unique).encode("utf-8", errors="replace")
 
     def hit_by(self, pattern: Any) -> set[str]:
-        """The distinct lines `pattern` matches inside (a match never takes in a neighbour line)."""
-        return {self.lines[index] for index, _ in hit_runs(self.data, pattern)}
+        """The distinct lines `pattern` matches inside (a match never takes in a neighbour line).
+
+        Over repeating lines, whether a line is hit is kept for the process (a line's verdict does
+        not depend on its neighbours): only lines no earlier document showed are searched.
+        """
+        if not self.repeats:
+            return {self.lines[index] for index, _ in hit_runs(self.data, pattern)}
+        known = _verdicts(pattern)
+        unknown = list(itertools.filterfalse(known.__contains__, self.lines))
+        if unknown:
+            whole = len(unknown) == len(self.lines)
+            data = self.data if whole else "\n".join(unknown).encode("utf-8", errors="replace")
+            hit = {unknown[index] for index, _ in hit_runs(data, pattern)}
+            known.update(zip(unknown, map(hit.__contains__, unknown), strict=True))
+        return set(itertools.compress(self.lines, map(known.__getitem__, self.lines)))
+
+
+_MEMO_PATTERNS = 64  # patterns whose verdicts are kept (the packs' few whole-text patterns)
+_VERDICTS: dict[Any, dict[str, bool]] = {}  # pattern -> {distinct line: whether it hits inside}
+
+
+def _verdicts(pattern: Any) -> dict[str, bool]:
+    global _VERDICTS
+    known = _VERDICTS.get(pattern)
+    if known is None or len(known) >= MEMO_LINES:
+        if len(_VERDICTS) >= _MEMO_PATTERNS:
+            _VERDICTS = {}
+        known = _VERDICTS[pattern] = {}
+    return known
 
 
 def hit_runs(data: bytes, pattern: Any) -> Iterator[tuple[int, int]]:

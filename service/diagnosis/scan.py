@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from service.diagnosis.normalize import Document, Line, run_of
+from service.diagnosis.normalize import MEMO_LINES, Document, Line, run_of
 from service.packs import PatternIndex
 from service.packs.signatures import CompiledRule, convert_fact, other_process
 
@@ -20,6 +20,7 @@ __all__ = [
     "Hit",
     "LineBlocks",
     "Scan",
+    "index_memo",
     "match_line",
     "parse_pairs",
     "present",
@@ -277,17 +278,33 @@ def present(
 _LineResult = tuple[str, str, str, tuple[tuple[CompiledRule, dict[str, object]], ...]]
 
 
+def index_memo(index: PatternIndex, name: str) -> dict[Any, Any]:
+    """One of the index's process-wide memos of what a text alone yields under it (a line's reading,
+    a (rule, text) match, a joined record's), started again empty once it holds MEMO_LINES."""
+    memo: dict[Any, Any] | None = index.memo.get(name)
+    if memo is None or len(memo) >= MEMO_LINES:
+        memo = index.memo[name] = {}
+    return memo
+
+
 class _Scanner:
     """One scan of one document: each distinct line is examined once, each (rule, text) matched once,
-    and a run of identical lines becomes one hit that counts them."""
+    and a run of identical lines becomes one hit that counts them.
+
+    What a line yields depends on its text and the index alone, so both memos are the index's own,
+    shared by every document the process scans: a line another request (or another pass over this
+    one: the records, the stage lookups) already read costs a dictionary lookup. The facts a memo
+    hands out are shared and never changed (a hit that adds facts builds a new dict).
+    """
 
     __slots__ = ("doc", "index", "lines", "rules")
 
     def __init__(self, doc: Document, index: PatternIndex) -> None:
         self.doc = doc
         self.index = index
-        self.lines: dict[bytes, _LineResult] = {}
-        self.rules: dict[tuple[int, bytes, frozenset[int]], dict[str, object] | None] = {}
+        self.lines: dict[bytes, _LineResult] = index_memo(index, "lines")
+        self.rules: dict[tuple[int, bytes, frozenset[int]], dict[str, object] | None]
+        self.rules = index_memo(index, "rules")
 
     def run(self, data: bytes, first_line: int, limit: int | None) -> Scan:
         if self.index.prefilter is None:

@@ -23,7 +23,7 @@ from service.packs.fragments import FragmentIndex, empty_fragments, load_fragmen
 from service.packs.frames import FrameTable, empty_frames, load_frames
 from service.packs.misleading import LoggingBugs, load_misleading
 from service.packs.prose import ProseVocabulary, load_prose
-from service.packs.signatures import COMBINED_OPTIONS, CompiledRule, compile_pack, pack_files
+from service.packs.signatures import COMBINED_OPTIONS, LINE_OPTIONS, CompiledRule, compile_pack, pack_files
 
 __all__ = [
     "LAZY_KINDS",
@@ -51,6 +51,10 @@ class PatternIndex:
     prefilter: Any = field(repr=False)
     pattern_set: Any = field(repr=False)
     pattern_owner: tuple[tuple[int, int], ...] = ()
+    # what the scan read from one line's text under these rules, kept for every document this
+    # process reads (a line repeats across requests: every rank, every restart, every paste of the
+    # same startup); filled and bounded by service.diagnosis.scan, never part of equality
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +103,7 @@ def _digest(root: Path, files: list[Path]) -> str:
 
 def _pattern_index(rules: tuple[CompiledRule, ...]) -> PatternIndex:
     alternation = "|".join(f"(?:{p})" for r in rules for p in r.prefilter)
-    prefilter = re2.compile(f"(?m){alternation}", COMBINED_OPTIONS) if alternation else None
+    prefilter = re2.compile(f"(?m){alternation}", LINE_OPTIONS) if alternation else None
     pattern_set = re2.Set.SearchSet(COMBINED_OPTIONS)
     owner: list[tuple[int, int]] = []
     for rule_index, compiled in enumerate(rules):

@@ -172,16 +172,22 @@ class CompiledRule:
 COMBINED_MAX_MEM = 64 << 20
 
 
-def _options(max_mem: int | None = None) -> Any:
+def _options(max_mem: int | None = None, *, never_nl: bool = False) -> Any:
     options = re2.Options()
     options.log_errors = False
     if max_mem is not None:
         options.max_mem = max_mem
+    options.never_nl = never_nl
     return options
 
 
 OPTIONS = _options()
 COMBINED_OPTIONS = _options(COMBINED_MAX_MEM)
+# The OR-ed prefilter only finds lines: a line is a candidate when a pattern matches inside it. RE2's
+# never_nl takes the newline out of every class (`\s`, `[^)]`), so a match stops at its line's end
+# instead of running on through the text (each match then costs its line, not the rest of the paste);
+# a match inside one line is the same match either way.
+LINE_OPTIONS = _options(COMBINED_MAX_MEM, never_nl=True)
 
 
 def set_form(pattern: str) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import re2
 
-from service.diagnosis.normalize import Document
+from service.diagnosis.normalize import MEMO_LINES, Document, _looks_repeated
 from service.diagnosis.prose import _read_line, read_prose
 from service.diagnosis.scan import scan_document, scan_lines
 from service.packs import RulePacks
@@ -135,3 +135,43 @@ def test_every_corpus_log_reads_its_prose_as_a_walk_over_every_line(packs: RuleP
         for seen in (True, False):  # over distinct lines, and over the text as it is
             doc.repeating = seen
             assert read_prose(doc, vocabulary) == walked
+
+
+def test_a_line_another_paste_read_first_gives_the_hits_a_fresh_index_gives(packs: RulePacks) -> None:
+    shared = replace(packs.signatures.eager, memo={})  # one process reading every paste in turn
+    for text in (variant for log in _corpus_logs() for variant in (log, _with_repeats(log))):
+        fresh = replace(packs.signatures.eager, memo={})  # nothing read before
+        found = scan_document(Document(text), shared).hits
+        alone = scan_document(Document(text), fresh).hits
+        assert [(h.line, h.rule_id, h.facts, h.repeats) for h in found] == [
+            (h.line, h.rule_id, h.facts, h.repeats) for h in alone
+        ]
+    assert shared.memo["lines"], "the shared index kept what it read"
+
+
+def test_the_line_memo_of_an_index_is_bounded(packs: RulePacks) -> None:
+    index = replace(packs.signatures.eager, memo={})
+    oom = LOG_LINES[2]
+    many = Document("\n".join(f"{oom} (retry {n})" for n in range(MEMO_LINES + 10)))
+    scan_document(many, index, limit=10**9)
+    assert len(index.memo["lines"]) == MEMO_LINES + 10
+    scan_document(Document(f"{oom} (once more)"), index)
+    assert len(index.memo["lines"]) == 1  # past its bound the memo started again
+
+
+def test_a_repeating_text_is_read_over_its_distinct_lines_before_a_pass_has_looked(packs: RulePacks) -> None:
+    pattern = packs.signatures.eager.prefilter
+    for text in (_shuffled_log(3, 400), "\n".join(f"line {n}" for n in range(400))):
+        unseen, walked = Document(text), Document(text)
+        walked.repeating = False  # the text as it is
+        assert unseen.repeating is None
+        assert list(unseen.matched_runs(pattern)) == list(walked.matched_runs(pattern))
+    assert _looks_repeated(Document(_shuffled_log(3, 400)).lines)
+    assert not _looks_repeated([f"line {n}" for n in range(400)])
+
+
+def test_a_prefilter_match_never_runs_past_its_line(packs: RulePacks) -> None:
+    for index in (packs.signatures.eager, packs.signatures.lazy):
+        for text in _corpus_logs():
+            data = Document(text).data
+            assert all(b"\n" not in match.group() for match in index.prefilter.finditer(data))

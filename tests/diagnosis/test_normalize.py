@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.diagnosis.normalize import Document, clean_text, decode_bytes, split_prefixes
+from service.errors import BinaryLogError
 
 
 def test_process_logger_and_container_prefixes_are_stripped() -> None:
@@ -57,6 +60,31 @@ def test_ansi_remnants_without_escape_character_are_removed() -> None:
 
 def test_invalid_utf8_is_decoded_with_replacement() -> None:
     assert decode_bytes(b"ok \xff\xfe bytes") == "ok \ufffd\ufffd bytes"
+
+
+# What decode_bytes counts as neither text nor whitespace, written as characters of the decoded text.
+_NOT_TEXT = re.compile("[\ufffd\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]")
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [b"a", b"\n", b"\t", b"\x00", b"\x1b", b"\x1a", b"\xff", b"\xe6\x98", b"\xe6\x98\xbe", b"\x7f"]
+        ),
+        max_size=60,
+    )
+)
+def test_a_body_is_refused_as_binary_by_the_share_its_decoded_characters_have(pieces: list[bytes]) -> None:
+    data = b"".join(pieces)
+    head = data.decode("utf-8", errors="replace")
+    share = len(_NOT_TEXT.findall(head)) / len(head) if head else 0.0
+    try:
+        decoded = decode_bytes(data)
+    except BinaryLogError as exc:
+        assert share > 0.3 and f"of its first {len(head):,} characters" in str(exc)
+    else:
+        assert share <= 0.3 and decoded == head
 
 
 def test_tabs_become_spaces() -> None:
