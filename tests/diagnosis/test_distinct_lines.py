@@ -9,10 +9,15 @@ from pathlib import Path
 
 import re2
 
+from service.core import classify
+from service.diagnosis.evidence import SCAN_BOUND_RULE
 from service.diagnosis.normalize import MEMO_LINES, Document, _looks_repeated
 from service.diagnosis.prose import _read_line, read_prose
 from service.diagnosis.scan import scan_document, scan_lines
 from service.packs import RulePacks
+from service.schemas import PHASES, DiagnoseRequest
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 
 LOG_LINES = (
     "(EngineCore_DP0 pid=7) INFO 03-02 11:00:00 [gpu_worker.py:2] Available KV cache memory: 3.5 GiB",
@@ -175,3 +180,14 @@ def test_a_prefilter_match_never_runs_past_its_line(packs: RulePacks) -> None:
         for text in _corpus_logs():
             data = Document(text).data
             assert all(b"\n" not in match.group() for match in index.prefilter.finditer(data))
+
+
+def test_records_repeated_on_both_sides_of_the_scan_bound_are_read(packs: RulePacks) -> None:
+    # Every corpus log, pasted over and over to 2 MB: its records repeat before the 4,000-line bound
+    # (every line hit) and after it (no line hit), so a record read once must not be reused where its
+    # lines have lost their hits (this raised ValueError in continue_hits).
+    corpus = "".join(p.read_text(encoding="utf-8", errors="replace") for p in sorted(CORPUS.glob("*.log")))
+    text = corpus * (2 * 2**20 // len(corpus) + 1)
+    diagnosis = classify(DiagnoseRequest(log=text[: text.rfind("\n", 0, 2 * 2**20) + 1]), packs)
+    assert diagnosis.phase in PHASES
+    assert any(f.rule == SCAN_BOUND_RULE for f in diagnosis.findings)
