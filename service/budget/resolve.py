@@ -63,7 +63,7 @@ def find_model(catalog: Catalog, name: str) -> tuple[ModelSpec, QuantSpec | None
     """The architecture and checkpoint quantization for a catalog id, Hugging Face id or alias."""
     hit = _model_hit(catalog, name)
     if hit is None:
-        raise UnknownModelError(name, _closest(name.strip().rstrip("/"), catalog.index.model_names))
+        raise UnknownModelError(name, lambda: _closest(name.strip().rstrip("/"), catalog.index.model_names))
     return hit
 
 
@@ -90,7 +90,7 @@ def find_gpu(catalog: Catalog, name: str | None, total_gib: float | None) -> Res
         if spec is None:
             size = _GIB.match(name)
             if size is None:
-                raise UnknownGpuError(name, _closest(name, catalog.index.gpu_names))
+                raise UnknownGpuError(name, lambda: _closest(name, catalog.index.gpu_names))
             total_gib = total_gib if total_gib is not None else float(size.group(1))
     if total_gib is not None:
         if not 0 < total_gib <= 4096:
