@@ -16,6 +16,8 @@ Messages are full sentences that name the thing and the likely cause.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 __all__ = [
     "EmptyLogError",
     "InputError",
@@ -50,29 +52,67 @@ class BinaryLogError(InputError):
     problem_type = "binary-log"
 
 
-class UnknownModelError(InputError):
+# The closest known names, or how to find them: a callable is called once, when the message or the
+# list is first read. Most unknown names are met by code that only asks whether the catalog knows one
+# (a diagnosis sizing a model its log names) and drops the error; ranking names by similarity
+# (difflib over every catalog id) cost more than the rest of such a diagnosis's budget.
+Suggestions = list[str] | Callable[[], list[str]]
+
+
+class _WithSuggestions(InputError):
+    """An unknown name and the closest known ones, found when first read (see `Suggestions`)."""
+
+    def __init__(self, suggestions: Suggestions) -> None:
+        super().__init__()
+        self._suggestions = suggestions
+
+    @property
+    def suggestions(self) -> list[str]:
+        if callable(self._suggestions):
+            self._suggestions = self._suggestions()
+        return self._suggestions
+
+    def __str__(self) -> str:
+        return self._message()
+
+    def _message(self) -> str:
+        raise NotImplementedError
+
+
+class UnknownModelError(_WithSuggestions):
     problem_type = "unknown-model"
 
-    def __init__(self, model: str, suggestions: list[str], searched: str = "the catalog") -> None:
+    def __init__(self, model: str, suggestions: Suggestions, searched: str = "the catalog") -> None:
+        super().__init__(suggestions)
         self.model = model
-        self.suggestions = suggestions
         self.searched = searched
-        hint = f" Closest catalog ids: {', '.join(suggestions)}." if suggestions else ""
-        super().__init__(
-            f"The model {model!r} is not in {searched}.{hint} "
+
+    def __reduce__(self) -> tuple[type[UnknownModelError], tuple[str, list[str], str]]:
+        return type(self), (self.model, self.suggestions, self.searched)
+
+    def _message(self) -> str:
+        hint = f" Closest catalog ids: {', '.join(self.suggestions)}." if self.suggestions else ""
+        return (
+            f"The model {self.model!r} is not in {self.searched}.{hint} "
             "Paste its Hugging Face config.json to estimate it anyway."
         )
 
 
-class UnknownGpuError(InputError):
+class UnknownGpuError(_WithSuggestions):
     problem_type = "unknown-gpu"
 
-    def __init__(self, gpu: str, suggestions: list[str]) -> None:
+    def __init__(self, gpu: str, suggestions: Suggestions) -> None:
+        super().__init__(suggestions)
         self.gpu = gpu
-        self.suggestions = suggestions
-        hint = f" Closest catalog names: {', '.join(suggestions)}." if suggestions else ""
-        super().__init__(
-            f"The GPU {gpu!r} is not in the catalog.{hint} Give its total memory in GiB instead (e.g. 80)."
+
+    def __reduce__(self) -> tuple[type[UnknownGpuError], tuple[str, list[str]]]:
+        return type(self), (self.gpu, self.suggestions)
+
+    def _message(self) -> str:
+        hint = f" Closest catalog names: {', '.join(self.suggestions)}." if self.suggestions else ""
+        return (
+            f"The GPU {self.gpu!r} is not in the catalog.{hint} "
+            "Give its total memory in GiB instead (e.g. 80)."
         )
 
 

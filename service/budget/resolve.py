@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -23,6 +22,7 @@ from service.packs.catalog import (
     QuantSpec,
     fold_name,
     gpu_short_name,
+    spaced_name,
 )
 
 __all__ = [
@@ -35,7 +35,6 @@ __all__ = [
     "find_quantization",
 ]
 
-_SEPARATORS = re.compile(r"[^a-z0-9.]+")
 _GIB = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:gib|gb|g)?\s*$", re.IGNORECASE)
 
 
@@ -63,7 +62,7 @@ def find_model(catalog: Catalog, name: str) -> tuple[ModelSpec, QuantSpec | None
     """The architecture and checkpoint quantization for a catalog id, Hugging Face id or alias."""
     hit = _model_hit(catalog, name)
     if hit is None:
-        raise UnknownModelError(name, _closest(name.strip().rstrip("/"), catalog.index.model_names))
+        raise UnknownModelError(name, lambda: _closest(name.strip().rstrip("/"), catalog.index.model_names))
     return hit
 
 
@@ -90,7 +89,7 @@ def find_gpu(catalog: Catalog, name: str | None, total_gib: float | None) -> Res
         if spec is None:
             size = _GIB.match(name)
             if size is None:
-                raise UnknownGpuError(name, _closest(name, catalog.index.gpu_names))
+                raise UnknownGpuError(name, lambda: _closest(name, catalog.index.gpu_names))
             total_gib = total_gib if total_gib is not None else float(size.group(1))
     if total_gib is not None:
         if not 0 < total_gib <= 4096:
@@ -103,24 +102,20 @@ def find_gpu(catalog: Catalog, name: str | None, total_gib: float | None) -> Res
     return ResolvedGpu(spec.id, spec.total_gib, spec)
 
 
-def _words(name: str) -> str:
-    return _SEPARATORS.sub(" ", name.lower()).strip()
-
-
-def _abbreviates(typed: str, name: str, fold: Callable[[str], str]) -> bool:
-    short, full = fold(typed), fold(name)
+def _abbreviates(short: str, full: str) -> bool:
     return full.startswith(short) and not full[len(short) : len(short) + 1].isdigit()
 
 
 def other_sizes(catalog: Catalog, name: str, chosen: GpuSpec) -> list[str]:
     """Catalog GPUs of another memory size that `name` also abbreviates ("A100" → the 40 GB cards)."""
     typed = gpu_short_name(name)
+    folded, spaced = fold_name(typed), spaced_name(typed)
     others = []
-    for gpu in catalog.gpus.gpus:
+    for gpu in catalog.index.gpu_spellings:
         # "A100" abbreviates "A100-PCIE-40GB" and "RTX 4060 Ti" "RTX-4060-Ti-8GB", but "A10" does not
         # abbreviate "A100": a digit follows the typed name with no separator between
-        variants = any(
-            _abbreviates(typed, n, fold) for n in (gpu.id, *gpu.aliases) for fold in (fold_name, _words)
+        variants = any(_abbreviates(folded, full) for full in gpu.folded) or any(
+            _abbreviates(spaced, full) for full in gpu.spaced
         )
         if variants and abs(gpu.total_gib - chosen.total_gib) > 1:
             others.append(gpu.id)

@@ -23,9 +23,9 @@ from service.packs.fragments import (
     HOLE_WORD,
     LEVEL_RANK,
     SEED_SIZES,
-    SEPARATORS,
     FragmentIndex,
     seeds_of,
+    separated,
     words,
 )
 from service.packs.inventory import pieces
@@ -126,7 +126,7 @@ def _candidate_lines(doc: Document, index: FragmentIndex) -> Iterator[int]:
     prefilter = index.prefilter
     if prefilter is None:
         return
-    data = doc.text.translate(SEPARATORS).lower().encode("utf-8", errors="replace")
+    data = separated(doc.text)
     pos, line_no, counted = 0, 1, 0
     while True:
         match = prefilter.search(data, pos)

@@ -127,7 +127,10 @@ class StageLookup(Protocol):
 
 def _traceback_start(doc: Document, line: Line, limit: int) -> int:
     """Line number of the traceback header (same process) that `line` ends, or a window start."""
+    raw = doc.lines
     for number in range(line.number - 1, max(0, line.number - limit), -1):
+        if TRACEBACK not in raw[number - 1]:  # a line's text is part of its raw line: split only these
+            continue
         candidate = doc.line(number)
         if candidate.source == line.source and TRACEBACK in candidate.text:
             return number

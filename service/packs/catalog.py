@@ -31,6 +31,7 @@ __all__ = [
     "GgufTypeSpec",
     "GpuCatalog",
     "GpuSpec",
+    "GpuSpellings",
     "KvDtypeSpec",
     "MlaSpec",
     "ModelCatalog",
@@ -48,6 +49,7 @@ __all__ = [
     "VisionSpec",
     "build_index",
     "fold_name",
+    "spaced_name",
     "gfx_capability",
     "gpu_short_name",
     "load_catalog",
@@ -678,6 +680,15 @@ class EngineFacts(Entry, frozen=True):
 # --- the whole catalog -------------------------------------------------------------------------
 
 
+class GpuSpellings(msgspec.Struct, frozen=True, array_like=True):
+    """One GPU's id, total memory, and its id and aliases under `fold_name` and `spaced_name`."""
+
+    id: str
+    total_gib: float
+    folded: tuple[str, ...]
+    spaced: tuple[str, ...]
+
+
 class CatalogIndex(msgspec.Struct, frozen=True, kw_only=True):
     """Lookup tables by folded name (see `fold_name`), built once when the catalog is loaded."""
 
@@ -688,6 +699,9 @@ class CatalogIndex(msgspec.Struct, frozen=True, kw_only=True):
     # every GPU id and alias as one regular expression (source text: the index is cached as msgpack),
     # longest first so "A100-40G" is read before "A100", a separator typed or not, a plural allowed
     gpu_name_pattern: str
+    # each GPU's id, memory and every spelling folded both ways a typed name is compared by
+    # (`fold_name`, `spaced_name`), so a lookup never folds the whole catalog again
+    gpu_spellings: list[GpuSpellings]
 
 
 class Catalog(msgspec.Struct, frozen=True, kw_only=True):
@@ -707,6 +721,11 @@ _NAME_PARTS = re.compile(r"[-_ ]+")
 def fold_name(name: str) -> str:
     """A name as the lookups compare it: lower case, punctuation and spaces dropped."""
     return _FOLD.sub("", name.lower())
+
+
+def spaced_name(name: str) -> str:
+    """A name lower-cased with each run of punctuation and spaces one space ("RTX 4060 Ti")."""
+    return _FOLD.sub(" ", name.lower()).strip()
 
 
 def gpu_short_name(name: str) -> str:
@@ -743,7 +762,20 @@ def build_index(models: ModelCatalog, gpus: GpuCatalog) -> CatalogIndex:
     parts = [r"[-_ ]?".join(map(re.escape, _NAME_PARTS.split(name))) for name in spelled]
     pattern = rf"(?<![A-Za-z0-9])(?:{'|'.join(parts)})(?=s?(?![A-Za-z0-9]))"
     return CatalogIndex(
-        models=by_name, model_names=names, gpus=by_gpu, gpu_names=gpu_names, gpu_name_pattern=pattern
+        models=by_name,
+        model_names=names,
+        gpus=by_gpu,
+        gpu_names=gpu_names,
+        gpu_name_pattern=pattern,
+        gpu_spellings=[
+            GpuSpellings(
+                g.id,
+                g.total_gib,
+                tuple(fold_name(n) for n in (g.id, *g.aliases)),
+                tuple(spaced_name(n) for n in (g.id, *g.aliases)),
+            )
+            for g in gpus.gpus
+        ],
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import subprocess
 import sys
 
@@ -77,6 +78,35 @@ def test_unknown_gpu_suggests_catalog_names(catalog: Catalog) -> None:
     with pytest.raises(UnknownGpuError) as caught:
         estimate(EstimateRequest(model=LLAMA_8B, gpu="H1000"), catalog)
     assert caught.value.suggestions
+
+
+def test_closest_names_are_ranked_only_when_the_error_is_read() -> None:
+    ranked: list[str] = []
+
+    def closest() -> list[str]:
+        ranked.append("ranked")
+        return ["meta-llama/Llama-3.1-8B-Instruct"]
+
+    error = UnknownModelError("meta-llama/Llama-3.1-8B-Instrct", closest)
+    assert ranked == []  # a caller that drops the error never pays for the ranking
+    assert "Closest catalog ids: meta-llama/Llama-3.1-8B-Instruct." in str(error)
+    assert error.suggestions == ["meta-llama/Llama-3.1-8B-Instruct"]
+    assert ranked == ["ranked"]
+
+
+def test_unknown_name_errors_pickle_with_their_message(catalog: Catalog) -> None:
+    for request in (
+        EstimateRequest(model="meta-llama/Llama-3.1-8B-Instrct", gpu="H100"),
+        EstimateRequest(model=LLAMA_8B, gpu="H1000"),
+    ):
+        with pytest.raises((UnknownModelError, UnknownGpuError)) as caught:
+            estimate(request, catalog)
+        copy = pickle.loads(pickle.dumps(caught.value))
+        assert (type(copy), str(copy), copy.suggestions) == (
+            type(caught.value),
+            str(caught.value),
+            caught.value.suggestions,
+        )
 
 
 @pytest.mark.parametrize("gpu", ["NVIDIA A100-SXM4-80GB", "a100 80gb", "A100-SXM4-80GB"])
