@@ -15,7 +15,8 @@ QUANTIZATION = [
     # config.py verify_with_parallel_config, 0.5-0.6
     "BitAndBytes quantization with TP or PP is not supported yet.",
     # bitsandbytes loader _load_weights, 0.6-0.9 (both wordings)
-    "Prequant BitsAndBytes models with tensor parallelism is not supported. Please try with pipeline parallelism.",
+    "Prequant BitsAndBytes models with tensor parallelism is not supported. "
+    "Please try with pipeline parallelism.",
     "Prequant BitsAndBytes models with TP is not supported.Please try with PP.",
     # compressed_tensors_moe.py create_weights, 0.6-0.9
     "float16 is required for MoE compressed models. Set dtype=torch.float16",
@@ -27,7 +28,8 @@ PARALLELISM = [
     # config.py verify_with_parallel_config, 0.5-0.6
     "Pipeline parallelism is only supported for the following  architectures: "
     "['AquilaModel', 'LlamaForCausalLM', 'MistralForCausalLM'].",
-    "Pipeline parallelism is not supported for this model. Supported models implement the `SupportsPP` interface.",
+    "Pipeline parallelism is not supported for this model. "
+    "Supported models implement the `SupportsPP` interface.",
     # model code's head checks in the wordings the inventory holds
     "num_attention_heads (28) must be divisible by tensor-parallel world size (8).",
     "Number of attention heads (16) must be divisible by the tensor model parallel size (3).",
@@ -71,5 +73,8 @@ def test_the_bitsandbytes_refusal_cut_after_its_first_words_is_still_quantizatio
 
 
 def test_the_shared_memory_queue_wait_is_not_a_kv_cache_failure(packs: RulePacks) -> None:
-    log = "[Bug]: No available block found in 60 second.\n\nLoading safetensors checkpoint shards:  19% Completed\n"
+    log = (
+        "[Bug]: No available block found in 60 second.\n\n"
+        "Loading safetensors checkpoint shards:  19% Completed\n"
+    )
     assert _phase(packs, log) == "not_memory"
