@@ -27,7 +27,8 @@ NOT_A_FACT: dict[str, str] = {
     r"\b(?:[Ww]orld size|world_size|world_size =) \(?$|world size does not match [\w.]+ \($|^ vs\. $": (
         "the world size (tp x pp x dp), which no single fact holds"
     ),
-    r"available GPUs \($|number of GPUs \($|[Dd]evices: $|resources: $|allocate $|only created $": (
+    r"available GPUs \($|number of GPUs \($|max local gpu count \($|[Dd]evices: $|resources: $"
+    r"|allocate $|only created $": (
         "GPUs or Ray resources the node has, not a setting"
     ),
     r"hidden layers \($": "the model's layer count",
