@@ -104,7 +104,13 @@ SIGNALS: dict[str, str] = {
     r"(?:max_model_len|model length|context length|maximum)",
     "preemption": r"(?i)preempt|swap space",
     "parallel split": r"(?i)(?:divisible|divide|evenly).{0,80}(?:parallel|world|GPUs|tp_size|tp size|TP size)"
-    r"|(?:parallel|GPUs).{0,80}(?:divisible|evenly)|(?:more|enough) GPUs|number of (?:available )?GPUs",
+    r"|(?:parallel|GPUs).{0,80}(?:divisible|evenly)|(?:more|enough) GPUs|number of (?:available )?GPUs"
+    # the multiproc executors' check of the layout against the GPUs this node has
+    r"|less than (?:than )?max local gpu count",
+    # a parallel layout the model or the build does not support (pipeline parallelism for an
+    # architecture outside vLLM's list)
+    "parallel layout unsupported": r"(?i)\b(?:tensor|pipeline)[ _]parallel\w*[^.]{0,40}"
+    r"(?:is only supported for|is not (?:yet )?supported for)",
     # the devices a placement asks for are not there (none on the driver node, more per bundle than
     # one, more than the cluster has)
     "device placement": r"(?i)does not allocate any|cannot have more than"
@@ -115,6 +121,17 @@ SIGNALS: dict[str, str] = {
     "hardware support": r"(?i)compute capability"
     r"|(?:not|isn't|un)\s?supported (?:on|by|for) (?:the current |this |your )?"
     r"(?:GPU|device|hardware|platform)|Minimum capability|Bfloat16 is only supported|requires? (?:a )?GPU",
+    # a quantization method refused with a parallel layout (BitsAndBytes with TP or PP, a
+    # pre-quantized BitsAndBytes checkpoint with tensor parallelism, quantized Mamba layers with TP)
+    "quantization layout": r"(?:(?i:quantiz|bitsandbytes|bitandbytes|\bbnb\b|\bgguf\b|\bawq\b|\bgptq\b)"
+    r"[^.]{0,80}\b(?:TP|PP|(?i:tensor[ _]parallel\w*|pipeline[ _]parallel\w*))\b[^.]{0,40}"
+    r"(?i:not (?:yet )?supported|hasn't supported|unsupported))"
+    r"|(?:(?i:tensor[ _]parallel\w*|pipeline[ _]parallel\w*)[^.]{0,40}(?i:not (?:yet )?supported|unsupported)"
+    r"[^.]{0,40}(?i:quantiz))",
+    # a quantized checkpoint's kernels need another model dtype (compressed-tensors MoE and
+    # marlin24 ask for float16)
+    "quantization dtype": r"(?i)\b(?:float16|bfloat16|half)\b (?:is )?required for [^.]{0,40}"
+    r"(?:quantiz|compress|marlin|awq|gptq|fp8)",
     "quantization method": r"(?i)quantization (?:method|scheme|config)"
     r".{0,80}(?:not|unsupported|must|cannot|does)"
     r"|(?:not|un)supported.{0,60}quantization",

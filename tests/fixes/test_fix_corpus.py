@@ -155,6 +155,14 @@ FIX_GAPS = {
         "a client's 'context length is exhausted' misread as a KV-capacity failure (a known_miss): no"
         " figure for a KV recipe to size"
     ),
+    "gh8-gpustack3777-ascend910b2-glm45-air-vocab-151552-not-divisible-by-6-cards": (
+        "the vocabulary-vs-TP assertion retold in prose with no command: no --tensor-parallel-size to"
+        " change and no GPU count to size a divisor against"
+    ),
+    "gh9-6471-v0.5-qwen-pipeline-parallelism-only-supported-for-architectures-feature": (
+        "pipeline parallelism refused for the architecture: no recipe yet turns PP into TP"
+        " (the excerpt states no layout to size)"
+    ),
     "gh9-13131-v0.7.2-jetson-orin-nx-unified-memory-profiling-assertion-aborts-words": (
         "a profiling abort on unified memory retold in words, misread as a KV-capacity failure"
         " (a known_miss): nothing to size"

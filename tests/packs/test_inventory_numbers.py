@@ -27,9 +27,8 @@ NOT_A_FACT: dict[str, str] = {
     r"\b(?:[Ww]orld size|world_size|world_size =) \(?$|world size does not match [\w.]+ \($|^ vs\. $": (
         "the world size (tp x pp x dp), which no single fact holds"
     ),
-    r"available GPUs \($|number of GPUs \($|[Dd]evices: $|resources: $|allocate $|only created $": (
-        "GPUs or Ray resources the node has, not a setting"
-    ),
+    r"available GPUs \($|number of GPUs \($|max local gpu count \($|[Dd]evices: $|resources: $"
+    r"|allocate $|only created $": ("GPUs or Ray resources the node has, not a setting"),
     r"hidden layers \($": "the model's layer count",
     r"(?:kv_heads|kv heads|KV heads)\b.*[=( ]$|sink heads \($|ETP=$|\b(?:total_)?num_heads[ =]$": (
         "one layer's head counts (key-value, sink, a vision tower's): num_attention_heads is read"

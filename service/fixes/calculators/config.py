@@ -261,7 +261,9 @@ def unknown_flags(ctx: FixContext) -> list[Proposal]:
 
 # vLLM's GPU-shortage errors (rules/signatures/startup.yaml); the same rule also matches the
 # quantized-shape errors, which a count of visible GPUs does not fix
-_SHORTAGE_RULES = frozenset({"vllm-world-size-exceeds-gpus", "vllm-tp-exceeds-gpus-warning"})
+_SHORTAGE_RULES = frozenset(
+    {"vllm-world-size-exceeds-gpus", "vllm-tp-exceeds-gpus-warning", "vllm-parallel-exceeds-local-gpus"}
+)
 _SHAPE_WORDS = ("min_thread_", "quantized weight shape")
 _WORLD_SIZE = re.compile(r"(?:World size \(|placement group requiring )(\d+)")
 
