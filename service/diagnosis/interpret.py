@@ -12,7 +12,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from service.diagnosis.fragments import FragmentHit, find_fragments, loudest_printing
-from service.diagnosis.frames import FramePlace, cut_traceback, deepest_frame
+from service.diagnosis.frames import ONE_PHASE_STAGES, OOM_PHASE, FramePlace, cut_traceback, deepest_frame
 from service.diagnosis.normalize import Document, is_prose
 from service.diagnosis.placement import HintFn, is_marker, place, place_line
 from service.diagnosis.prose import (
@@ -361,7 +361,10 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
         if id(root) in said:
             # a person calling it "out of memory" is weaker than a traceback cut inside a function
             # that raises only one phase's errors (the KV-size check reached from initialize_cache)
-            framed = _cut_frame_verdict(ctx, _cut_frame(ctx, cut_traceback(ctx.doc)), first_exception)
+            cut = cut_traceback(ctx.doc)
+            framed = _cut_frame_verdict(ctx, _cut_frame(ctx, cut), first_exception)
+            if framed is None:  # the memory words say what ran out; the stage the paste stops in, where
+                framed = _cut_stage_verdict(ctx, cut, first_exception, memory=True)
             if framed is not None:
                 framed.taken_back = taken_back
                 return framed
@@ -395,6 +398,10 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
         words.first_exception = first_exception
         words.taken_back = taken_back
         return words
+    staged = _cut_stage_verdict(ctx, cut, first_exception, memory=False)
+    if staged is not None:  # outranks a bare ERROR record and "报错" alike: the frames say where
+        staged.taken_back = taken_back
+        return staged
     # an error a person's sentence or an issue title names counts below one a log line shows, and
     # a sentence that takes it back ("it no longer fails with …") names none
     stated = {h.line.number for h in errors if is_sentence(h.line) or _is_title(ctx.doc, h.line.number)}
@@ -472,6 +479,25 @@ def _cut_frame_verdict(ctx: Context, known: FramePlace | None, first_exception: 
         return None
     basis = f"a traceback cut inside {known.function}, which only raises {known.phase} errors"
     return Verdict(known.phase, ctx.weights.weights["cut_frame"], None, basis, [], first_exception)
+
+
+def _cut_stage_verdict(
+    ctx: Context, cut: tuple[int, int, str] | None, first_exception: Hit | None, *, memory: bool
+) -> Verdict | None:
+    """A traceback cut before its message, placed by the stage of its innermost frame that vLLM's call
+    graph places (issue 12 §2): with words saying memory ran out, the OOM phase of that stage
+    (`OOM_PHASE`); without them, only a stage every failure of which is one phase (`ONE_PHASE_STAGES`:
+    sizing and allocating the KV cache), as sure as the evidence table's `cut_stage_frame`."""
+    if cut is None:
+        return None
+    known = deepest_frame(ctx.doc, ctx.signatures.frames, cut[0], cut[1], source=cut[2] or None)
+    if known is None:
+        return None
+    phase = OOM_PHASE.get(known.stage) if memory else ONE_PHASE_STAGES.get(known.stage)
+    if phase is None:
+        return None
+    basis = f"a traceback cut inside {known.function}, which runs in the {known.stage} stage"
+    return Verdict(phase, ctx.weights.weights["cut_stage_frame"], None, basis, [], first_exception)
 
 
 def _is_title(doc: Document, number: int) -> bool:

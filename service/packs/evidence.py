@@ -33,6 +33,7 @@ ClueKind = Literal[
     "rule",
     "template_fragment",
     "cut_frame",
+    "cut_stage_frame",
     "error_line",
     "stated_error",
     "stated_failure",
