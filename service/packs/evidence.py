@@ -30,6 +30,7 @@ ClueKind = Literal[
     "prose",
     "prose_context",
     "marker_after",
+    "marker_after_log",
     "rule",
     "template_fragment",
     "cut_frame",

@@ -271,3 +271,18 @@ def test_memory_words_over_a_cut_serving_traceback_are_runtime_oom(packs: RulePa
         ("worker/fork_model_runner.py", "_run_step", "outputs = self.model.prefill_forward(**kwargs)"),
     )
     assert classify_text(log, packs).phase == "runtime_oom"
+
+
+def test_an_oom_printed_above_the_capture_lines_it_interrupted_is_a_warm_up_oom(packs: RulePacks) -> None:
+    # vLLM 0.5.5 worker/model_runner.py:1181 logs "Capturing the model for CUDA graphs…"; a console
+    # that printed the worker's OOM first still shows the run got to capture, over the person's words
+    log = "\n".join(
+        [
+            "it crashes while loading the model",
+            "",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 70.00 MiB. GPU",
+            "INFO 07-11 13:46:49 model_runner.py:1181] Capturing the model for CUDA graphs. This may lead"
+            " to unexpected consequences if the model is not static.",
+        ]
+    )
+    assert classify_text(log, packs).phase == "warmup_oom"
