@@ -12,7 +12,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from service.diagnosis.fragments import FragmentHit, find_fragments, loudest_printing
-from service.diagnosis.frames import ONE_PHASE_STAGES, OOM_PHASE, FramePlace, cut_traceback, deepest_frame
+from service.diagnosis.frames import ONE_PHASE_STAGES, FramePlace, cut_traceback, deepest_frame
 from service.diagnosis.normalize import Document, is_prose
 from service.diagnosis.placement import HintFn, is_marker, place, place_line
 from service.diagnosis.prose import (
@@ -361,10 +361,7 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
         if id(root) in said:
             # a person calling it "out of memory" is weaker than a traceback cut inside a function
             # that raises only one phase's errors (the KV-size check reached from initialize_cache)
-            cut = cut_traceback(ctx.doc)
-            framed = _cut_frame_verdict(ctx, _cut_frame(ctx, cut), first_exception)
-            if framed is None:  # the memory words say what ran out; the stage the paste stops in, where
-                framed = _cut_stage_verdict(ctx, cut, first_exception, memory=True)
+            framed = _cut_frame_verdict(ctx, _cut_frame(ctx, cut_traceback(ctx.doc)), first_exception)
             if framed is not None:
                 framed.taken_back = taken_back
                 return framed
@@ -398,7 +395,7 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
         words.first_exception = first_exception
         words.taken_back = taken_back
         return words
-    staged = _cut_stage_verdict(ctx, cut, first_exception, memory=False)
+    staged = _cut_stage_verdict(ctx, cut, first_exception)
     if staged is not None:  # outranks a bare ERROR record and "报错" alike: the frames say where
         staged.taken_back = taken_back
         return staged
@@ -482,19 +479,17 @@ def _cut_frame_verdict(ctx: Context, known: FramePlace | None, first_exception: 
 
 
 def _cut_stage_verdict(
-    ctx: Context, cut: tuple[int, int, str] | None, first_exception: Hit | None, *, memory: bool
+    ctx: Context, cut: tuple[int, int, str] | None, first_exception: Hit | None
 ) -> Verdict | None:
     """A traceback cut before its message, placed by the stage of its innermost frame that vLLM's call
-    graph places (issue 12 §2): with words saying memory ran out, the OOM phase of that stage
-    (`OOM_PHASE`); without them, only a stage every failure of which is one phase (`ONE_PHASE_STAGES`:
-    sizing and allocating the KV cache), as sure as the evidence table's `cut_stage_frame`."""
+    graph places (issue 12 §2), when every failure of that stage is one phase (`ONE_PHASE_STAGES`:
+    sizing and allocating the KV cache), as sure as the evidence table's `cut_stage_frame`. (With
+    words saying memory ran out, placement reads the same frames as a clue to the stated OOM.)"""
     if cut is None:
         return None
     known = deepest_frame(ctx.doc, ctx.signatures.frames, cut[0], cut[1], source=cut[2] or None)
-    if known is None:
-        return None
-    phase = OOM_PHASE.get(known.stage) if memory else ONE_PHASE_STAGES.get(known.stage)
-    if phase is None:
+    phase = ONE_PHASE_STAGES.get(known.stage) if known is not None else None
+    if known is None or phase is None:
         return None
     basis = f"a traceback cut inside {known.function}, which runs in the {known.stage} stage"
     return Verdict(phase, ctx.weights.weights["cut_stage_frame"], None, basis, [], first_exception)
