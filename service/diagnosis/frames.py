@@ -15,7 +15,15 @@ from service.diagnosis.normalize import Document
 from service.packs.frames import FrameTable
 from service.schemas import Phase
 
-__all__ = ["OOM_PHASE", "FramePlace", "cut_traceback", "deepest_frame", "frame_place", "vllm_file"]
+__all__ = [
+    "ONE_PHASE_STAGES",
+    "OOM_PHASE",
+    "FramePlace",
+    "cut_traceback",
+    "deepest_frame",
+    "frame_place",
+    "vllm_file",
+]
 
 # The phase of an out-of-memory error raised in each stage (DESIGN §3.1): allocating the KV cache
 # after sizing it is "no memory for cache blocks". An OOM in argument checks has no phase.
@@ -26,6 +34,10 @@ OOM_PHASE: dict[str, Phase] = {
     "kv_cache": "kv_cache_capacity",
     "serving": "runtime_oom",
 }
+# Stages whose every failure is one phase whatever the exception (DESIGN §3.1): the KV cache's sizing
+# checks (`raise_if_cache_size_invalid`, `check_enough_kv_cache_memory`) and its allocation after
+# sizing are both kv_cache_capacity, so a traceback cut inside that stage is placed without its line.
+ONE_PHASE_STAGES: dict[str, Phase] = {"kv_cache": "kv_cache_capacity"}
 _FRAME = re.compile(r'File "(?P<path>[^"\n]{1,600})", line \d+, in (?P<function>[\w<>]{1,200})')
 # A frame's source line that calls a function of its own module: `raise_if_cache_size_invalid(…`,
 # `return check_enough_kv_cache_memory(`, `if self._check_scheme_supported(` (a method of another
@@ -67,6 +79,13 @@ class FramePlace:
     plugin: bool = False  # the frame is a platform plugin's module, read as vLLM's of that folder
 
 
+# A vendor's fork of vLLM keeps vLLM's package and adds its own modules next to vLLM's: Tenstorrent's
+# `vllm/worker/tt_model_runner.py` is a V0 model runner like `vllm/worker/model_runner.py`, its
+# `execute_model` the same serving entry. A frame of a module no vLLM release has is therefore looked
+# up like a platform plugin's (`FrameTable.rows_for`, one lookup for both): the functions of that
+# name in vLLM's folders of the same name, which must agree on one stage.
+
+
 # A platform plugin's package (vllm_ascend, vllm_gaudi, vllm_spyre, …: vLLM's `vllm.platform_plugins`
 # entry points) mirrors vLLM's own layout: `vllm_ascend/worker/worker.py` subclasses and copies
 # `vllm/worker/worker.py`, its `initialize_cache` calling the same `raise_if_cache_size_invalid`. Its
@@ -99,13 +118,22 @@ def frame_place(
         return None
     plugin = _is_plugin(path)
     function = match.group("function")
-    entries = [e for e in table.rows_for(file, function, plugin=plugin) if e.covers(version)]
+    entries = [e for e in table.rows_for(file, function, plugin=_mirrored(file)) if e.covers(version)]
     stages = {e.stage for e in entries}
     if len(stages) != 1:
         return None
     phases = {e.phase for e in entries}
     phase = next(iter(phases)) if len(phases) == 1 else None
     return FramePlace(number, file, function, stages.pop(), phase, plugin)
+
+
+_MODULE = re.compile(r"[\w/]{1,300}\.py")
+
+
+def _mirrored(file: str) -> bool:
+    """Whether a frame's file inside vLLM may be a fork's own module, looked up as a plugin's: a
+    module path (a path a terminal wrapped, `engine/llm_e    ngine.py`, is vLLM's own, cut)."""
+    return _MODULE.fullmatch(file) is not None
 
 
 def _is_plugin(path: str) -> bool:
@@ -200,7 +228,7 @@ def _called_place(
         inside = vllm_file(frame.group("path")) if frame is not None else None
         if frame is None or inside is None:
             return None
-        file, own, plugin = inside, frame.group("function"), _is_plugin(frame.group("path"))
+        file, own, plugin = inside, frame.group("function"), _mirrored(inside)
     code = _code_line(doc, number)
     if "File " in code:
         return None
@@ -209,7 +237,7 @@ def _called_place(
         function = call.group("function")
         if function == own:
             return None
-        rows = table.rows_for(file, function, plugin=plugin)
+        rows = table.rows_for(file, function, plugin=plugin or _mirrored(file))
     elif (other := _OTHER_CALL.match(code)) is not None:
         # another object's method: every vLLM function of that name, which must agree on one stage
         # (`self.model_runner.capture_model(self.gpu_cache)` under V0's `warm_up_model`)

@@ -12,7 +12,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from service.diagnosis.fragments import FragmentHit, find_fragments, loudest_printing
-from service.diagnosis.frames import FramePlace, cut_traceback, deepest_frame
+from service.diagnosis.frames import ONE_PHASE_STAGES, FramePlace, cut_traceback, deepest_frame
 from service.diagnosis.normalize import Document, is_prose
 from service.diagnosis.placement import HintFn, is_marker, place, place_line
 from service.diagnosis.prose import (
@@ -395,6 +395,10 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
         words.first_exception = first_exception
         words.taken_back = taken_back
         return words
+    staged = _cut_stage_verdict(ctx, cut, first_exception)
+    if staged is not None:  # outranks a bare ERROR record and "报错" alike: the frames say where
+        staged.taken_back = taken_back
+        return staged
     # an error a person's sentence or an issue title names counts below one a log line shows, and
     # a sentence that takes it back ("it no longer fails with …") names none
     stated = {h.line.number for h in errors if is_sentence(h.line) or _is_title(ctx.doc, h.line.number)}
@@ -472,6 +476,23 @@ def _cut_frame_verdict(ctx: Context, known: FramePlace | None, first_exception: 
         return None
     basis = f"a traceback cut inside {known.function}, which only raises {known.phase} errors"
     return Verdict(known.phase, ctx.weights.weights["cut_frame"], None, basis, [], first_exception)
+
+
+def _cut_stage_verdict(
+    ctx: Context, cut: tuple[int, int, str] | None, first_exception: Hit | None
+) -> Verdict | None:
+    """A traceback cut before its message, placed by the stage of its innermost frame that vLLM's call
+    graph places (issue 12 §2), when every failure of that stage is one phase (`ONE_PHASE_STAGES`:
+    sizing and allocating the KV cache), as sure as the evidence table's `cut_stage_frame`. (With
+    words saying memory ran out, placement reads the same frames as a clue to the stated OOM.)"""
+    if cut is None:
+        return None
+    known = deepest_frame(ctx.doc, ctx.signatures.frames, cut[0], cut[1], source=cut[2] or None)
+    phase = ONE_PHASE_STAGES.get(known.stage) if known is not None else None
+    if known is None or phase is None:
+        return None
+    basis = f"a traceback cut inside {known.function}, which runs in the {known.stage} stage"
+    return Verdict(phase, ctx.weights.weights["cut_stage_frame"], None, basis, [], first_exception)
 
 
 def _is_title(doc: Document, number: int) -> bool:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from service.diagnosis.normalize import Document, Line
+from service.diagnosis.normalize import Document, Line, is_prose
 from service.diagnosis.scan import Hit
 from service.packs.evidence import ClueKind, EvidenceWeights
 from service.packs.signatures import Stage
@@ -233,9 +233,11 @@ _ORDER: dict[Stage, int] = {
 }
 
 
-def _marker_after(ctx: StageLookup, after: int) -> Clue | None:
+def _marker_after(ctx: StageLookup, after: int, printed: bool = False) -> Clue | None:
     """The furthest stage a running engine reached after line `after` (a failure stated above its
-    log, or a console that lists the newest line first)."""
+    log, or a console that lists the newest line first). When the failure is a line a program
+    printed inside the log (`printed`; not a title or a sentence), the run it stopped showed that
+    stage: an OOM is fatal, so it struck no earlier (`marker_after_log`, above the person's words)."""
     best: Hit | None = None
     high = len(ctx.doc.lines)
     while high > after:
@@ -252,7 +254,8 @@ def _marker_after(ctx: StageLookup, after: int) -> Clue | None:
         return None
     stage = best.compiled.rule.stage
     assert stage is not None
-    return Clue("marker_after", stage, "log lines after it", best.line.number)
+    kind: ClueKind = "marker_after_log" if printed else "marker_after"
+    return Clue(kind, stage, "log lines after it", best.line.number)
 
 
 def gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) -> list[Clue]:
@@ -298,7 +301,7 @@ def gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) ->
         for stage, basis, number in ctx.prose_stages():
             clues.append(Clue("prose", stage, basis, number))
     if not strong:
-        after_clue = _marker_after(ctx, line.number)
+        after_clue = _marker_after(ctx, line.number, _printed_in_log(ctx.doc, line))
         if after_clue is not None:
             clues.append(after_clue)
     # the person's other sentences are read only when no frame, marker or sentence of theirs about
@@ -311,6 +314,14 @@ def gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) ->
     if not clues and default in _PHASE_STAGE:
         clues.append(Clue("rule", _PHASE_STAGE[default], "no context around it"))
     return clues
+
+
+def _printed_in_log(doc: Document, line: Line) -> bool:
+    """Whether a failure line is one a program printed inside the pasted log: not a person's sentence
+    and not the heading the paste starts with (an issue title)."""
+    if is_prose(line):
+        return False
+    return any(doc.lines[n].strip() for n in range(line.number - 1))
 
 
 def _latest_said(said: list[tuple[Stage, int, str]]) -> Clue | None:

@@ -236,3 +236,53 @@ def test_a_frame_that_turns_its_calls_oom_into_its_own_error_keeps_its_phase(pac
     assert cut is not None
     place = deepest_frame(doc, packs.signatures.frames, cut[0], cut[1], source=cut[2], with_phase=True)
     assert place is not None and place.phase == "warmup_oom"
+
+
+def test_a_traceback_cut_inside_the_v0_cache_set_up_is_kv_cache_capacity(packs: RulePacks) -> None:
+    # vLLM 0.7.3 engine/llm_engine.py:434 (`_initialize_kv_caches`) and executor/executor_base.py:122
+    # (`initialize_cache`): no exception line, only a generic words line above; the stage decides
+    log = "loading the model failed\n\n" + _traceback(
+        (
+            "engine/llm_engine.py",
+            "_initialize_kv_caches",
+            "self.model_executor.initialize_cache(num_gpu_blocks, num_cpu_blocks)",
+        ),
+        ("executor/executor_base.py", "initialize_cache", 'self.collective_rpc("initialize_cache",'),
+        ("executor/mp_distributed_executor.py", "_run_workers", "driver_worker_output = run_method("),
+    )
+    assert classify_text(log, packs).phase == "kv_cache_capacity"
+
+
+def test_a_forks_own_module_is_looked_up_as_vllms_of_its_folder(packs: RulePacks) -> None:
+    # a fork's V0 model runner next to vLLM 0.7.3's worker/model_runner.py, whose execute_model serves
+    table = packs.signatures.frames
+    place = frame_place(table, f'File "{SITE}/worker/fork_model_runner.py", line 646, in execute_model')
+    assert place is not None and place.stage == "serving"
+    # a path a terminal wrapped is vLLM's own module cut, not a fork's
+    assert frame_place(table, f'File "{SITE}/engine/llm_e    ngine.py", line 339, in __init__') is None
+
+
+def test_memory_words_over_a_cut_serving_traceback_are_runtime_oom(packs: RulePacks) -> None:
+    # vLLM 0.7.3 worker/worker_base.py:420 `output = self.model_runner.execute_model(` into a fork's
+    # runner, the device's own OOM line cut off; the title says the memory ran out
+    log = "Llama 70B DRAM OOM\n\n" + _traceback(
+        ("worker/worker_base.py", "execute_model", "output = self.model_runner.execute_model("),
+        ("worker/fork_model_runner.py", "execute_model", "next_token_ids = self._run_step("),
+        ("worker/fork_model_runner.py", "_run_step", "outputs = self.model.prefill_forward(**kwargs)"),
+    )
+    assert classify_text(log, packs).phase == "runtime_oom"
+
+
+def test_an_oom_printed_above_the_capture_lines_it_interrupted_is_a_warm_up_oom(packs: RulePacks) -> None:
+    # vLLM 0.5.5 worker/model_runner.py:1181 logs "Capturing the model for CUDA graphs…"; a console
+    # that printed the worker's OOM first still shows the run got to capture, over the person's words
+    log = "\n".join(
+        [
+            "it crashes while loading the model",
+            "",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 70.00 MiB. GPU",
+            "INFO 07-11 13:46:49 model_runner.py:1181] Capturing the model for CUDA graphs. This may lead"
+            " to unexpected consequences if the model is not static.",
+        ]
+    )
+    assert classify_text(log, packs).phase == "warmup_oom"

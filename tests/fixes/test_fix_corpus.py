@@ -151,6 +151,10 @@ FIX_GAPS = {
     "gh7-23086-v1-nixl-dst-num-blocks-assertion-title-determine-available-memory-code": (
         "a NIXL block-count assertion misread as a KV-capacity failure (a known_miss): nothing to size"
     ),
+    "gh9-gpustack1916-v0.7.3-pipx-venv-initialize-kv-caches-initialize-cache-frames-cut-chinese-title": (
+        "a V0 engine's traceback cut inside initialize_cache before its error line: no out-of-memory"
+        " finding tells the allocation recipes it ran out, and no figure sizes the capacity recipes"
+    ),
     "gh9-kotaemon395-local-vllm-openai-compatible-context-length-exhausted-words": (
         "a client's 'context length is exhausted' misread as a KV-capacity failure (a known_miss): no"
         " figure for a KV recipe to size"
