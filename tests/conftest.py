@@ -6,6 +6,7 @@ free port for this test session. Each test gets its own key prefix, so runs neve
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import socket
@@ -21,6 +22,12 @@ import pytest
 from service.packs import RulePacks, load_packs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# The compiled-pack cache of this test session, never the user's: tests decode many packs of their
+# own, and every process they start inherits the folder. A run that names one keeps it.
+if "VRAMDOC_PACK_CACHE" not in os.environ:
+    os.environ["VRAMDOC_PACK_CACHE"] = tempfile.mkdtemp(prefix="vramdoc-test-packs-")
+    atexit.register(shutil.rmtree, os.environ["VRAMDOC_PACK_CACHE"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -41,6 +41,7 @@ __all__ = [
 T = TypeVar("T")
 
 CACHE_ENV = "VRAMDOC_PACK_CACHE"
+CACHE_ENTRIES = 512  # entries a cache folder keeps (`_prune`)
 _CACHE_FORMAT = b"vramdoc-pack-cache-2\0"
 _CODE_DIGESTS: dict[Any, bytes] = {}
 _PACKAGE = Path(__file__).resolve().parents[1]  # the `service` package: every pack Struct is in it
@@ -164,6 +165,7 @@ def _store(path: Path | None, value: Any) -> None:
     """Best effort: a read-only or missing cache folder only costs the next start its YAML parse."""
     if path is None:
         return
+    _prune(path.parent)
     import tempfile  # only a cache miss writes: a start from the cache never needs it
 
     try:
@@ -175,6 +177,30 @@ def _store(path: Path | None, value: Any) -> None:
         os.replace(tmp, path)
     except OSError:
         return
+
+
+def _prune(folder: Path) -> None:
+    """Keep the folder to its newest `CACHE_ENTRIES` entries. Every change of the rules or of the
+    code adds an entry per pack file and nothing else removes one, so a folder that only grew would
+    fill a disk over releases and test runs; a pruned entry in use is only rebuilt once. Runs only
+    on a miss, which is about to write."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    if len(entries) <= CACHE_ENTRIES:
+        return
+    dated: list[tuple[float, str]] = []
+    for entry in entries:
+        try:
+            dated.append((entry.stat().st_mtime, entry.path))
+        except OSError:
+            continue  # removed by another process meanwhile
+    for _, stale in sorted(dated)[: len(dated) - CACHE_ENTRIES // 2]:
+        try:
+            os.remove(stale)
+        except OSError:
+            continue
 
 
 def cached_decode(source: bytes, type_: type[T], build: Callable[[], T]) -> T:

@@ -11,7 +11,7 @@ import pytest
 from service.errors import PackError
 from service.packs import load_packs
 from service.packs.frames import CompiledFrames, FrameGroup, FrameRow, load_frames
-from service.packs.loader import decode_yaml, pack_cache_dir
+from service.packs.loader import CACHE_ENTRIES, decode_yaml, pack_cache_dir
 
 RULES = Path(__file__).resolve().parents[2] / "rules"
 
@@ -139,3 +139,17 @@ def test_a_frame_table_with_a_bad_row_fails_at_load_and_is_not_cached(cache: Pat
     assert raised.value.file == "frames/vllm.json"
     assert "inside vllm/" in str(raised.value)
     assert not list(cache.glob("*.msgpack")) if cache.exists() else True
+
+
+def test_a_full_cache_folder_keeps_its_newest_entries_when_a_miss_writes(cache: Path) -> None:
+    cache.mkdir()
+    for age in range(CACHE_ENTRIES + 88):  # what releases and test runs leave behind
+        old = cache / f"{age:064x}.msgpack"
+        old.write_bytes(b"")
+        os.utime(old, (1_000_000 + age, 1_000_000 + age))
+    decode_yaml(TEXT, Pack, file="demo.yaml")
+    left = {p.name for p in cache.glob("*.msgpack")}
+    assert len(left) <= CACHE_ENTRIES // 2 + 1
+    assert f"{CACHE_ENTRIES + 87:064x}.msgpack" in left and f"{0:064x}.msgpack" not in left
+    assert decode_yaml(TEXT, Pack, file="demo.yaml") == Pack(name="demo", sizes=[1, 2, 3])
+    assert len(list(cache.glob("*.msgpack"))) == len(left)  # the new entry is kept and read
