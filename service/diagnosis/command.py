@@ -124,8 +124,8 @@ def parse_command(command: str, history: FixPack, version: str | None = None) ->
     enables removed/added checks. A logged `Namespace(…)` is what vLLM already accepted: no issues."""
     parsed = ParsedCommand()
     launch = parse_launch(command, history.aliases, history.switches)
-    if launch.model is not None:
-        parsed.facts["model"] = launch.model
+    if launch.model is not None and (model := string_fact("model", launch.model)) is not None:
+        parsed.facts["model"] = model
     if launch.entrypoint == "llm":  # `serve` is what an unstated entry point is taken to be
         parsed.facts["entrypoint"] = "llm"
     for arg in launch.args:

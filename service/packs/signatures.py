@@ -313,6 +313,9 @@ def convert_fact(spec_fact: str, unit: str | None, raw: str) -> object | None:
     return None
 
 
+# A Hugging Face id is ASCII, `org/name`: a sentence in another script typed right after it, with no
+# space between (Chinese and Japanese prose has none), is not part of the id.
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._\-]*/[A-Za-z0-9][A-Za-z0-9._\-]*")
 _DTYPES = {"half": "float16", "fp16": "float16", "float": "float32", "bf16": "bfloat16", "fp32": "float32"}
 
 
@@ -323,6 +326,8 @@ def string_fact(name: str, text: str) -> str | None:
     if name == "dtype":
         text = text.removeprefix("torch.")
         return None if text == "auto" else _DTYPES.get(text, text)
+    if name == "model" and not text.isascii() and (hub_id := _HUB_ID.match(text)):
+        return hub_id.group() if not text[hub_id.end()].isascii() else text
     if name == "compute_capability" and text.isdigit() and len(text) in (2, 3):
         return f"{text[:-1]}.{text[-1]}"
     return text

@@ -22,6 +22,26 @@ def test_auto_and_minus_one_are_not_a_length() -> None:
     assert human_int("-1") is None
 
 
+@pytest.mark.parametrize(
+    ("command", "model"),
+    [
+        (
+            "vllm serve Qwen/Qwen2.5-VL-7B-Instruct-AWQ到底需要多大显存？16G都不够",
+            "Qwen/Qwen2.5-VL-7B-Instruct-AWQ",
+        ),
+        (
+            "vllm serve --model meta-llama/Llama-3.1-8B-Instruct会报错 --max-model-len 8192",
+            "meta-llama/Llama-3.1-8B-Instruct",
+        ),
+        ("vllm serve /models/千问-7b --max-model-len 8192", "/models/千问-7b"),
+    ],
+)
+def test_a_hub_id_ends_where_a_sentence_in_another_script_starts(
+    packs: RulePacks, command: str, model: str
+) -> None:
+    assert parse_command(command, packs.fixes).facts["model"] == model
+
+
 def test_vllm_serve_positional_model_and_flags_become_facts(packs: RulePacks) -> None:
     parsed = parse_command(
         "vllm serve Qwen/Qwen2.5-7B-Instruct --gpu-memory-utilization=0.85 --max-model-len 16k "
