@@ -16,6 +16,7 @@ Messages are full sentences that name the thing and the likely cause.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable
 
 __all__ = [
@@ -59,7 +60,7 @@ class BinaryLogError(InputError):
 Suggestions = list[str] | Callable[[], list[str]]
 
 
-class _WithSuggestions(InputError):
+class _WithSuggestions(InputError, abc.ABC):
     """An unknown name and the closest known ones, found when first read (see `Suggestions`)."""
 
     def __init__(self, suggestions: Suggestions) -> None:
@@ -75,8 +76,8 @@ class _WithSuggestions(InputError):
     def __str__(self) -> str:
         return self._message()
 
-    def _message(self) -> str:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _message(self) -> str: ...
 
 
 class UnknownModelError(_WithSuggestions):

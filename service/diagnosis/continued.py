@@ -27,6 +27,7 @@ import re2
 from service.diagnosis.normalize import Document, Line, starts_record
 from service.diagnosis.scan import Hit, index_memo, match_line, scan
 from service.packs import PatternIndex
+from service.packs.derived import per_pack
 from service.packs.signatures import OPTIONS, CompiledRule, set_form
 
 __all__ = ["continue_hits", "record_text", "retyped_form", "unescape"]
@@ -91,13 +92,8 @@ class _RetypedSet:
     patterns: Any
 
 
-_RETYPED_SETS: dict[int, tuple[PatternIndex, _RetypedSet]] = {}
-
-
+@per_pack()
 def _retyped_set(index: PatternIndex) -> _RetypedSet:
-    known = _RETYPED_SETS.get(id(index))
-    if known is not None and known[0] is index:
-        return known[1]
     rules = tuple(c for c in index.rules if c.rule.kind == "failure")
     patterns = re2.Set.SearchSet(OPTIONS)
     owner: list[int] = []
@@ -110,9 +106,7 @@ def _retyped_set(index: PatternIndex) -> _RetypedSet:
             owner.append(number)
     if owner:
         patterns.Compile()
-    built = _RetypedSet(rules=rules, owner=tuple(owner), patterns=patterns if owner else None)
-    _RETYPED_SETS[id(index)] = (index, built)
-    return built
+    return _RetypedSet(rules=rules, owner=tuple(owner), patterns=patterns if owner else None)
 
 
 def _retyped_matches(index: PatternIndex, text: str) -> list[tuple[CompiledRule, dict[str, object]]]:

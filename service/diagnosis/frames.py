@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, replace
 
 from service.diagnosis.normalize import Document
-from service.packs.frames import FrameTable
+from service.packs.frames import FrameRow, FrameTable
 from service.schemas import Phase
 
 __all__ = [
@@ -119,6 +119,13 @@ def frame_place(
     plugin = _is_plugin(path)
     function = match.group("function")
     entries = [e for e in table.rows_for(file, function, plugin=_mirrored(file)) if e.covers(version)]
+    return _one_stage(entries, number, file, function, plugin)
+
+
+def _one_stage(
+    entries: list[FrameRow], number: int, file: str, function: str, plugin: bool
+) -> FramePlace | None:
+    """The frame's place when its rows agree on one stage (and its phase, where they agree on one)."""
     stages = {e.stage for e in entries}
     if len(stages) != 1:
         return None
@@ -246,12 +253,7 @@ def _called_place(
     else:
         return None
     entries = [e for e in rows if e.covers(version)]
-    stages = {e.stage for e in entries}
-    if len(stages) != 1:
-        return None
-    phases = {e.phase for e in entries}
-    phase = next(iter(phases)) if len(phases) == 1 else None
-    return FramePlace(number, file, function, stages.pop(), phase, plugin)
+    return _one_stage(entries, number, file, function, plugin)
 
 
 def _frames_run_start(doc: Document) -> int | None:

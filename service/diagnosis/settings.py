@@ -31,6 +31,7 @@ import re2
 
 from service.diagnosis.command import FACT_TYPES, value_of
 from service.diagnosis.normalize import Document
+from service.packs.derived import per_pack
 from service.packs.fixes import FixPack
 from service.packs.signatures import OPTIONS
 
@@ -77,14 +78,9 @@ class _Reader:
     names: Any
 
 
-_READERS: dict[int, tuple[FixPack, _Reader]] = {}
-
-
+@per_pack()
 def _reader(history: FixPack) -> _Reader:
     """The one pattern over every spelling of every flag that states a fact (built once per pack)."""
-    known = _READERS.get(id(history))
-    if known is not None and known[0] is history:
-        return known[1]
     branches: list[str] = []
     facts: list[str] = []
     names: set[str] = set()
@@ -142,9 +138,7 @@ def _reader(history: FixPack) -> _Reader:
         facts.append(fact)
     pattern = re.compile(("(?:" + "|".join(branches) + ")" + _VALUE).encode())
     prefilter = re2.compile("(?i)" + "|".join(sorted(names)), OPTIONS)
-    reader = _Reader(pattern=pattern, facts=tuple(facts), keys=keys, names=prefilter)
-    _READERS[id(history)] = (history, reader)
-    return reader
+    return _Reader(pattern=pattern, facts=tuple(facts), keys=keys, names=prefilter)
 
 
 def _name_words(words: list[str]) -> str:

@@ -11,6 +11,7 @@ from service.budget import estimate, find_gpu, find_model, find_quantization, va
 from service.errors import InputError
 from service.packs.catalog import Catalog as BudgetCatalog
 from service.packs.catalog import ModelSpec
+from service.packs.derived import per_pack
 from service.schemas import Budget, EstimateRequest
 
 __all__ = ["CatalogLookup"]
@@ -18,8 +19,6 @@ __all__ = ["CatalogLookup"]
 _LINEAR_ROPE = ("linear", "dynamic")
 
 # the catalog each lookup serves is kept beside it, so an id is never reused while it is cached
-_LOOKUPS: dict[int, tuple[BudgetCatalog, CatalogLookup]] = {}
-_MAX_LOOKUPS = 8
 _MAX_REMEMBERED = 1024
 
 
@@ -35,12 +34,7 @@ class CatalogLookup:
     def for_catalog(cls, catalog: BudgetCatalog) -> CatalogLookup:
         """The one lookup of a loaded catalog: what it derives is computed once per catalog, not per
         diagnosis (a catalog is immutable; a service holds one, tests load a few)."""
-        entry = _LOOKUPS.get(id(catalog))
-        if entry is None or entry[0] is not catalog:
-            if len(_LOOKUPS) >= _MAX_LOOKUPS:
-                _LOOKUPS.clear()
-            entry = _LOOKUPS[id(catalog)] = (catalog, cls(catalog))
-        return entry[1]
+        return _lookup_of(catalog)
 
     def _model(self, model: str) -> ModelSpec | None:
         try:
@@ -146,3 +140,8 @@ class CatalogLookup:
             except InputError:
                 continue
         return None
+
+
+@per_pack()
+def _lookup_of(catalog: BudgetCatalog) -> CatalogLookup:
+    return CatalogLookup(catalog)
