@@ -507,6 +507,7 @@ def _run_length(lines: list[str], index: int, stop: int) -> int:
 
 # Lines whose length is a multiple of this are the sample _looks_repeated hashes.
 _SAMPLE_EVERY = 8
+_SAMPLE_LEAST = 64  # a smaller sample says nothing: judged on every line instead
 
 
 def _looks_repeated(lines: list[str]) -> bool:
@@ -517,6 +518,8 @@ def _looks_repeated(lines: list[str]) -> bool:
     what the pass finds."""
     lengths = map(operator.mod, map(len, lines), itertools.repeat(_SAMPLE_EVERY))
     sample = list(itertools.compress(lines, map(operator.not_, lengths)))
+    if len(sample) < _SAMPLE_LEAST:  # few lengths, as when one line is pasted over and over
+        sample = lines
     return len(set(sample)) * 5 < len(sample) * 4
 
 

@@ -175,6 +175,11 @@ def test_a_repeating_text_is_read_over_its_distinct_lines_before_a_pass_has_look
     assert not _looks_repeated([f"line {n}" for n in range(400)])
 
 
+def test_one_line_pasted_over_and_over_looks_repeated_whatever_its_length() -> None:
+    for length in range(1, 20):  # most lengths leave the length-sampled lines empty
+        assert _looks_repeated(["x" * length] * 5000)
+
+
 def test_a_prefilter_match_never_runs_past_its_line(packs: RulePacks) -> None:
     for index in (packs.signatures.eager, packs.signatures.lazy):
         for text in _corpus_logs():
