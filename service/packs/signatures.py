@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args, get_type_hints, overload
@@ -273,6 +273,9 @@ class Regexes(Sequence[Any]):
             )
         return regex
 
+    def __iter__(self) -> Iterator[Any]:
+        return (self[index] for index in range(len(self._patterns)))
+
     def __repr__(self) -> str:
         return f"Regexes({list(self._patterns)!r})"
 
@@ -333,7 +336,11 @@ def compile_pack(text: str, file: str) -> list[CompiledRule]:
                 regexes=Regexes(rule.patterns, file=file, rule_id=rule.id, field=f"{where}.patterns"),
                 prefilter=tuple(prefilter_form(p) for p in rule.patterns),
                 set_forms=tuple(set_form(p) for p in rule.patterns),
-                excludes=Regexes(rule.exclude, file=file, rule_id=rule.id, field=f"{where}.exclude"),
+                excludes=(
+                    Regexes(rule.exclude, file=file, rule_id=rule.id, field=f"{where}.exclude")
+                    if rule.exclude
+                    else ()
+                ),
                 plain=tuple(_is_plain(p) and not rule.exclude for p in rule.patterns),
             )
         )
