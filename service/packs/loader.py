@@ -146,8 +146,8 @@ def _sources(folder: str, prefix: str) -> list[tuple[str, int, int]]:
 
 def _code_digest(type_: Any) -> bytes:
     """Changes whenever the code that defines `type_` may have: a source file of the `service`
-    package, or of the module `type_` is defined in. Hashing the sources costs a few milliseconds
-    per process; walking every Struct's JSON schema cost several times that on each start."""
+    package (by `_package_digest`'s stat), or of the module `type_` is defined in (by its bytes).
+    Walking every Struct's JSON schema instead cost several times that on each start."""
     digest = _CODE_DIGESTS.get(type_)
     if digest is None:
         sha = hashlib.sha256(_package_digest() + f"{type_.__module__}:{type_.__qualname__}".encode())
