@@ -3,6 +3,8 @@
 Each command runs as a whole process, as a person runs it; 3 rounds of each, interleaved so a noisy
 neighbour slows every side alike, and min/median/max printed with the ratio of medians to the bare
 interpreter start measured in the same run. Target (issue 15): diagnose at most 8x a bare interpreter.
+Beside the wall time, the CPU time of the process (user + sys): on a shared machine the wall time of
+a process waiting for a core moves several-fold between rounds, its CPU time much less.
 
 Commands run with bytecode, as an installed package does (pip compiles it at install time): where
 this checkout's environment sets PYTHONDONTWRITEBYTECODE, every import would compile its source
@@ -12,6 +14,7 @@ again, so the bench writes bytecode to a scratch folder (PYTHONPYCACHEPREFIX) fo
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -38,35 +41,49 @@ def bytecode_env(scratch: str) -> dict[str, str]:
     return env
 
 
-def wall_time(command: list[str], env: dict[str, str]) -> float:
-    """Seconds from spawn to exit; a command that fails to run at all (exit 2) stops the bench."""
+def wall_time(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Seconds from spawn to exit and the CPU seconds the process used; a command that fails to run
+    at all (exit 2) stops the bench."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, check=False)
     elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode not in (0, 1):  # 1 is "failure diagnosed" / "does not fit" (DESIGN §3.7)
         raise SystemExit(f"{' '.join(command[1:])} exited {done.returncode}: {done.stderr.decode()[-400:]}")
-    return elapsed
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu
+
+
+def spread(seconds: list[float], first: int) -> str:
+    """min / median / max in milliseconds, the first column `first` wide."""
+    low, mid, high = (x * 1000 for x in (min(seconds), statistics.median(seconds), max(seconds)))
+    return f"{low:{first}.0f} {mid:7.0f} {high:6.0f}"
 
 
 def main() -> int:
-    samples: dict[str, list[float]] = {name: [] for name in COMMANDS}
+    walls: dict[str, list[float]] = {name: [] for name in COMMANDS}
+    cpus: dict[str, list[float]] = {name: [] for name in COMMANDS}
     with tempfile.TemporaryDirectory(prefix="vramdoc-bench-pyc-") as scratch:
         env = bytecode_env(scratch)
         for command in COMMANDS.values():  # warm the page cache, bytecode and pack caches once
             wall_time(command, env)
         for _ in range(ROUNDS):
             for name, command in COMMANDS.items():
-                samples[name].append(wall_time(command, env))
-    bare = statistics.median(samples["python -c pass"])
-    print(f"{'command':18} {'min ms':>8} {'median':>8} {'max ms':>8} {'x bare':>7}  target")
-    for name, times in samples.items():
-        ratio = statistics.median(times) / bare
+                wall, cpu = wall_time(command, env)
+                walls[name].append(wall)
+                cpus[name].append(cpu)
+    bare_wall = statistics.median(walls["python -c pass"])
+    bare_cpu = statistics.median(cpus["python -c pass"])
+    header = f"{'command':18} {'wall ms min':>11} {'median':>7} {'max':>6} {'x bare':>7}"
+    print(f"{header}  {'CPU ms min':>10} {'median':>7} {'max':>6} {'x bare':>7}  target (wall)")
+    for name in COMMANDS:
+        ratio = statistics.median(walls[name]) / bare_wall
         target = TARGETS.get(name)
         verdict = "" if target is None else f"<= {target:g}x ({'met' if ratio <= target else 'not met'})"
-        print(
-            f"{name:18} {min(times) * 1000:8.0f} {statistics.median(times) * 1000:8.0f} "
-            f"{max(times) * 1000:8.0f} {ratio:7.1f}  {verdict}"
-        )
+        cpu_ratio = statistics.median(cpus[name]) / bare_cpu
+        wall, cpu = spread(walls[name], 11), spread(cpus[name], 10)
+        print(f"{name:18} {wall} {ratio:7.1f}  {cpu} {cpu_ratio:7.1f}  {verdict}")
     return 0
 
 

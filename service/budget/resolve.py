@@ -6,6 +6,7 @@ the closest catalog names (difflib) so the person can correct a typo in one step
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import re
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from service.packs.catalog import (
     gpu_short_name,
     spaced_name,
 )
+from service.packs.derived import per_pack
 
 __all__ = [
     "other_sizes",
@@ -109,17 +111,40 @@ def _abbreviates(short: str, full: str) -> bool:
 def other_sizes(catalog: Catalog, name: str, chosen: GpuSpec) -> list[str]:
     """Catalog GPUs of another memory size that `name` also abbreviates ("A100" → the 40 GB cards)."""
     typed = gpu_short_name(name)
-    folded, spaced = fold_name(typed), spaced_name(typed)
-    others = []
-    for gpu in catalog.index.gpu_spellings:
-        # "A100" abbreviates "A100-PCIE-40GB" and "RTX 4060 Ti" "RTX-4060-Ti-8GB", but "A10" does not
-        # abbreviate "A100": a digit follows the typed name with no separator between
-        variants = any(_abbreviates(folded, full) for full in gpu.folded) or any(
-            _abbreviates(spaced, full) for full in gpu.spaced
-        )
-        if variants and abs(gpu.total_gib - chosen.total_gib) > 1:
-            others.append(gpu.id)
-    return others
+    folded, spaced = _sorted_spellings(catalog)
+    # "A100" abbreviates "A100-PCIE-40GB" and "RTX 4060 Ti" "RTX-4060-Ti-8GB", but "A10" does not
+    # abbreviate "A100": a digit follows the typed name with no separator between
+    variants = _abbreviated(folded, fold_name(typed)) | _abbreviated(spaced, spaced_name(typed))
+    return [
+        gpu.id
+        for number, gpu in enumerate(catalog.index.gpu_spellings)
+        if number in variants and abs(gpu.total_gib - chosen.total_gib) > 1
+    ]
+
+
+_Spellings = list[tuple[str, int]]
+
+
+@per_pack()
+def _sorted_spellings(catalog: Catalog) -> tuple[_Spellings, _Spellings]:
+    """Every GPU's folded and spaced spellings, sorted, with the GPU's position in the catalog: the
+    spellings a typed name starts are then one run found by bisection, not a pass over all of them
+    (an estimate compared some 1,400 spellings per call)."""
+    gpus = catalog.index.gpu_spellings
+    folded = sorted((full, number) for number, gpu in enumerate(gpus) for full in gpu.folded)
+    spaced = sorted((full, number) for number, gpu in enumerate(gpus) for full in gpu.spaced)
+    return folded, spaced
+
+
+def _abbreviated(spellings: _Spellings, short: str) -> set[int]:
+    found: set[int] = set()
+    for at in range(bisect.bisect_left(spellings, (short,)), len(spellings)):
+        full, number = spellings[at]
+        if not full.startswith(short):
+            break
+        if _abbreviates(short, full):
+            found.add(number)
+    return found
 
 
 class _Named(Protocol):

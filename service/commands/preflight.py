@@ -11,15 +11,12 @@ script can gate a rollout on it.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from pathlib import Path
 
 import msgspec
 
-from bot.clients import AgentClient, HostFailure
-from bot.hosts import HostDirectory, load_hosts_file
 from service.commands.estimate import model_cache
 from service.core import launch_model, load_rules, preflight
 from service.env_settings import read_agent_token
@@ -27,7 +24,6 @@ from service.errors import InputError, PackError, SettingsError
 from service.models.chain import ModelResolver, ModelSettings, cite
 from service.packs import RulePacks
 from service.redacted import redacted_hint, redacted_preflight
-from service.redis_link import connect_redis, redis_prefix
 from service.schemas import EstimateRequest, Preflight, PreflightRequest, Snapshot
 
 __all__ = ["fetch_snapshot", "render", "run"]
@@ -54,7 +50,12 @@ async def fetch_snapshot(
     host: str, redis_url: str | None, token: str | None, hosts_file: str | None
 ) -> Snapshot:
     """The live snapshot of a host the bot could reach (the registry, then the hosts file), asked the
-    way the bot asks it (bot.hosts, bot.clients); InputError with the bot's sentence when it fails."""
+    way the bot asks it (bot.hosts, bot.clients); InputError with the bot's sentence when it fails.
+    Their HTTP and Redis clients are imported here: `--snapshot` and `--gpu` never need them."""
+    from bot.clients import AgentClient, HostFailure
+    from bot.hosts import HostDirectory, load_hosts_file
+    from service.redis_link import connect_redis, redis_prefix
+
     static = load_hosts_file(Path(hosts_file)) if hosts_file else {}
     directory = HostDirectory(
         connect_redis(redis_url, timeout_s=_AGENT_TIMEOUT_S) if redis_url else None,
@@ -88,6 +89,8 @@ def _snapshot(args: argparse.Namespace) -> Snapshot | None:
             "--host needs the agent registry (VRAMDOC_REDIS_URL) or a hosts file (VRAMDOC_HOSTS_FILE); "
             "or pass --snapshot."
         )
+    import asyncio
+
     return asyncio.run(fetch_snapshot(args.host, redis_url, read_agent_token(os.environ), hosts_file))
 
 

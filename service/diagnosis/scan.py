@@ -102,12 +102,14 @@ def match_line(
     facts: dict[str, object] = {}
     matched = False
     listed = any(spec.field for spec in rule.facts.values())
-    for index, regex in enumerate(compiled.regexes):
+    regexes = compiled.regexes
+    for index in range(len(regexes)):
         if only is not None and index not in only:
             continue
         if only is not None and compiled.plain[index]:
             matched = True
             continue
+        regex = regexes[index]  # compiled on first use: only what a line needs
         if listed:
             found = _list_facts(compiled, regex, text)
             if found:

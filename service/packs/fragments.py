@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import msgspec
 import re2
@@ -112,7 +113,7 @@ class FragmentIndex:
 
     def __init__(self, table: Fragments) -> None:
         self.table = table
-        self.template_words = [template_words(t.text) for t in table.templates]
+        self.template_words: Sequence[list[str]] = _TemplateWords(table.templates)
         self._prefilter: Any = None
         self._levels: dict[str, list[tuple[re.Pattern[str], str]]] = {}
 
@@ -143,6 +144,32 @@ class FragmentIndex:
                 "|".join(s.replace(" ", joint) for s in self.table.seeds), COMBINED_OPTIONS
             )
         return self._prefilter
+
+
+class _TemplateWords(Sequence[list[str]]):
+    """Each template's words (`template_words`), read on first use: a paste asks for the few
+    templates its seeds name, and reading all of them cost every start about 15 ms."""
+
+    __slots__ = ("_templates", "_words")
+
+    def __init__(self, templates: list[FragmentTemplate]) -> None:
+        self._templates = templates
+        self._words: dict[int, list[str]] = {}
+
+    def __len__(self) -> int:
+        return len(self._templates)
+
+    @overload
+    def __getitem__(self, index: int) -> list[str]: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[list[str]]: ...
+    def __getitem__(self, index: int | slice) -> list[str] | Sequence[list[str]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(len(self))[index]]
+        known = self._words.get(index)
+        if known is None:
+            known = self._words[index] = template_words(self._templates[index].text)
+        return known
 
 
 def empty_fragments() -> FragmentIndex:

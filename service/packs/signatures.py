@@ -1,23 +1,27 @@
 """Signature rules: what a vLLM or PyTorch log line looks like, and which facts it states.
 
-A pack file is YAML decoded into `SignaturePackFile`; every regex is compiled with RE2 at load, so
-a pattern that could backtrack catastrophically (or that RE2 cannot run) is a load error naming the
-file, the rule id, the `$.path` and the line. Each named group of a pattern becomes one typed fact
-(DESIGN §3.2) with its unit normalized to GiB.
+A pack file is YAML decoded into `SignaturePackFile`; every regex is compiled with RE2 when the file
+is validated, so a pattern that could backtrack catastrophically (or that RE2 cannot run) is a load
+error naming the file, the rule id, the `$.path` and the line. A file validated once is remembered in
+the pack cache; its full patterns are then compiled only when a scan first needs them. Each named
+group of a pattern becomes one typed fact (DESIGN §3.2) with its unit normalized to GiB.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args, get_type_hints
+from typing import Any, Literal, get_args, get_type_hints, overload
 
 import msgspec
 import re2
 
 from service.errors import PackError
-from service.packs.loader import decode_yaml, locate
+from service.packs.loader import cached_decode, locate, parse_yaml
 from service.schemas import Facts, OtherProcess, Phase, Severity
 from service.versions import VersionRange
 
@@ -27,6 +31,7 @@ __all__ = [
     "Example",
     "Examples",
     "FactSpec",
+    "Regexes",
     "RuleKind",
     "SignaturePackFile",
     "SignatureRule",
@@ -157,10 +162,10 @@ class CompiledRule:
     rule: SignatureRule
     pack: str
     file: str
-    regexes: tuple[Any, ...]
+    regexes: Sequence[Any]  # RE2, compiled on first use (`Regexes`)
     prefilter: tuple[str, ...] = field(default=())
     set_forms: tuple[str, ...] = field(default=())
-    excludes: tuple[Any, ...] = field(default=())
+    excludes: Sequence[Any] = field(default=())
     plain: tuple[bool, ...] = field(default=())
 
 
@@ -225,52 +230,117 @@ def _compile(pattern: str, file: str, path: str, text: str, rule_id: str) -> Any
     try:
         return re2.compile(pattern, OPTIONS)
     except re2.error as exc:
-        reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        line = locate(text, path)[0]
+        line = locate(text, path)[0] if text else None
         raise PackError(
-            file, f"RE2 cannot compile the pattern ({reason})", path=path, line=line, rule_id=rule_id
+            file, f"RE2 cannot compile the pattern ({_reason(exc)})", path=path, line=line, rule_id=rule_id
         ) from exc
 
 
-def compile_pack(text: str, file: str) -> list[CompiledRule]:
-    """Decode one pack file and compile its patterns; any problem is a PackError that locates it."""
-    pack = decode_yaml(text, SignaturePackFile, file=file)
-    compiled: list[CompiledRule] = []
+def _reason(exc: Exception) -> str:
+    return exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+
+
+class Regexes(Sequence[Any]):
+    """A rule's patterns (or excludes), each compiled by RE2 the first time it is asked for.
+
+    Compiling every full pattern cost a CLI run about 40 ms, while a paste reaches a few dozen of
+    them; the prefilter and the RE2 set, which every scan runs, stay compiled at load. Every pattern
+    was compiled once when its pack was validated (`_validated`, remembered in the pack cache), so a
+    pattern RE2 rejects is a load error, never a request's."""
+
+    __slots__ = ("_compiled", "_field", "_file", "_patterns", "_rule_id")
+
+    def __init__(self, patterns: Sequence[str], *, file: str, rule_id: str, field: str) -> None:
+        self._patterns = tuple(patterns)
+        self._compiled: list[Any] = [None] * len(self._patterns)
+        self._file, self._rule_id, self._field = file, rule_id, field
+
+    def __len__(self) -> int:
+        return len(self._patterns)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Any]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(len(self))[index])
+        regex = self._compiled[index]
+        if regex is None:
+            # a list slot written once with the same value: a racing thread compiles it twice at worst
+            regex = self._compiled[index] = _compile(
+                self._patterns[index], self._file, f"{self._field}[{index % len(self)}]", "", self._rule_id
+            )
+        return regex
+
+    def __iter__(self) -> Iterator[Any]:
+        return (self[index] for index in range(len(self._patterns)))
+
+    def __repr__(self) -> str:
+        return f"Regexes({list(self._patterns)!r})"
+
+
+def _validated(text: str, file: str) -> SignaturePackFile:
+    """Decode one pack file and check what the Structs cannot: unique rule ids, and every pattern
+    and exclude compiled by RE2 with no named group that lacks a fact."""
+    pack = parse_yaml(text, SignaturePackFile, file=file)
     seen: set[str] = set()
     for r_index, rule in enumerate(pack.rules):
         if rule.id in seen:
             path = f"$.rules[{r_index}].id"
             raise PackError(file, f"duplicate rule id {rule.id!r}", path=path, line=locate(text, path)[0])
         seen.add(rule.id)
-        regexes = []
-        excludes = tuple(
+        for x_index, pattern in enumerate(rule.exclude):
             _compile(pattern, file, f"$.rules[{r_index}].exclude[{x_index}]", text, rule.id)
-            for x_index, pattern in enumerate(rule.exclude)
-        )
         for p_index, pattern in enumerate(rule.patterns):
             path = f"$.rules[{r_index}].patterns[{p_index}]"
-            regex = _compile(pattern, file, path, text, rule.id)
-            groups = set(regex.groupindex)
+            groups = set(_compile(pattern, file, path, text, rule.id).groupindex)
             unknown = sorted(groups - set(rule.facts) - RESERVED_GROUPS)
             if unknown:
-                line = locate(text, path)[0]
                 raise PackError(
                     file,
                     f"named group(s) {', '.join(unknown)} have no entry under facts",
                     path=path,
-                    line=line,
+                    line=locate(text, path)[0],
                     rule_id=rule.id,
                 )
-            regexes.append(regex)
+    return pack
+
+
+@functools.cache
+def _re2_build() -> bytes:
+    """Which RE2 validated a cached pack: its extension module's size and time (a new google-re2
+    is a new file), so an upgrade validates every pattern again."""
+    try:
+        found = os.stat(re2._re2.__file__)
+    except (AttributeError, OSError):
+        return b"re2"
+    return f"re2:{found.st_size}:{found.st_mtime_ns}".encode()
+
+
+def compile_pack(text: str, file: str) -> list[CompiledRule]:
+    """Decode one pack file, validated (see `_validated`) or read from the pack cache where these
+    bytes were validated before; any problem is a PackError that locates it. Full patterns are
+    compiled on first use (`Regexes`)."""
+    pack = cached_decode(
+        text.encode("utf-8"), SignaturePackFile, lambda: _validated(text, file), salt=_re2_build()
+    )
+    compiled: list[CompiledRule] = []
+    for r_index, rule in enumerate(pack.rules):
+        where = f"$.rules[{r_index}]"
         compiled.append(
             CompiledRule(
                 rule=rule,
                 pack=pack.pack,
                 file=file,
-                regexes=tuple(regexes),
+                regexes=Regexes(rule.patterns, file=file, rule_id=rule.id, field=f"{where}.patterns"),
                 prefilter=tuple(prefilter_form(p) for p in rule.patterns),
                 set_forms=tuple(set_form(p) for p in rule.patterns),
-                excludes=excludes,
+                excludes=(
+                    Regexes(rule.exclude, file=file, rule_id=rule.id, field=f"{where}.exclude")
+                    if rule.exclude
+                    else ()
+                ),
                 plain=tuple(_is_plain(p) and not rule.exclude for p in rule.patterns),
             )
         )

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from service.budget import estimate, parameter_count
+from service.budget.resolve import other_sizes
 from service.errors import PackError
 from service.packs.catalog import (
     Catalog,
@@ -299,3 +300,20 @@ def test_missing_catalog_file_is_a_pack_error(tmp_path: Path) -> None:
     (rules / "catalog" / "engines.yaml").unlink()
     with pytest.raises(PackError, match="cannot be read"):
         load_catalog(rules)
+
+
+@pytest.mark.parametrize(
+    ("typed", "others"),
+    [
+        ("A100", ["A100-PCIE-40GB", "A100-SXM4-40GB"]),  # the 40 GB cards it also abbreviates
+        ("NVIDIA A100", ["A100-PCIE-40GB", "A100-SXM4-40GB"]),
+        ("A100-80GB", []),  # a full name abbreviates no card of another size
+        ("A10", []),  # a digit follows: "A10" is not short for "A100"
+    ],
+)
+def test_a_gpu_name_that_abbreviates_cards_of_another_size_names_them(
+    catalog: Catalog, typed: str, others: list[str]
+) -> None:
+    chosen = next(g for g in catalog.gpus.gpus if g.id == "A100-SXM4-80GB")
+    found = other_sizes(catalog, typed, chosen)
+    assert [name for name in found if name.startswith("A100")] == others

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
+import re2
 
+from service.diagnosis.normalize import Document
+from service.diagnosis.scan import scan
 from service.errors import PackError
-from service.packs import load_packs
+from service.packs import load_packs, signatures
 from service.packs.frames import CompiledFrames, FrameGroup, FrameRow, load_frames
 from service.packs.loader import CACHE_ENTRIES, decode_yaml, pack_cache_dir
+from service.packs.signatures import Regexes, SignaturePackFile, pack_files
 
 RULES = Path(__file__).resolve().parents[2] / "rules"
 
@@ -153,3 +159,88 @@ def test_a_full_cache_folder_keeps_its_newest_entries_when_a_miss_writes(cache: 
     assert f"{CACHE_ENTRIES + 87:064x}.msgpack" in left and f"{0:064x}.msgpack" not in left
     assert decode_yaml(TEXT, Pack, file="demo.yaml") == Pack(name="demo", sizes=[1, 2, 3])
     assert len(list(cache.glob("*.msgpack"))) == len(left)  # the new entry is kept and read
+
+
+BAD_PATTERN_PACK = """\
+pack: scratch
+description: a scratch pack
+rules:
+  - id: scratch-rule
+    title: A scratch rule
+    kind: failure
+    phase: startup_budget
+    severity: error
+    patterns:
+      - '(a+)+\\1 scratch'
+    examples:
+      match:
+        - line: 'aa scratch'
+"""
+
+
+def _full_pattern_compiles(monkeypatch: pytest.MonkeyPatch, patterns: set[str]) -> list[str]:
+    """Every later `re2.compile` of one of `patterns` (the full form of a rule's pattern)."""
+    seen: list[str] = []
+    real = re2.compile
+
+    def counting(pattern: Any, options: Any = None) -> Any:
+        if pattern in patterns:
+            seen.append(pattern)
+        return real(pattern, options)
+
+    monkeypatch.setattr(re2, "compile", counting)
+    return seen
+
+
+def test_packs_from_the_cache_compile_a_full_pattern_only_when_a_scan_needs_it(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    load_packs(RULES)  # validated once, every pattern compiled, and stored
+    patterns = {p for r in load_packs(RULES).signatures.rules for p in (*r.rule.patterns, *r.rule.exclude)}
+    compiled = _full_pattern_compiles(monkeypatch, patterns)
+    packs = load_packs(RULES)
+    assert compiled == []
+    rule = packs.signatures.by_id["vllm-kv-estimated-max-len"]
+    hits = scan(Document(rule.rule.examples.match[0].line), packs.signatures.eager)
+    assert "vllm-kv-estimated-max-len" in {h.rule_id for h in hits}
+    assert rule.rule.patterns[0] in compiled
+    assert len(compiled) < len(patterns) // 10
+
+
+def test_a_pattern_re2_rejects_fails_the_load_even_where_the_yaml_alone_was_cached(
+    cache: Path, tmp_path: Path
+) -> None:
+    root = tmp_path / "rules"
+    shutil.copytree(RULES, root)
+    (root / "signatures" / "zz-scratch.yaml").write_text(BAD_PATTERN_PACK, encoding="utf-8")
+    decode_yaml(BAD_PATTERN_PACK, SignaturePackFile, file="signatures/zz-scratch.yaml")  # YAML-valid
+    for _ in range(2):  # and again: a failed validation is never remembered as a pass
+        with pytest.raises(PackError) as raised:
+            load_packs(root)
+        assert raised.value.file == "signatures/zz-scratch.yaml"
+        assert raised.value.rule_id == "scratch-rule"
+        assert raised.value.path == "$.rules[0].patterns[0]"
+        assert raised.value.line == 10
+        assert "RE2 cannot compile" in str(raised.value)
+
+
+def test_a_validation_by_another_re2_build_is_not_taken_for_this_one(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    load_packs(RULES)
+    stored = set(cache.glob("*.msgpack"))
+    monkeypatch.setattr(signatures, "_re2_build", lambda: b"re2:another-build")
+    load_packs(RULES)
+    added = set(cache.glob("*.msgpack")) - stored
+    assert len(added) == len(pack_files(RULES / "signatures"))  # every signature pack validated again
+
+
+def test_a_pattern_that_fails_to_compile_on_first_use_names_its_file_and_rule() -> None:
+    regexes = Regexes(
+        ["ok", "(a+)+\\1"], file="signatures/x.yaml", rule_id="x-rule", field="$.rules[2].patterns"
+    )
+    assert regexes[0].search("ok") is not None
+    with pytest.raises(PackError) as raised:
+        regexes[1]
+    assert (raised.value.file, raised.value.rule_id) == ("signatures/x.yaml", "x-rule")
+    assert raised.value.path == "$.rules[2].patterns[1]"
