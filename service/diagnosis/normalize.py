@@ -606,31 +606,48 @@ def hit_runs(data: bytes, pattern: Any) -> Iterator[tuple[int, int]]:
 
 
 # What a log line has and a person's sentence does not: a traceback, a frame, an exception name, a
-# progress bar, key=value pairs, sizes to the decimal ("23.55 GiB"; people write "141GB"), a path.
-# Used on lines without any logger or process prefix (those are log lines by construction).
+# progress bar, sizes to the decimal ("23.55 GiB"; people write "141GB"), a path. Used on lines
+# without any logger or process prefix (those are log lines by construction).
 _NOT_PROSE = re.compile(
     r"Traceback \(most recent|^\s*File \"|^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning)\b"
-    r"|\w+=\S|\d+\.\d+ ?(?:GiB|MiB|KiB|GB|MB)\b|\d+ bytes\b|\|\s*\d+/\d+|/\w+/\w+\.py\b|^\s*[\^~]+\s*$"
+    r"|\d+\.\d+ ?(?:GiB|MiB|KiB|GB|MB)\b|\d+ bytes\b|\|\s*\d+/\d+|/\w+/\w+\.py\b|^\s*[\^~]+\s*$"
     r"|^\s*(?:\$|#|>>>|\.\.\.|-{2,}>)\s|^\s*[\[{(<]\S*$"
 )
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
+# key=value pairs and command-line flags are a program's or a shell's (an args dump, `Namespace(…)`,
+# a metrics record, `VLLM_X=1 vllm serve … --max-model-len=4096`) when they are a good part of the
+# line or open it; a sentence names a setting or two inline ("I set max_model_len=16384 and…",
+# "VLLM_USE_V1=0 is needed if…")
+_SETTING = re.compile(r"\w+=\S|(?<!\S)--?[A-Za-z]")
+_COMMAND_START = re.compile(r"^\s*(?:\w+=\S+\s+)+\S")
+_SETTING_SHARE = 0.25
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _MIN_WORDS = 4
 _MIN_CJK = 4
+
+
+def _reads_as_settings(text: str, words: int) -> bool:
+    """Whether settings (key=value, --flags) make up a good part of a line of `words` words, or
+    environment assignments open it (a shell command)."""
+    return len(_SETTING.findall(text)) > _SETTING_SHARE * words or _COMMAND_START.match(text) is not None
 
 
 def is_prose(line: Line) -> bool:
     """Whether a line is a person's sentence rather than something a program printed.
 
     A line with a logger, process or container prefix is a log line. Otherwise it is prose when it
-    has none of a log line's marks and reads as words: at least four, most of its tokens, or at
-    least four Chinese characters.
+    has none of a log line's marks (a setting or two written inline are a sentence's) and reads as
+    words: at least four, most of its tokens, or at least four Chinese characters.
     """
     text = line.text
     if line.source or line.level or not text or _NOT_PROSE.search(text):
         return False
-    if len(_CJK.findall(text)) >= _MIN_CJK:
+    tokens = text.split()
+    cjk = len(_CJK.findall(text))
+    # a Chinese sentence has few spaces: two of its characters count as a word
+    if "=" in text and _reads_as_settings(text, len(tokens) + cjk // 2):
+        return False
+    if cjk >= _MIN_CJK:
         return True
     words = _WORD.findall(text)
-    tokens = text.split()
     return len(words) >= _MIN_WORDS and len(words) >= 0.7 * len(tokens)
