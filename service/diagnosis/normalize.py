@@ -614,21 +614,33 @@ _NOT_PROSE = re.compile(
     r"|^\s*(?:\$|#|>>>|\.\.\.|-{2,}>)\s|^\s*[\[{(<]\S*$"
 )
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
-# key=value pairs and command-line flags are a program's or a shell's (an args dump, `Namespace(…)`,
-# a metrics record, `VLLM_X=1 vllm serve … --max-model-len=4096`) when they are a good part of the
-# line or open it; a sentence names a setting or two inline ("I set max_model_len=16384 and…",
-# "VLLM_USE_V1=0 is needed if…")
+# key=value pairs are a program's (an args dump, `Namespace(…)`, a record's `pid=12)`, HTML's
+# `class="…"`, `vllm==0.6.3`, a message's advice "consider passing CUDA_LAUNCH_BLOCKING=1") unless
+# each is a bare setting standing as its own word in a line a person wrote of themselves (a first
+# person, or an issue title's `[Bug]:` tag): "I set max_model_len=16384 and…", "[Bug]: VLLM_USE_V1=0
+# is needed if…". Settings (with --flags) making up a good part of the line, or environment
+# assignments opening a command with flags (`VLLM_X=1 vllm serve m --max-model-len 4096`), are a shell's.
+_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|we|we're|we've|my|our|me|us)\b|我|^\s*\[[A-Za-z][\w /-]*\]:", re.IGNORECASE)
+_ASSIGNMENT = re.compile(r"\w+=\S")
+_INLINE_SETTING = re.compile(r"-{0,2}[A-Za-z_][\w.-]*=[\w.+/-]+")
+_SETTING_WORD_ENDS = "`.,;:!?'\""
 _SETTING = re.compile(r"\w+=\S|(?<!\S)--?[A-Za-z]")
-_COMMAND_START = re.compile(r"^\s*(?:\w+=\S+\s+)+\S")
+_COMMAND_START = re.compile(r"^\s*(?:\w+=\S+\s+)+\S.*\s--?[A-Za-z]")
 _SETTING_SHARE = 0.25
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _MIN_WORDS = 4
 _MIN_CJK = 4
 
 
-def _reads_as_settings(text: str, words: int) -> bool:
-    """Whether settings (key=value, --flags) make up a good part of a line of `words` words, or
-    environment assignments open it (a shell command)."""
+def _reads_as_settings(text: str, tokens: list[str], words: int) -> bool:
+    """Whether a line's key=value pairs are a program's (one is no bare setting of its own word),
+    or settings (key=value, --flags) make up a good part of its `words` words, or environment
+    assignments open a shell command (one with flags)."""
+    for token in tokens:
+        if _ASSIGNMENT.search(token) and not _INLINE_SETTING.fullmatch(token.strip(_SETTING_WORD_ENDS)):
+            return True
+    if not _PERSON.search(text):
+        return True
     return len(_SETTING.findall(text)) > _SETTING_SHARE * words or _COMMAND_START.match(text) is not None
 
 
@@ -645,7 +657,7 @@ def is_prose(line: Line) -> bool:
     tokens = text.split()
     cjk = len(_CJK.findall(text))
     # a Chinese sentence has few spaces: two of its characters count as a word
-    if "=" in text and _reads_as_settings(text, len(tokens) + cjk // 2):
+    if "=" in text and _reads_as_settings(text, tokens, len(tokens) + cjk // 2):
         return False
     if cjk >= _MIN_CJK:
         return True

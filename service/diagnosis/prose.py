@@ -95,17 +95,41 @@ def _is_question(clause: str, said: Any, vocabulary: ProseVocabulary) -> bool:
     return vocabulary.question.search(part) is not None
 
 
+def _negates(clause: str, vocabulary: ProseVocabulary) -> bool:
+    """Whether the clause has words that take a failure back. A plain "not" governs the verb it
+    stands before, not the next one "and" joins to it ("the server does not start up and fails"):
+    a negation read across a conjunction counts when it opens with a condition or a modal ("if
+    it loads and then OOMs"), else only when it holds inside one of the joined parts."""
+    found = vocabulary.negation.search(clause)
+    if found is None:
+        return False
+    words = found.group()
+    if not vocabulary.conjunction.search(words) or not vocabulary.plain_negator.match(words):
+        return True
+    return any(vocabulary.negation.search(part) for part in _conjuncts(clause, vocabulary))
+
+
+def _conjuncts(clause: str, vocabulary: ProseVocabulary) -> list[str]:
+    parts: list[str] = []
+    start = 0
+    for match in vocabulary.conjunction.finditer(clause):
+        parts.append(clause[start : match.start()])
+        start = match.end()
+    parts.append(clause[start:])
+    return parts
+
+
 def _affirms(clause: str, vocabulary: ProseVocabulary) -> bool:
     said = vocabulary.said.search(clause)
     return (
         said is not None
-        and not vocabulary.negation.search(clause)
+        and not _negates(clause, vocabulary)
         and not _is_question(clause, said, vocabulary)
     )
 
 
 def _takes_back(clause: str, vocabulary: ProseVocabulary) -> bool:
-    if vocabulary.negation.search(clause):
+    if _negates(clause, vocabulary):
         return True
     said = vocabulary.said.search(clause)
     return said is not None and _is_question(clause, said, vocabulary)

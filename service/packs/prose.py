@@ -38,6 +38,8 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     question: list[str]
     presupposed: list[str]
     negation: list[str]
+    conjunctions: list[str]
+    plain_negators: list[str]
     stages: dict[Stage, list[str]]
     causes: dict[Phase, Cause]
 
@@ -58,6 +60,8 @@ class ProseVocabulary:
     question: Any
     presupposed: Any
     negation: Any
+    conjunction: Any
+    plain_negator: Any  # a negation that opens with one of these governs one verb, not a condition
     stages: tuple[tuple[Stage, Any], ...]
     any_stage: Any  # every stage's words together: which lines say what the person was doing
     causes: tuple[tuple[Phase, frozenset[Phase], Any], ...]  # (cause, the phases it explains, words)
@@ -93,6 +97,8 @@ def load_prose(rules_dir: Path) -> ProseVocabulary:
         question=_compile(data.question, "$.question"),
         presupposed=_compile(data.presupposed, "$.presupposed"),
         negation=_compile(data.negation, "$.negation"),
+        conjunction=_compile(data.conjunctions, "$.conjunctions"),
+        plain_negator=_compile(data.plain_negators, "$.plain_negators"),
         stages=tuple((stage, _compile(p, f"$.stages.{stage}")) for stage, p in data.stages.items()),
         any_stage=_compile([p for ps in data.stages.values() for p in ps], "$.stages"),
         causes=tuple(

@@ -162,6 +162,13 @@ def test_a_sentence_alone_is_never_a_confident_verdict(run_classify: Classify) -
         ('  File "/venv/lib/python3.12/site-packages/vllm/worker.py", line 1, in load_model', False),
         ("Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:03<00:03,  1.52s/it]", False),
         ("model='Qwen/Qwen2.5-7B', dtype=torch.bfloat16", False),
+        # a setting or two written inline is a sentence's; settings making up the line, or
+        # environment assignments opening it, are a program's or a shell's
+        ("I tried setting tensor_parallel_size=2 but it says I need to have Ray installed.", True),
+        ("I've set max_tokens=16384 and max_model_len=16384 both in the environment and the script.", True),
+        ("我把 max_model_len=4096 设置好了以后还是报错", True),
+        ("Namespace(model='x', max_model_len=4096, dtype='auto', tensor_parallel_size=2)", False),
+        ("VLLM_USE_V1=0 VLLM_LOGGING_LEVEL=DEBUG vllm serve my/model --max-model-len 4096", False),
     ],
 )
 def test_prose_is_told_from_log_lines(text: str, prose: bool) -> None:
@@ -214,6 +221,13 @@ def test_a_log_line_outweighs_words_about_host_ram(run_classify: Classify) -> No
         ("Long prompts keep being preempted and throughput collapses", "kv_preemption"),
         ("the scheduler preempts and resumes the same request every step", "kv_preemption"),
         ("请求总是被抢占，吞吐很低", "kv_preemption"),
+        # the cache at 100% while serving: the scheduler has no free block left
+        ("The GPU KV cache usage keeps increasing and reaches 100%, then nothing is generated", "kv_preemption"),
+        ("GPU KV cache usage: 100.0%以后就卡住，无法继续提供服务", "kv_preemption"),
+        # the context used up, a limit of no tokens, a prompt as long as the limit
+        ("I am getting an error saying that the context length for my model is exhausted", "request_too_long"),
+        ("vllm claims max_model_len is 0 although I set 16384", "request_too_long"),
+        ("VLLM_USE_V1=0 is needed if prompt length equals max model length", "request_too_long"),
         ("The memory check at startup always fails on the second card", "startup_budget"),
         (
             "vllm refuses to start, it says not enough free memory on startup while nvidia-smi is empty",
@@ -241,6 +255,12 @@ def test_a_failure_named_in_words_by_what_happened_gives_its_phase(
         "Does the free-memory check on startup fail when another process holds memory?",
         "Requests used to be preempted and resumed before we raised the KV cache size.",
         "If you see not enough memory at startup, lower gpu_memory_utilization.",
+        # a modal verb or "otherwise" supposes what it names
+        "My understanding is that batched tokens could be more than the max model length.",
+        "Set it above max_model_len. Otherwise, vLLM fails at server startup due to argument validation.",
+        "The server does not hang anymore since the upgrade",
+        "GPU KV cache usage stays around 40% under load and every request finishes",
+        "I set max_model_len=16384 and gpu_memory_utilization=0.9 and it serves fine.",
     ],
 )
 def test_naming_a_failure_only_to_deny_or_ask_about_it_is_no_failure(
@@ -346,6 +366,12 @@ FAILED_SAID = [
     "I tried two GPUs but it says I need to have Ray installed.",
     "启动服务失败了，日志如下",
     "推理的时候报错了，没有任何输出",
+    # what the person saw instead of an error: a server that hangs or does not start, an answer
+    # that does not stop
+    "The API server hangs after the second request and never answers",
+    "[Bug]: with chunked prefill on the server does not start up and fails",
+    "the response is very long, it will not stop until the max length",
+    "服务启动以后就卡住了，一直没有响应",
 ]
 
 
