@@ -616,10 +616,13 @@ _NOT_PROSE = re.compile(
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
 # key=value pairs are a program's (an args dump, `Namespace(…)`, a record's `pid=12)`, HTML's
 # `class="…"`, `vllm==0.6.3`, a message's advice "consider passing CUDA_LAUNCH_BLOCKING=1") unless
-# each is a bare setting standing as its own word in a line a person wrote of themselves (a first
-# person, or an issue title's `[Bug]:` tag): "I set max_model_len=16384 and…", "[Bug]: VLLM_USE_V1=0
+# each is a bare setting standing as its own word in a line a person wrote (in markdown backticks, in
+# the first person, or in an issue title with its `[Bug]:` tag): "I set max_model_len=16384 and…", "[Bug]: VLLM_USE_V1=0
 # is needed if…". Settings (with --flags) making up a good part of the line, or environment
 # assignments opening a command with flags (`VLLM_X=1 vllm serve m --max-model-len 4096`), are a shell's.
+# A program's voice: a log level opening the line (inside a code span), advice addressed to the
+# reader ("Pass `add_to_git_credential=True` if you want…", "set `do_rescale=False`… you are trying")
+_PROGRAM_VOICE = re.compile(r"^\W*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b|\b(?:you|your)\b", re.IGNORECASE)
 _PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|we|we're|we've|my|our|me|us)\b|我|^\s*\[[A-Za-z][\w /-]*\]:", re.IGNORECASE)
 _ASSIGNMENT = re.compile(r"\w+=\S")
 _INLINE_SETTING = re.compile(r"-{0,2}[A-Za-z_][\w.-]*=[\w.+/-]+")
@@ -636,10 +639,14 @@ def _reads_as_settings(text: str, tokens: list[str], words: int) -> bool:
     """Whether a line's key=value pairs are a program's (one is no bare setting of its own word),
     or settings (key=value, --flags) make up a good part of its `words` words, or environment
     assignments open a shell command (one with flags)."""
+    quoted = True  # every setting in backticks: markdown, which a person writes and a program does not
     for token in tokens:
-        if _ASSIGNMENT.search(token) and not _INLINE_SETTING.fullmatch(token.strip(_SETTING_WORD_ENDS)):
+        if not _ASSIGNMENT.search(token):
+            continue
+        if not _INLINE_SETTING.fullmatch(token.strip(_SETTING_WORD_ENDS)):
             return True
-    if not _PERSON.search(text):
+        quoted = quoted and "`" in token
+    if _PROGRAM_VOICE.search(text) or not (quoted or _PERSON.search(text)):
         return True
     return len(_SETTING.findall(text)) > _SETTING_SHARE * words or _COMMAND_START.match(text) is not None
 

@@ -169,6 +169,11 @@ def test_a_sentence_alone_is_never_a_confident_verdict(run_classify: Classify) -
         ("我把 max_model_len=4096 设置好了以后还是报错", True),
         ("Namespace(model='x', max_model_len=4096, dtype='auto', tensor_parallel_size=2)", False),
         ("VLLM_USE_V1=0 VLLM_LOGGING_LEVEL=DEBUG vllm serve my/model --max-model-len 4096", False),
+        ("`--enable-sleep-mode` leaks HBM on the server when `VLLM_SERVER_DEV_MODE=1` is set", True),
+        # a message naming a setting for its reader is the program's
+        ("For debugging consider passing CUDA_LAUNCH_BLOCKING=1.", False),
+        ("Pass `add_to_git_credential=True` if you want to set the git credential as well.", False),
+        ("Didn't receive health check response for Replica(id='r1', deployment='vLLM') after 10.0s", False),
     ],
 )
 def test_prose_is_told_from_log_lines(text: str, prose: bool) -> None:
@@ -227,7 +232,7 @@ def test_a_log_line_outweighs_words_about_host_ram(run_classify: Classify) -> No
         # the context used up, a limit of no tokens, a prompt as long as the limit
         ("I am getting an error saying that the context length for my model is exhausted", "request_too_long"),
         ("vllm claims max_model_len is 0 although I set 16384", "request_too_long"),
-        ("VLLM_USE_V1=0 is needed if prompt length equals max model length", "request_too_long"),
+        ("[Bug]: VLLM_USE_V1=0 is needed if prompt length equals max model length", "request_too_long"),
         ("The memory check at startup always fails on the second card", "startup_budget"),
         (
             "vllm refuses to start, it says not enough free memory on startup while nvidia-smi is empty",
