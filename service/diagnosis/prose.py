@@ -309,3 +309,57 @@ def _negated(line: Line, vocabulary: ProseVocabulary) -> bool:
     clauses = _clauses(_unquoted(line.text), vocabulary)
     taken_back = any(_takes_back(c, vocabulary) for c in clauses)
     return taken_back and not any(_affirms(c, vocabulary) for c in clauses)
+
+
+# A unified diff's hunk header (`@@ -231,4 +231,6 @@ def f(...)`): the lines after it that open with
+# a space, `+` or `-` are source code under review, not what a run printed.
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
+_HUNK_LINE = ("+", "-", " ", "\t", "\\")
+_INTRODUCER_ENDS = (":", "：")
+_BLOCK_LINES = 40  # lines a quoted block after its introducer may run (the work stays bounded)
+
+
+def shown_not_run(doc: Document, vocabulary: ProseVocabulary) -> frozenset[int]:
+    """Lines a paste shows that did not happen in this run: source code in a diff's hunks, and the
+    block a person's sentence introduces as only supposed ("很可能会出现如下情况：", "you may see
+    the following error:", "if it is too long it could fail with:"), up to its first blank line."""
+    key = ("shown not run", id(vocabulary))
+    known = doc.memo.get(key)
+    if known is None:
+        known = doc.memo[key] = frozenset(_hunk_lines(doc)) | frozenset(_supposed_blocks(doc, vocabulary))
+    return known  # type: ignore[no-any-return]
+
+
+def _hunk_lines(doc: Document) -> Iterator[int]:
+    if "@@ -" not in doc.text:
+        return
+    total = len(doc)
+    for index, text in enumerate(doc.lines):
+        if not _HUNK.match(text):
+            continue
+        number = index + 2
+        while number <= total and doc.lines[number - 1].startswith(_HUNK_LINE):
+            yield number
+            number += 1
+
+
+def _supposed_blocks(doc: Document, vocabulary: ProseVocabulary) -> Iterator[int]:
+    total = len(doc)
+    for line, _ in _prose_lines(doc, vocabulary.supposing):
+        text = line.text.rstrip()
+        if not text.endswith(_INTRODUCER_ENDS) or not is_sentence(line) or not _supposes(text, vocabulary):
+            continue
+        number = line.number + 1
+        if number <= total and not doc.lines[number - 1].strip():
+            number += 1  # one blank line between the introducer and its block
+        last = min(total, number + _BLOCK_LINES - 1)
+        while number <= last and doc.lines[number - 1].strip():
+            yield number
+            number += 1
+
+
+def _supposes(text: str, vocabulary: ProseVocabulary) -> bool:
+    """Whether the introducer's last clause supposes what follows and states nothing happened."""
+    clauses = _clauses(_unquoted(text), vocabulary)
+    last = clauses[-1] if clauses else text
+    return vocabulary.supposing.search(last) is not None and not _affirms(last, vocabulary)

@@ -40,6 +40,7 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     negation: list[str]
     conjunctions: list[str]
     plain_negators: list[str]
+    supposing: list[str]
     stages: dict[Stage, list[str]]
     causes: dict[Phase, Cause]
 
@@ -62,6 +63,7 @@ class ProseVocabulary:
     negation: Any
     conjunction: Any
     plain_negator: Any  # a negation that opens with one of these governs one verb, not a condition
+    supposing: Any  # an introducer ("you may see:") that only supposes the block it shows
     stages: tuple[tuple[Stage, Any], ...]
     any_stage: Any  # every stage's words together: which lines say what the person was doing
     causes: tuple[tuple[Phase, frozenset[Phase], Any], ...]  # (cause, the phases it explains, words)
@@ -99,6 +101,7 @@ def load_prose(rules_dir: Path) -> ProseVocabulary:
         negation=_compile(data.negation, "$.negation"),
         conjunction=_compile(data.conjunctions, "$.conjunctions"),
         plain_negator=_compile(data.plain_negators, "$.plain_negators"),
+        supposing=_compile(data.supposing, "$.supposing"),
         stages=tuple((stage, _compile(p, f"$.stages.{stage}")) for stage, p in data.stages.items()),
         any_stage=_compile([p for ps in data.stages.values() for p in ps], "$.stages"),
         causes=tuple(
