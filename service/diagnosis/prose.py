@@ -119,7 +119,16 @@ def _conjuncts(clause: str, vocabulary: ProseVocabulary) -> list[str]:
     return parts
 
 
+def _named_only(clause: str, vocabulary: ProseVocabulary) -> str:
+    """The clause with each failure word that only modifies a noun ("update the error message")
+    read as "the message", unless the clause says the person met it ("got the error message")."""
+    if vocabulary.naming.search(clause) is None or vocabulary.experienced.search(clause) is not None:
+        return clause
+    return str(vocabulary.naming.sub(" the message ", clause))
+
+
 def _affirms(clause: str, vocabulary: ProseVocabulary) -> bool:
+    clause = _named_only(clause, vocabulary)
     said = vocabulary.said.search(clause)
     return (
         said is not None
@@ -290,8 +299,8 @@ def memory_side(doc: Document, vocabulary: ProseVocabulary) -> Memory:
 
 
 def is_negated_prose(doc: Document, number: int, vocabulary: ProseVocabulary) -> bool:
-    """Whether line `number` is a person's sentence that takes a failure back (a clause negates it
-    or only asks about it) and affirms none. A line no program prefixed counts even when it is too
+    """Whether line `number` is a person's sentence that takes a failure back (a clause negates it,
+    only asks about it, or names a message with it) and affirms none. A line no program prefixed counts even when it is too
     short to read as prose when it ends in a question mark ("will it OOM?"). Words the person quotes
     (`"RuntimeError: … to avoid this error."`) are the program's, not theirs, and are not read."""
     key = ("negated prose", id(vocabulary), doc.lines[number - 1])  # identical lines read alike
@@ -307,7 +316,9 @@ def _negated(line: Line, vocabulary: ProseVocabulary) -> bool:
         return False
     # a message quoted in the sentence ("…to avoid this error.") is what the program said
     clauses = _clauses(_unquoted(line.text), vocabulary)
-    taken_back = any(_takes_back(c, vocabulary) for c in clauses)
+    # a failure word that only names a message ("improve the OOM error messages") takes back the
+    # bare "OOM" a rule matched in it, like a negation does
+    taken_back = any(_takes_back(c, vocabulary) or _named_only(c, vocabulary) != c for c in clauses)
     return taken_back and not any(_affirms(c, vocabulary) for c in clauses)
 
 

@@ -492,3 +492,66 @@ def test_a_cause_asked_about_refines_nothing(run_classify: Classify) -> None:
         run_classify(f"{asked}\n\n{(HEALTHY / f'{_healthy_logs()[0]}.log').read_text()}").phase
         == "no_failure"
     )
+
+
+KV_TOO_LONG = (
+    "ValueError: The model's max seq len (19008) is larger than the maximum number of tokens that can be "
+    "stored in KV cache (3840). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` "
+    "when initializing the engine."
+)
+
+
+@pytest.mark.parametrize(
+    "introducer",
+    [
+        "With a long context you may see the following error:",
+        "在vllm部署推理时，基于kv cache的长度限制，很可能会出现如下情况：",
+        "If you set max_model_len above what fits, it could fail with:",
+    ],
+)
+def test_an_error_a_sentence_introduces_as_only_supposed_did_not_happen(
+    run_classify: Classify, introducer: str
+) -> None:
+    diagnosis = run_classify(f"[Feature] limit max_model_len\n\n{introducer}\n`{KV_TOO_LONG}`\n\nIs there a way?")
+    assert diagnosis.phase == "no_failure", diagnosis.summary
+
+
+@pytest.mark.parametrize(
+    "introducer",
+    [
+        "When I start the server it fails with:",
+        "如果把max_model_len设大，启动就会报错：",
+        "I get the following error message:",
+    ],
+)
+def test_an_error_a_sentence_introduces_as_met_still_decides(run_classify: Classify, introducer: str) -> None:
+    diagnosis = run_classify(f"{introducer}\n{KV_TOO_LONG}")
+    assert diagnosis.phase == "kv_cache_capacity", diagnosis.summary
+
+
+def test_source_code_in_a_diff_is_no_run(run_classify: Classify) -> None:
+    log = (
+        "Update the bf16 check's advice for V100 users\n\n"
+        "@@ -231,4 +231,6 @@ def _check_if_gpu_supports_dtype(torch_dtype: torch.dtype):\n"
+        "             raise ValueError(\n"
+        '                 "Bfloat16 is only supported on GPUs with compute capability "\n'
+        '                 f"of at least 8.0. Your {gpu_name} GPU has compute capability "\n'
+        '+                f" You can use float16 instead, for example: --dtype=half."\n'
+    )
+    assert run_classify(log).phase == "no_failure"
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Update a more user-friendly error message when using a V100",
+        "[Misc]: Improve OOM error messages with actionable suggestions",
+        "When len(prompt) + max_tokens > max_model_len, the error message incorrectly reported the limit.",
+    ],
+)
+def test_a_failure_word_naming_a_message_states_no_failure(run_classify: Classify, sentence: str) -> None:
+    assert run_classify(sentence).phase == "no_failure"
+
+
+def test_an_error_message_the_person_met_is_a_failure(run_classify: Classify) -> None:
+    assert run_classify("I got an error message while loading the model and it exits").phase == "not_memory"
