@@ -616,14 +616,17 @@ _NOT_PROSE = re.compile(
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
 # key=value pairs are a program's (an args dump, `Namespace(…)`, a record's `pid=12)`, HTML's
 # `class="…"`, `vllm==0.6.3`, a message's advice "consider passing CUDA_LAUNCH_BLOCKING=1") unless
-# each is a bare setting standing as its own word in a line a person wrote (in markdown backticks, in
-# the first person, or in an issue title with its `[Bug]:` tag): "I set max_model_len=16384 and…", "[Bug]: VLLM_USE_V1=0
-# is needed if…". Settings (with --flags) making up a good part of the line, or environment
-# assignments opening a command with flags (`VLLM_X=1 vllm serve m --max-model-len 4096`), are a shell's.
+# each is a bare setting standing as its own word in a line a person wrote (in markdown backticks,
+# in the first person, or in an issue title with its `[Bug]:` tag): "I set max_model_len=16384
+# and…", "[Bug]: VLLM_USE_V1=0 is needed if…". Settings (with --flags) making up a good part of the
+# line, or environment assignments opening a command with flags (`VLLM_X=1 vllm serve m
+# --max-model-len 4096`), are a shell's.
 # A program's voice: a log level opening the line (inside a code span), advice addressed to the
 # reader ("Pass `add_to_git_credential=True` if you want…", "set `do_rescale=False`… you are trying")
 _PROGRAM_VOICE = re.compile(r"^\W*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b|\b(?:you|your)\b", re.IGNORECASE)
-_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|we|we're|we've|my|our|me|us)\b|我|^\s*\[[A-Za-z][\w /-]*\]:", re.IGNORECASE)
+_PERSON = re.compile(
+    r"\b(?:I|I'm|I've|I'd|I'll|we|we're|we've|my|our|me|us)\b|我|^\s*\[[A-Za-z][\w /-]*\]:", re.IGNORECASE
+)
 _ASSIGNMENT = re.compile(r"\w+=\S")
 _INLINE_SETTING = re.compile(r"-{0,2}[A-Za-z_][\w.-]*=[\w.+/-]+")
 _SETTING_WORD_ENDS = "`.,;:!?'\""

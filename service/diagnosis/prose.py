@@ -131,9 +131,7 @@ def _affirms(clause: str, vocabulary: ProseVocabulary) -> bool:
     clause = _named_only(clause, vocabulary)
     said = vocabulary.said.search(clause)
     return (
-        said is not None
-        and not _negates(clause, vocabulary)
-        and not _is_question(clause, said, vocabulary)
+        said is not None and not _negates(clause, vocabulary) and not _is_question(clause, said, vocabulary)
     )
 
 
@@ -300,8 +298,9 @@ def memory_side(doc: Document, vocabulary: ProseVocabulary) -> Memory:
 
 def is_negated_prose(doc: Document, number: int, vocabulary: ProseVocabulary) -> bool:
     """Whether line `number` is a person's sentence that takes a failure back (a clause negates it,
-    only asks about it, or names a message with it) and affirms none. A line no program prefixed counts even when it is too
-    short to read as prose when it ends in a question mark ("will it OOM?"). Words the person quotes
+    only asks about it, or names a message with it) and affirms none. A line no program prefixed
+    counts even when it is too short to read as prose when it ends in a question mark ("will it
+    OOM?"). Words the person quotes
     (`"RuntimeError: … to avoid this error."`) are the program's, not theirs, and are not read."""
     key = ("negated prose", id(vocabulary), doc.lines[number - 1])  # identical lines read alike
     known = doc.memo.get(key)
@@ -334,11 +333,11 @@ def shown_not_run(doc: Document, vocabulary: ProseVocabulary) -> frozenset[int]:
     """Lines a paste shows that did not happen in this run: source code in a diff's hunks, and the
     block a person's sentence introduces as only supposed ("很可能会出现如下情况：", "you may see
     the following error:", "if it is too long it could fail with:"), up to its first blank line."""
-    key = ("shown not run", id(vocabulary))
+    key = ("shown not run", id(vocabulary), "")
     known = doc.memo.get(key)
-    if known is None:
+    if not isinstance(known, frozenset):
         known = doc.memo[key] = frozenset(_hunk_lines(doc)) | frozenset(_supposed_blocks(doc, vocabulary))
-    return known  # type: ignore[no-any-return]
+    return known
 
 
 def _hunk_lines(doc: Document) -> Iterator[int]:

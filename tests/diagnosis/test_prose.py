@@ -227,10 +227,16 @@ def test_a_log_line_outweighs_words_about_host_ram(run_classify: Classify) -> No
         ("the scheduler preempts and resumes the same request every step", "kv_preemption"),
         ("请求总是被抢占，吞吐很低", "kv_preemption"),
         # the cache at 100% while serving: the scheduler has no free block left
-        ("The GPU KV cache usage keeps increasing and reaches 100%, then nothing is generated", "kv_preemption"),
+        (
+            "The GPU KV cache usage keeps increasing and reaches 100%, then nothing is generated",
+            "kv_preemption",
+        ),
         ("GPU KV cache usage: 100.0%以后就卡住，无法继续提供服务", "kv_preemption"),
         # the context used up, a limit of no tokens, a prompt as long as the limit
-        ("I am getting an error saying that the context length for my model is exhausted", "request_too_long"),
+        (
+            "I am getting an error saying that the context length for my model is exhausted",
+            "request_too_long",
+        ),
         ("vllm claims max_model_len is 0 although I set 16384", "request_too_long"),
         ("[Bug]: VLLM_USE_V1=0 is needed if prompt length equals max model length", "request_too_long"),
         ("The memory check at startup always fails on the second card", "startup_budget"),
@@ -512,7 +518,9 @@ KV_TOO_LONG = (
 def test_an_error_a_sentence_introduces_as_only_supposed_did_not_happen(
     run_classify: Classify, introducer: str
 ) -> None:
-    diagnosis = run_classify(f"[Feature] limit max_model_len\n\n{introducer}\n`{KV_TOO_LONG}`\n\nIs there a way?")
+    diagnosis = run_classify(
+        f"[Feature] limit max_model_len\n\n{introducer}\n`{KV_TOO_LONG}`\n\nIs there a way?"
+    )
     assert diagnosis.phase == "no_failure", diagnosis.summary
 
 
