@@ -512,7 +512,7 @@ KV_TOO_LONG = (
     [
         "With a long context you may see the following error:",
         "在vllm部署推理时，基于kv cache的长度限制，很可能会出现如下情况：",
-        "If you set max_model_len above what fits, it could fail with:",
+        "If max_model_len is set above what fits, it could fail with:",
     ],
 )
 def test_an_error_a_sentence_introduces_as_only_supposed_did_not_happen(
@@ -530,6 +530,10 @@ def test_an_error_a_sentence_introduces_as_only_supposed_did_not_happen(
         "When I start the server it fails with:",
         "如果把max_model_len设大，启动就会报错：",
         "I get the following error message:",
+        # a reproduction and a hedge about the cause introduce what happened
+        "If you run vllm serve with --max-model-len 19008 you get:",
+        "可能是下面这个问题：",
+        "I might have hit the same bug:",
     ],
 )
 def test_an_error_a_sentence_introduces_as_met_still_decides(run_classify: Classify, introducer: str) -> None:
