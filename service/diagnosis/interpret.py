@@ -24,6 +24,7 @@ from service.diagnosis.prose import (
     line_memory,
     memory_side,
     read_prose,
+    shown_not_run,
     stages_said,
 )
 from service.diagnosis.scan import Hit, LineBlocks, present
@@ -168,7 +169,9 @@ class Context:
     def prose_cues(self) -> list[ProseCue]:
         """The person's sentences that say something failed (cached)."""
         if self._cues is None:
-            self._cues = read_prose(self.doc, self.prose)
+            cues = read_prose(self.doc, self.prose)
+            away = shown_not_run(self.doc, self.prose) if cues else frozenset()
+            self._cues = [c for c in cues if c.line not in away]  # a diff's code, a supposed block
         return self._cues
 
     def memory_side(self) -> Memory:
@@ -330,8 +333,13 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
     # the person's words never decide alone: a sentence saying the failure is gone or avoided is
     # no failure, and one that affirms a bare OOM counts only when no log line shows a failure
     # (a specific vLLM wording inside a sentence is a quoted message, not the person's words)
+    # nor did a line the paste shows as not of this run: source code in a diff, a block the person
+    # introduces as only supposed ("you may see the following error:")
+    away = shown_not_run(ctx.doc, ctx.prose) if hits else frozenset()
     taken_back = frozenset(
-        h.line.number for h in decisive if is_negated_prose(ctx.doc, h.line.number, ctx.prose)
+        h.line.number
+        for h in decisive
+        if h.line.number in away or is_negated_prose(ctx.doc, h.line.number, ctx.prose)
     )
     decisive = [h for h in decisive if h.line.number not in taken_back]
     # by hit, not by line: a program's own wording (Ray's "how to address the out of memory issue"
@@ -371,11 +379,14 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
             else:
                 basis = f"the person's words only; {basis}"
         return Verdict(phase, confidence, root, basis, decisive, first_exception, phases, taken_back)
-    errors = [h for h in hits if h.compiled.rule.kind == "exception" and h.line.number not in wrapped]
+    errors = [
+        h
+        for h in hits
+        if h.compiled.rule.kind == "exception" and h.line.number not in wrapped and h.line.number not in away
+    ]
     erred = any(h.compiled.rule.severity == "error" for h in errors)
-    seen = _from_fragments(
-        ctx, {h.line.number for h in hits if h.compiled.rule.kind in ("failure", "oom")}, against_error=erred
-    )
+    failed_lines = {h.line.number for h in hits if h.compiled.rule.kind in ("failure", "oom")}
+    seen = _from_fragments(ctx, failed_lines | away, against_error=erred)
     cut = cut_traceback(ctx.doc)
     known = _cut_frame(ctx, cut)
     cut_weight = ctx.weights.weights["cut_frame"]

@@ -606,31 +606,70 @@ def hit_runs(data: bytes, pattern: Any) -> Iterator[tuple[int, int]]:
 
 
 # What a log line has and a person's sentence does not: a traceback, a frame, an exception name, a
-# progress bar, key=value pairs, sizes to the decimal ("23.55 GiB"; people write "141GB"), a path.
-# Used on lines without any logger or process prefix (those are log lines by construction).
+# progress bar, sizes to the decimal ("23.55 GiB"; people write "141GB"), a path. Used on lines
+# without any logger or process prefix (those are log lines by construction).
 _NOT_PROSE = re.compile(
     r"Traceback \(most recent|^\s*File \"|^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning)\b"
-    r"|\w+=\S|\d+\.\d+ ?(?:GiB|MiB|KiB|GB|MB)\b|\d+ bytes\b|\|\s*\d+/\d+|/\w+/\w+\.py\b|^\s*[\^~]+\s*$"
+    r"|\d+\.\d+ ?(?:GiB|MiB|KiB|GB|MB)\b|\d+ bytes\b|\|\s*\d+/\d+|/\w+/\w+\.py\b|^\s*[\^~]+\s*$"
     r"|^\s*(?:\$|#|>>>|\.\.\.|-{2,}>)\s|^\s*[\[{(<]\S*$"
 )
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
+# key=value pairs are a program's (an args dump, `Namespace(…)`, a record's `pid=12)`, HTML's
+# `class="…"`, `vllm==0.6.3`, a message's advice "consider passing CUDA_LAUNCH_BLOCKING=1") unless
+# each is a bare setting standing as its own word in a line a person wrote (in markdown backticks,
+# in the first person, or in an issue title with its `[Bug]:` tag): "I set max_model_len=16384
+# and…", "[Bug]: VLLM_USE_V1=0 is needed if…". Settings (with --flags) making up a good part of the
+# line, or environment assignments opening a command with flags (`VLLM_X=1 vllm serve m
+# --max-model-len 4096`), are a shell's.
+# A program's voice: a log level opening the line (inside a code span), advice addressed to the
+# reader ("Pass `add_to_git_credential=True` if you want…", "set `do_rescale=False`… you are trying")
+_PROGRAM_VOICE = re.compile(r"^\W*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b|\b(?:you|your)\b", re.IGNORECASE)
+_PERSON = re.compile(
+    r"\b(?:I|I'm|I've|I'd|I'll|we|we're|we've|my|our|me|us)\b|我|^\s*\[[A-Za-z][\w /-]*\]:", re.IGNORECASE
+)
+_ASSIGNMENT = re.compile(r"\w+=\S")
+_INLINE_SETTING = re.compile(r"-{0,2}[A-Za-z_][\w.-]*=[\w.+/-]+")
+_SETTING_WORD_ENDS = "`.,;:!?'\""
+_SETTING = re.compile(r"\w+=\S|(?<!\S)--?[A-Za-z]")
+_COMMAND_START = re.compile(r"^\s*(?:\w+=\S+\s+)+\S.*\s--?[A-Za-z]")
+_SETTING_SHARE = 0.25
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _MIN_WORDS = 4
 _MIN_CJK = 4
+
+
+def _reads_as_settings(text: str, tokens: list[str], words: int) -> bool:
+    """Whether a line's key=value pairs are a program's (one is no bare setting of its own word),
+    or settings (key=value, --flags) make up a good part of its `words` words, or environment
+    assignments open a shell command (one with flags)."""
+    quoted = True  # every setting in backticks: markdown, which a person writes and a program does not
+    for token in tokens:
+        if not _ASSIGNMENT.search(token):
+            continue
+        if not _INLINE_SETTING.fullmatch(token.strip(_SETTING_WORD_ENDS)):
+            return True
+        quoted = quoted and "`" in token
+    if _PROGRAM_VOICE.search(text) or not (quoted or _PERSON.search(text)):
+        return True
+    return len(_SETTING.findall(text)) > _SETTING_SHARE * words or _COMMAND_START.match(text) is not None
 
 
 def is_prose(line: Line) -> bool:
     """Whether a line is a person's sentence rather than something a program printed.
 
     A line with a logger, process or container prefix is a log line. Otherwise it is prose when it
-    has none of a log line's marks and reads as words: at least four, most of its tokens, or at
-    least four Chinese characters.
+    has none of a log line's marks (a setting or two written inline are a sentence's) and reads as
+    words: at least four, most of its tokens, or at least four Chinese characters.
     """
     text = line.text
     if line.source or line.level or not text or _NOT_PROSE.search(text):
         return False
-    if len(_CJK.findall(text)) >= _MIN_CJK:
+    tokens = text.split()
+    cjk = len(_CJK.findall(text))
+    # a Chinese sentence has few spaces: two of its characters count as a word
+    if "=" in text and _reads_as_settings(text, tokens, len(tokens) + cjk // 2):
+        return False
+    if cjk >= _MIN_CJK:
         return True
     words = _WORD.findall(text)
-    tokens = text.split()
     return len(words) >= _MIN_WORDS and len(words) >= 0.7 * len(tokens)

@@ -95,17 +95,48 @@ def _is_question(clause: str, said: Any, vocabulary: ProseVocabulary) -> bool:
     return vocabulary.question.search(part) is not None
 
 
+def _negates(clause: str, vocabulary: ProseVocabulary) -> bool:
+    """Whether the clause has words that take a failure back. A plain "not" governs the verb it
+    stands before, not the next one "and" joins to it ("the server does not start up and fails"):
+    a negation read across a conjunction counts when it opens with a condition or a modal ("if
+    it loads and then OOMs"), else only when it holds inside one of the joined parts."""
+    found = vocabulary.negation.search(clause)
+    if found is None:
+        return False
+    words = found.group()
+    if not vocabulary.conjunction.search(words) or not vocabulary.plain_negator.match(words):
+        return True
+    return any(vocabulary.negation.search(part) for part in _conjuncts(clause, vocabulary))
+
+
+def _conjuncts(clause: str, vocabulary: ProseVocabulary) -> list[str]:
+    parts: list[str] = []
+    start = 0
+    for match in vocabulary.conjunction.finditer(clause):
+        parts.append(clause[start : match.start()])
+        start = match.end()
+    parts.append(clause[start:])
+    return parts
+
+
+def _named_only(clause: str, vocabulary: ProseVocabulary) -> str:
+    """The clause with each failure word that only modifies a noun ("update the error message")
+    read as "the message", unless the clause says the person met it ("got the error message")."""
+    if vocabulary.naming.search(clause) is None or vocabulary.experienced.search(clause) is not None:
+        return clause
+    return str(vocabulary.naming.sub(" the message ", clause))
+
+
 def _affirms(clause: str, vocabulary: ProseVocabulary) -> bool:
+    clause = _named_only(clause, vocabulary)
     said = vocabulary.said.search(clause)
     return (
-        said is not None
-        and not vocabulary.negation.search(clause)
-        and not _is_question(clause, said, vocabulary)
+        said is not None and not _negates(clause, vocabulary) and not _is_question(clause, said, vocabulary)
     )
 
 
 def _takes_back(clause: str, vocabulary: ProseVocabulary) -> bool:
-    if vocabulary.negation.search(clause):
+    if _negates(clause, vocabulary):
         return True
     said = vocabulary.said.search(clause)
     return said is not None and _is_question(clause, said, vocabulary)
@@ -266,9 +297,10 @@ def memory_side(doc: Document, vocabulary: ProseVocabulary) -> Memory:
 
 
 def is_negated_prose(doc: Document, number: int, vocabulary: ProseVocabulary) -> bool:
-    """Whether line `number` is a person's sentence that takes a failure back (a clause negates it
-    or only asks about it) and affirms none. A line no program prefixed counts even when it is too
-    short to read as prose when it ends in a question mark ("will it OOM?"). Words the person quotes
+    """Whether line `number` is a person's sentence that takes a failure back (a clause negates it,
+    only asks about it, or names a message with it) and affirms none. A line no program prefixed
+    counts even when it is too short to read as prose when it ends in a question mark ("will it
+    OOM?"). Words the person quotes
     (`"RuntimeError: … to avoid this error."`) are the program's, not theirs, and are not read."""
     key = ("negated prose", id(vocabulary), doc.lines[number - 1])  # identical lines read alike
     known = doc.memo.get(key)
@@ -283,5 +315,61 @@ def _negated(line: Line, vocabulary: ProseVocabulary) -> bool:
         return False
     # a message quoted in the sentence ("…to avoid this error.") is what the program said
     clauses = _clauses(_unquoted(line.text), vocabulary)
-    taken_back = any(_takes_back(c, vocabulary) for c in clauses)
+    # a failure word that only names a message ("improve the OOM error messages") takes back the
+    # bare "OOM" a rule matched in it, like a negation does
+    taken_back = any(_takes_back(c, vocabulary) or _named_only(c, vocabulary) != c for c in clauses)
     return taken_back and not any(_affirms(c, vocabulary) for c in clauses)
+
+
+# A unified diff's hunk header (`@@ -231,4 +231,6 @@ def f(...)`): the lines after it that open with
+# a space, `+` or `-` are source code under review, not what a run printed.
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
+_HUNK_LINE = ("+", "-", " ", "\t", "\\")
+_INTRODUCER_ENDS = (":", "：")
+_BLOCK_LINES = 40  # lines a quoted block after its introducer may run (the work stays bounded)
+
+
+def shown_not_run(doc: Document, vocabulary: ProseVocabulary) -> frozenset[int]:
+    """Lines a paste shows that did not happen in this run: source code in a diff's hunks, and the
+    block a person's sentence introduces as only supposed ("很可能会出现如下情况：", "you may see
+    the following error:", "if it is too long it could fail with:"), up to its first blank line."""
+    key = ("shown not run", id(vocabulary), "")
+    known = doc.memo.get(key)
+    if not isinstance(known, frozenset):
+        known = doc.memo[key] = frozenset(_hunk_lines(doc)) | frozenset(_supposed_blocks(doc, vocabulary))
+    return known
+
+
+def _hunk_lines(doc: Document) -> Iterator[int]:
+    if "@@ -" not in doc.text:
+        return
+    total = len(doc)
+    for index, text in enumerate(doc.lines):
+        if not _HUNK.match(text):
+            continue
+        number = index + 2
+        while number <= total and doc.lines[number - 1].startswith(_HUNK_LINE):
+            yield number
+            number += 1
+
+
+def _supposed_blocks(doc: Document, vocabulary: ProseVocabulary) -> Iterator[int]:
+    total = len(doc)
+    for line, _ in _prose_lines(doc, vocabulary.supposing):
+        text = line.text.rstrip()
+        if not text.endswith(_INTRODUCER_ENDS) or not is_sentence(line) or not _supposes(text, vocabulary):
+            continue
+        number = line.number + 1
+        if number <= total and not doc.lines[number - 1].strip():
+            number += 1  # one blank line between the introducer and its block
+        last = min(total, number + _BLOCK_LINES - 1)
+        while number <= last and doc.lines[number - 1].strip():
+            yield number
+            number += 1
+
+
+def _supposes(text: str, vocabulary: ProseVocabulary) -> bool:
+    """Whether the introducer's last clause supposes what follows and states nothing happened."""
+    clauses = _clauses(_unquoted(text), vocabulary)
+    last = clauses[-1] if clauses else text
+    return vocabulary.supposing.search(last) is not None and not _affirms(last, vocabulary)

@@ -38,6 +38,11 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     question: list[str]
     presupposed: list[str]
     negation: list[str]
+    conjunctions: list[str]
+    plain_negators: list[str]
+    supposing: list[str]
+    naming: list[str]
+    experienced: list[str]
     stages: dict[Stage, list[str]]
     causes: dict[Phase, Cause]
 
@@ -58,6 +63,11 @@ class ProseVocabulary:
     question: Any
     presupposed: Any
     negation: Any
+    conjunction: Any
+    plain_negator: Any  # a negation that opens with one of these governs one verb, not a condition
+    supposing: Any  # an introducer ("you may see:") that only supposes the block it shows
+    naming: Any  # a failure word as a noun's modifier ("the error message"), naming a thing
+    experienced: Any  # verbs saying the person met what a naming compound names ("got the error message")
     stages: tuple[tuple[Stage, Any], ...]
     any_stage: Any  # every stage's words together: which lines say what the person was doing
     causes: tuple[tuple[Phase, frozenset[Phase], Any], ...]  # (cause, the phases it explains, words)
@@ -93,6 +103,11 @@ def load_prose(rules_dir: Path) -> ProseVocabulary:
         question=_compile(data.question, "$.question"),
         presupposed=_compile(data.presupposed, "$.presupposed"),
         negation=_compile(data.negation, "$.negation"),
+        conjunction=_compile(data.conjunctions, "$.conjunctions"),
+        plain_negator=_compile(data.plain_negators, "$.plain_negators"),
+        supposing=_compile(data.supposing, "$.supposing"),
+        naming=_compile(data.naming, "$.naming"),
+        experienced=_compile(data.experienced, "$.experienced"),
         stages=tuple((stage, _compile(p, f"$.stages.{stage}")) for stage, p in data.stages.items()),
         any_stage=_compile([p for ps in data.stages.values() for p in ps], "$.stages"),
         causes=tuple(

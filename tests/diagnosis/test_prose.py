@@ -162,6 +162,18 @@ def test_a_sentence_alone_is_never_a_confident_verdict(run_classify: Classify) -
         ('  File "/venv/lib/python3.12/site-packages/vllm/worker.py", line 1, in load_model', False),
         ("Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:03<00:03,  1.52s/it]", False),
         ("model='Qwen/Qwen2.5-7B', dtype=torch.bfloat16", False),
+        # a setting or two written inline is a sentence's; settings making up the line, or
+        # environment assignments opening it, are a program's or a shell's
+        ("I tried setting tensor_parallel_size=2 but it says I need to have Ray installed.", True),
+        ("I've set max_tokens=16384 and max_model_len=16384 both in the environment and the script.", True),
+        ("我把 max_model_len=4096 设置好了以后还是报错", True),
+        ("Namespace(model='x', max_model_len=4096, dtype='auto', tensor_parallel_size=2)", False),
+        ("VLLM_USE_V1=0 VLLM_LOGGING_LEVEL=DEBUG vllm serve my/model --max-model-len 4096", False),
+        ("`--enable-sleep-mode` leaks HBM on the server when `VLLM_SERVER_DEV_MODE=1` is set", True),
+        # a message naming a setting for its reader is the program's
+        ("For debugging consider passing CUDA_LAUNCH_BLOCKING=1.", False),
+        ("Pass `add_to_git_credential=True` if you want to set the git credential as well.", False),
+        ("Didn't receive health check response for Replica(id='r1', deployment='vLLM') after 10.0s", False),
     ],
 )
 def test_prose_is_told_from_log_lines(text: str, prose: bool) -> None:
@@ -214,6 +226,19 @@ def test_a_log_line_outweighs_words_about_host_ram(run_classify: Classify) -> No
         ("Long prompts keep being preempted and throughput collapses", "kv_preemption"),
         ("the scheduler preempts and resumes the same request every step", "kv_preemption"),
         ("请求总是被抢占，吞吐很低", "kv_preemption"),
+        # the cache at 100% while serving: the scheduler has no free block left
+        (
+            "The GPU KV cache usage keeps increasing and reaches 100%, then nothing is generated",
+            "kv_preemption",
+        ),
+        ("GPU KV cache usage: 100.0%以后就卡住，无法继续提供服务", "kv_preemption"),
+        # the context used up, a limit of no tokens, a prompt as long as the limit
+        (
+            "I am getting an error saying that the context length for my model is exhausted",
+            "request_too_long",
+        ),
+        ("vllm claims max_model_len is 0 although I set 16384", "request_too_long"),
+        ("[Bug]: VLLM_USE_V1=0 is needed if prompt length equals max model length", "request_too_long"),
         ("The memory check at startup always fails on the second card", "startup_budget"),
         (
             "vllm refuses to start, it says not enough free memory on startup while nvidia-smi is empty",
@@ -241,6 +266,12 @@ def test_a_failure_named_in_words_by_what_happened_gives_its_phase(
         "Does the free-memory check on startup fail when another process holds memory?",
         "Requests used to be preempted and resumed before we raised the KV cache size.",
         "If you see not enough memory at startup, lower gpu_memory_utilization.",
+        # a modal verb or "otherwise" supposes what it names
+        "My understanding is that batched tokens could be more than the max model length.",
+        "Set it above max_model_len. Otherwise, vLLM fails at server startup due to argument validation.",
+        "The server does not hang anymore since the upgrade",
+        "GPU KV cache usage stays around 40% under load and every request finishes",
+        "I set max_model_len=16384 and gpu_memory_utilization=0.9 and it serves fine.",
     ],
 )
 def test_naming_a_failure_only_to_deny_or_ask_about_it_is_no_failure(
@@ -346,6 +377,12 @@ FAILED_SAID = [
     "I tried two GPUs but it says I need to have Ray installed.",
     "启动服务失败了，日志如下",
     "推理的时候报错了，没有任何输出",
+    # what the person saw instead of an error: a server that hangs or does not start, an answer
+    # that does not stop
+    "The API server hangs after the second request and never answers",
+    "[Bug]: with chunked prefill on the server does not start up and fails",
+    "the response is very long, it will not stop until the max length",
+    "服务启动以后就卡住了，一直没有响应",
 ]
 
 
@@ -461,3 +498,72 @@ def test_a_cause_asked_about_refines_nothing(run_classify: Classify) -> None:
         run_classify(f"{asked}\n\n{(HEALTHY / f'{_healthy_logs()[0]}.log').read_text()}").phase
         == "no_failure"
     )
+
+
+KV_TOO_LONG = (
+    "ValueError: The model's max seq len (19008) is larger than the maximum number of tokens that can be "
+    "stored in KV cache (3840). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` "
+    "when initializing the engine."
+)
+
+
+@pytest.mark.parametrize(
+    "introducer",
+    [
+        "With a long context you may see the following error:",
+        "在vllm部署推理时，基于kv cache的长度限制，很可能会出现如下情况：",
+        "If max_model_len is set above what fits, it could fail with:",
+    ],
+)
+def test_an_error_a_sentence_introduces_as_only_supposed_did_not_happen(
+    run_classify: Classify, introducer: str
+) -> None:
+    diagnosis = run_classify(
+        f"[Feature] limit max_model_len\n\n{introducer}\n`{KV_TOO_LONG}`\n\nIs there a way?"
+    )
+    assert diagnosis.phase == "no_failure", diagnosis.summary
+
+
+@pytest.mark.parametrize(
+    "introducer",
+    [
+        "When I start the server it fails with:",
+        "如果把max_model_len设大，启动就会报错：",
+        "I get the following error message:",
+        # a reproduction and a hedge about the cause introduce what happened
+        "If you run vllm serve with --max-model-len 19008 you get:",
+        "可能是下面这个问题：",
+        "I might have hit the same bug:",
+    ],
+)
+def test_an_error_a_sentence_introduces_as_met_still_decides(run_classify: Classify, introducer: str) -> None:
+    diagnosis = run_classify(f"{introducer}\n{KV_TOO_LONG}")
+    assert diagnosis.phase == "kv_cache_capacity", diagnosis.summary
+
+
+def test_source_code_in_a_diff_is_no_run(run_classify: Classify) -> None:
+    log = (
+        "Update the bf16 check's advice for V100 users\n\n"
+        "@@ -231,4 +231,6 @@ def _check_if_gpu_supports_dtype(torch_dtype: torch.dtype):\n"
+        "             raise ValueError(\n"
+        '                 "Bfloat16 is only supported on GPUs with compute capability "\n'
+        '                 f"of at least 8.0. Your {gpu_name} GPU has compute capability "\n'
+        '+                f" You can use float16 instead, for example: --dtype=half."\n'
+    )
+    assert run_classify(log).phase == "no_failure"
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Update a more user-friendly error message when using a V100",
+        "[Misc]: Improve OOM error messages with actionable suggestions",
+        "When len(prompt) + max_tokens > max_model_len, the error message incorrectly reported the limit.",
+    ],
+)
+def test_a_failure_word_naming_a_message_states_no_failure(run_classify: Classify, sentence: str) -> None:
+    assert run_classify(sentence).phase == "no_failure"
+
+
+def test_an_error_message_the_person_met_is_a_failure(run_classify: Classify) -> None:
+    assert run_classify("I got an error message while loading the model and it exits").phase == "not_memory"

@@ -155,10 +155,6 @@ FIX_GAPS = {
         "a V0 engine's traceback cut inside initialize_cache before its error line: no out-of-memory"
         " finding tells the allocation recipes it ran out, and no figure sizes the capacity recipes"
     ),
-    "gh9-kotaemon395-local-vllm-openai-compatible-context-length-exhausted-words": (
-        "a client's 'context length is exhausted' misread as a KV-capacity failure (a known_miss): no"
-        " figure for a KV recipe to size"
-    ),
     "gh8-gpustack3777-ascend910b2-glm45-air-vocab-151552-not-divisible-by-6-cards": (
         "the vocabulary-vs-TP assertion retold in prose with no command: no --tensor-parallel-size to"
         " change and no GPU count to size a divisor against"
@@ -176,10 +172,6 @@ FIX_GAPS = {
     ),
     "gh9-34040-v1-glm-ocr-image-item-6042-exceeds-encoder-cache-4800-400-wrapper-body": (
         "an image item over the encoder cache misread as a KV-capacity failure (a known_miss): nothing"
-        " to size"
-    ),
-    "gh9-39976-v1-chunked-prefill-batched-tokens-above-model-len-server-does-not-start-words": (
-        "a scheduler-config check retold in words, misread as a KV-capacity failure (a known_miss): nothing"
         " to size"
     ),
 }
