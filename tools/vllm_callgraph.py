@@ -53,6 +53,10 @@ MAX_DEPTH = 4
 # Stages are the signature packs' (`warmup` covers CUDA-graph capture; `kv_cache` is the cache
 # allocation after profiling; `config` the checks of engine arguments).
 ENTRY_POINTS: dict[str, tuple[str, ...]] = {
+    # a worker setting up its device before the model loads: the distributed environment, the memory
+    # snapshot and V1's start-up check of free memory against gpu_memory_utilization (`init_device`
+    # -> `request_memory` from 0.14)
+    "device": ("init_device",),
     "loading": (
         "load_model",
         "load_weights",

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, replace
 
 from service.diagnosis.normalize import Document
-from service.packs.frames import FrameRow, FrameTable
+from service.packs.frames import LIBRARY_FOLDERS, FrameRow, FrameTable
 from service.schemas import Phase
 
 __all__ = [
@@ -22,12 +22,14 @@ __all__ = [
     "cut_traceback",
     "deepest_frame",
     "frame_place",
+    "library_file",
     "vllm_file",
 ]
 
 # The phase of an out-of-memory error raised in each stage (DESIGN §3.1): allocating the KV cache
 # after sizing it is "no memory for cache blocks". An OOM in argument checks has no phase.
 OOM_PHASE: dict[str, Phase] = {
+    "device": "startup_budget",
     "loading": "weights_oom",
     "profiling": "warmup_oom",
     "warmup": "warmup_oom",
@@ -114,12 +116,27 @@ def frame_place(
         return None
     path = match.group("path")
     file = vllm_file(path)
-    if file is None:
-        return None
-    plugin = _is_plugin(path)
     function = match.group("function")
+    if file is None:
+        library = library_file(path)
+        if library is None:
+            return None
+        entries = [e for e in table.rows_for(library, function) if e.covers(version)]
+        return _one_stage(entries, number, library, function, False)
+    plugin = _is_plugin(path)
     entries = [e for e in table.rows_for(file, function, plugin=_mirrored(file)) if e.covers(version)]
     return _one_stage(entries, number, file, function, plugin)
+
+
+_LIBRARIES = "|".join(re.escape(folder) for folder in LIBRARY_FOLDERS)
+_LIBRARY = re.compile(rf"(?:^|/)(?:site|dist)-packages/(?P<rest>(?:{_LIBRARIES})[\w/]{{1,300}}\.py)$")
+
+
+def library_file(path: str) -> str | None:
+    """The path inside an installed library whose frames a table places (`torch/nn/modules/module.py`
+    of `…/site-packages/torch/nn/modules/module.py`), or None."""
+    found = _LIBRARY.search(path.replace("\\", "/"))
+    return found.group("rest") if found else None
 
 
 def _one_stage(

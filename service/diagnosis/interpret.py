@@ -58,6 +58,7 @@ PHASE_STAGE: dict[Phase, int] = {
 
 # When the host ran out, by the phase a CUDA OOM at the same point would have.
 _HOST_STAGE: dict[Phase, str] = {
+    "startup_budget": "while a worker set up its device, before the weights loaded",
     "weights_oom": "while the weights loaded",
     "kv_cache_capacity": "after the weights loaded and were profiled, while allocating the KV cache and swap",
     "warmup_oom": "after the weights loaded, while profiling or warming up",
@@ -89,6 +90,7 @@ class Verdict:
 # cache it sized has no memory for cache blocks (kv_cache_capacity, DESIGN §3.1).
 _TABLE_STAGE: dict[str, Stage] = {
     "init": "init",
+    "device": "device",
     "loading": "loading",
     "profiling": "profiling",
     "warmup": "warmup",
