@@ -61,6 +61,7 @@ _OTHER_CALL = re.compile(
 _HANDLED: frozenset[Phase] = frozenset({"weights_oom", "warmup_oom", "runtime_oom"})
 _EXCEPTION = re.compile(r"^(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\b")
 TRACEBACK = "Traceback (most recent call last)"
+_FRAME_HEAD = re.compile(r'^\s*File "[^"\n]{0,600}$')  # a frame line the paste stops inside: `File "/ho`
 # vLLM's logger prefix (`ERROR 03-31 16:55:54 multiproc_worker_utils.py:242]`, V1's `ERROR 11-04
 # 09:45:23 [core.py:588]`) cut before its closing bracket: a line the paste ends in the middle of.
 _CUT_PREFIX = re.compile(
@@ -275,7 +276,8 @@ def _called_place(
 
 def _frames_run_start(doc: Document) -> int | None:
     """First line of the frames a paste ends with when it shows no traceback header (a paste cut
-    at both ends): the run of frame and code lines of one process back from the last line."""
+    at both ends): the run of frame and code lines of one process back from the last line, past
+    other processes' lines printed between them."""
     total = len(doc.lines)
     last = next((n for n in range(total, 0, -1) if doc.line(n).text.strip()), None)
     if last is None:
@@ -286,9 +288,11 @@ def _frames_run_start(doc: Document) -> int | None:
     start, frames = last, 0
     for number in range(last, 0, -1):
         line = doc.line(number)
+        if source and line.source and line.source != source:
+            continue  # another process's line interleaved with this one's (`(Worker_TP1 pid=…)`)
         if line.source != source or not line.text.strip():
             break
-        if _FRAME.search(line.text):
+        if _FRAME.search(line.text) or _FRAME_HEAD.match(line.text):  # a frame, or one cut mid-path
             frames += 1
         elif not doc.lines[number - 1].startswith((" ", "\t")) and not line.level and not line.source:
             break
@@ -321,6 +325,6 @@ def cut_traceback(doc: Document) -> tuple[int, int, str] | None:
     if _EXCEPTION.match(tail):
         return None
     before = doc.line(printed[-2]).text if len(printed) > 1 else ""
-    if _FRAME.search(tail) or (_FRAME.search(before) and not tail.endswith(":")):
+    if _FRAME.search(tail) or _FRAME_HEAD.match(tail) or (_FRAME.search(before) and not tail.endswith(":")):
         return header, last, source
     return None

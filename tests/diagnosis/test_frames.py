@@ -333,3 +333,32 @@ def test_an_oom_while_a_worker_sets_up_its_device_is_startup_budget(packs: RuleP
         tail="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.",
     )
     assert classify_text(log, packs).phase == "startup_budget"
+
+
+def test_a_method_raising_through_its_own_helpers_names_their_phase(packs: RulePacks) -> None:
+    # CompressedTensorsConfig.get_scheme raises the capability check through
+    # self._get_scheme_from_parts -> self._check_scheme_supported
+    file = "model_executor/layers/quantization/compressed_tensors/compressed_tensors.py"
+    frame = f'File "{SITE}/{file}", line 600, in get_scheme'
+    place = frame_place(packs.signatures.frames, frame, version=(0, 11, 2))
+    assert place is not None and place.phase == "quantization_config"
+
+
+def test_interleaved_workers_frames_cut_mid_path_are_one_cut_traceback(packs: RulePacks) -> None:
+    # two TP workers print their tracebacks line by line into one log; the paste stops inside a path
+    tp0, tp1 = (
+        "(Worker_TP0 pid=11) ERROR 11-29 20:52:18 [multiproc_executor.py:597] ",
+        "(Worker_TP1 pid=12) ERROR 11-29 20:52:18 [multiproc_executor.py:597] ",
+    )
+    file = "model_executor/layers/quantization/compressed_tensors/compressed_tensors.py"
+    log = "\n".join(
+        [
+            f'{tp0}  File "{SITE}/{file}", line 110, in get_quant_method',
+            f'{tp1}  File "{SITE}/model_executor/models/qwen3.py", line 90, in __init__',
+            f"{tp0}    quant_scheme = self.get_scheme(layer=layer, layer_name=prefix)",
+            f"{tp1}    self.qkv_proj = QKVParallelLinear(",
+            f'{tp0}  File "/ho',
+        ]
+    )
+    diagnosis = classify_text(log, packs)
+    assert diagnosis.phase == "quantization_config"
