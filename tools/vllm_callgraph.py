@@ -14,8 +14,9 @@ From each stage's entry points (`ENTRY_POINTS`, data) a breadth-first walk of `M
 every function it reaches with that stage. A function reached from one stage only is written to
 `rules/frames/vllm.json`, keyed by its file (the path after `vllm/`) and name, with the releases it
 appears in; one reached from several stages says nothing and is left out. Where the templates a
-function raises (from `rules/inventory/vllm.yaml`) all belong to one phase, the frame also names that
-phase, so a traceback cut before its exception line can still be placed.
+function raises (from `rules/inventory/vllm.yaml`), itself or through the methods of its class it
+calls on `self` (`HELPER_DEPTH`), all belong to one phase, the frame also names that phase, so a
+traceback cut before its exception line can still be placed.
 
     python tools/vllm_callgraph.py            # rewrite rules/frames/vllm.json
     python tools/vllm_callgraph.py --check    # exit 1 when the committed table is stale
@@ -53,6 +54,10 @@ MAX_DEPTH = 4
 # Stages are the signature packs' (`warmup` covers CUDA-graph capture; `kv_cache` is the cache
 # allocation after profiling; `config` the checks of engine arguments).
 ENTRY_POINTS: dict[str, tuple[str, ...]] = {
+    # a worker setting up its device before the model loads: the distributed environment, the memory
+    # snapshot and V1's start-up check of free memory against gpu_memory_utilization (`init_device`
+    # -> `request_memory` from 0.14)
+    "device": ("init_device",),
     "loading": (
         "load_model",
         "load_weights",
@@ -421,16 +426,44 @@ def raised_phases(root: Path) -> dict[tuple[str, str], set[str]]:
     return out
 
 
+# How many calls deep a method's own helpers (methods of its class it calls on `self`) count as its
+# errors: `CompressedTensorsConfig.get_scheme` raises the capability check through
+# `self._get_scheme_from_parts` -> `self._check_scheme_supported`.
+HELPER_DEPTH = 2
+
+
+def with_helpers(
+    functions: list[Function], phases: dict[tuple[str, str], set[str]]
+) -> dict[tuple[str, str], set[str]]:
+    """(file, qualname) -> the phases a method raises itself or through its own class's methods it
+    calls on `self` (HELPER_DEPTH deep): one release's view of `raised_phases`."""
+    methods = {(f.file, f.owner, f.name): f for f in functions if f.owner}
+
+    def reach(function: Function, depth: int) -> set[str]:
+        found = set(phases.get((function.file, function.qualname), ()))
+        if depth and function.owner:
+            for name in function.self_calls:
+                helper = methods.get((function.file, function.owner, name))
+                if helper is not None and helper is not function:
+                    found |= reach(helper, depth - 1)
+        return found
+
+    return {(f.file, f.qualname): reach(f, HELPER_DEPTH) for f in functions}
+
+
 def build(cache: Path) -> dict[str, object]:
     order = sorted((p.name for p in cache.iterdir() if (p / "vllm").is_dir()), key=version_key)
     per_release = release_functions(cache, order)
-    phases = raised_phases(ROOT / "rules")
+    own_phases = raised_phases(ROOT / "rules")
     rows: dict[tuple[str, str, str, str | None], list[str]] = {}
     for version in order:
+        phases = with_helpers(per_release[version], own_phases)
         for (file, qualname), stages in stages_of(per_release[version]).items():
             if len(stages) != 1:
                 continue
-            raised = phases.get((file, qualname), set())
+            # a constructor or start-up sequence runs every stage: only its own raises are its errors
+            own = "init" in stages
+            raised = (own_phases if own else phases).get((file, qualname), set())
             phase = next(iter(raised)) if len(raised) == 1 and "<several>" not in raised else None
             key = (file.removeprefix("vllm/"), qualname.rsplit(".", 1)[-1], next(iter(stages)), phase)
             rows.setdefault(key, []).append(version)

@@ -14,10 +14,10 @@ from service.diagnosis.evidence import collect_evidence, collect_findings
 from service.diagnosis.facts import collect_facts, infer_engine
 from service.diagnosis.hints import budget_hint, gpu_named, gpus_counted, weights_hint
 from service.diagnosis.interpret import Context, interpret
-from service.diagnosis.misleading import flag_misleading
+from service.diagnosis.misleading import flag_misleading, implied_by_flagged
 from service.diagnosis.normalize import Document, is_prose
 from service.diagnosis.quoted import quoted_hits
-from service.diagnosis.scan import scan_document
+from service.diagnosis.scan import Hit, scan_document
 from service.diagnosis.settings import stated_settings
 from service.diagnosis.wording import describe
 from service.packs import RulePacks
@@ -80,6 +80,13 @@ def classify_text(
     found = collect_facts(
         hits, decisive_lines, request_facts or {}, command, version_text, packs.fixes, settings
     )
+    misleading = flag_misleading(packs.misleading, hits, found.sources, engine)
+    implied = implied_by_flagged(packs.misleading, misleading, found.sources)
+    if implied:  # what a misprinted figure implies is not stated: the command or another line may say it
+        hits = [_without(h, implied) for h in hits]
+        found = collect_facts(
+            hits, decisive_lines, request_facts or {}, command, version_text, packs.fixes, settings
+        )
     facts = found.to_facts()
     title, summary = describe(verdict, facts)
     return Diagnosis(
@@ -95,8 +102,16 @@ def classify_text(
         rules_version=packs.digest,
         engine=engine,
         fact_sources=found.sources,
-        misleading=flag_misleading(packs.misleading, hits, found.sources, engine),
+        misleading=misleading,
     )
+
+
+def _without(hit: Hit, implied: set[tuple[int, str]]) -> Hit:
+    """`hit` without the facts its line derives from a misprinted figure."""
+    dropped = {name for number, name in implied if number == hit.line.number}
+    if not dropped.intersection(hit.facts):
+        return hit
+    return Hit(hit.compiled, hit.line, {k: v for k, v in hit.facts.items() if k not in dropped}, hit.repeats)
 
 
 _SAID_LINES = 300  # the person's words sit around the paste: its first and last lines are read

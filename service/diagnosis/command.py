@@ -131,7 +131,7 @@ def parse_command(command: str, history: FixPack, version: str | None = None) ->
     for arg in launch.args:
         if arg.name is None:
             continue
-        name = arg.name
+        name = history.expand(arg.name, version)  # argparse reads an unambiguous prefix as the option
         parsed.flags.append(name)
         spec = history.flag(name)
         negated = _negated(name, history)

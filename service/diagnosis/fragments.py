@@ -31,7 +31,7 @@ from service.packs.fragments import (
 from service.packs.inventory import pieces
 from service.packs.signatures import CompiledRule
 
-__all__ = ["FragmentHit", "find_fragments", "loudest_printing"]
+__all__ = ["FragmentHit", "find_fragments", "loudest_printing", "stated_facts"]
 
 # Stand-ins for a hole the line does not show, by hole shape; two sets, so a fact read from one is seen
 _STAND_INS: tuple[dict[str, str], dict[str, str]] = (
@@ -88,7 +88,8 @@ def find_fragments(
     doc: Document, index: FragmentIndex, rules: dict[str, CompiledRule], skip: set[int]
 ) -> list[FragmentHit]:
     """Every line (not in `skip`) that shows a fragment of a decisive template, in line order."""
-    found: list[FragmentHit] = []
+    found: list[FragmentHit] = _cut_heads(doc, index, rules, skip)
+    skip = skip | {f.hit.line.number for f in found}
     known: dict[str, FragmentHit | None] = {}  # identical lines are aligned once (DESIGN §6)
     for number in _candidate_lines(doc, index):
         if number in skip:
@@ -116,6 +117,47 @@ def find_fragments(
         known[record] = matched
         if matched is not None:
             found.append(matched)
+        if len(found) >= MAX_HITS:
+            break
+    return sorted(found, key=lambda f: f.hit.line.number)
+
+
+# An exception line: the exception's (dotted) name and its message.
+_EXCEPTION_LINE = re.compile(
+    r"^\s*(?:\w+\.){0,6}(?P<name>[A-Z]\w{0,80}(?:Error|Exception)):[ \t]*(?P<message>\S.{0,200})$"
+)
+
+
+def _cut_heads(
+    doc: Document, index: FragmentIndex, rules: dict[str, CompiledRule], skip: set[int]
+) -> list[FragmentHit]:
+    """Exception lines whose message is only the opening words of a raised template (the paste or
+    the log cut it there: `ValueError: Prequant BitsAndBytes`), of the same exception, where every
+    template opening with those words is of one phase (the table's `heads`)."""
+    heads = index.table.heads
+    if not heads:
+        return []
+    found: list[FragmentHit] = []
+    for number, text in enumerate(doc.lines, start=1):
+        if number in skip or "Error" not in text and "Exception" not in text:
+            continue
+        line = doc.line(number)
+        match = _EXCEPTION_LINE.match(line.text)
+        if match is None:
+            continue
+        shown = [w for w, _, _ in words(unicodedata.normalize("NFKC", match.group("message")))]
+        name = match.group("name")
+        opened = [
+            c for c in heads.get(" ".join(shown), ()) if index.table.templates[c].exception in (name, None)
+        ]
+        if not opened:
+            continue
+        spec = index.table.templates[opened[0]]
+        compiled = rules.get(spec.rule)
+        if compiled is None:
+            continue
+        literal = sum(1 for w in index.template_words[opened[0]] if w != HOLE_WORD)
+        found.append(FragmentHit(Hit(compiled=compiled, line=line, facts={}), round(len(shown) / literal, 3)))
         if len(found) >= MAX_HITS:
             break
     return found
@@ -196,7 +238,7 @@ def _hit(
     if compiled is None:
         return None
     values = _hole_values(text, spans, index.template_words[candidate], aligned, pieces(spec.text))
-    facts = _stated_facts(compiled, spec.text, spec.holes, values)
+    facts = stated_facts(compiled, spec.text, spec.holes, values)
     first = min(aligned)
     if first > 0:  # the opening words are missing: put the template's own head back before the line's
         restored = [
@@ -298,7 +340,7 @@ def _agreed(compiled: CompiledRule, first_text: str, second_text: str) -> dict[s
     return {name: value for name, value in first.items() if second.get(name) == value}
 
 
-def _stated_facts(
+def stated_facts(
     compiled: CompiledRule, text: str, shapes: list[str], values: list[str | None]
 ) -> dict[str, object]:
     rendered = [_render(text, shapes, values, stand_in) for stand_in in _STAND_INS]

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, replace
 
 from service.diagnosis.normalize import Document
-from service.packs.frames import FrameRow, FrameTable
+from service.packs.frames import LIBRARY_FOLDERS, FrameRow, FrameTable
 from service.schemas import Phase
 
 __all__ = [
@@ -22,12 +22,14 @@ __all__ = [
     "cut_traceback",
     "deepest_frame",
     "frame_place",
+    "library_file",
     "vllm_file",
 ]
 
 # The phase of an out-of-memory error raised in each stage (DESIGN §3.1): allocating the KV cache
 # after sizing it is "no memory for cache blocks". An OOM in argument checks has no phase.
 OOM_PHASE: dict[str, Phase] = {
+    "device": "startup_budget",
     "loading": "weights_oom",
     "profiling": "warmup_oom",
     "warmup": "warmup_oom",
@@ -59,6 +61,7 @@ _OTHER_CALL = re.compile(
 _HANDLED: frozenset[Phase] = frozenset({"weights_oom", "warmup_oom", "runtime_oom"})
 _EXCEPTION = re.compile(r"^(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\b")
 TRACEBACK = "Traceback (most recent call last)"
+_FRAME_HEAD = re.compile(r'^\s*File "[^"\n]{0,600}$')  # a frame line the paste stops inside: `File "/ho`
 # vLLM's logger prefix (`ERROR 03-31 16:55:54 multiproc_worker_utils.py:242]`, V1's `ERROR 11-04
 # 09:45:23 [core.py:588]`) cut before its closing bracket: a line the paste ends in the middle of.
 _CUT_PREFIX = re.compile(
@@ -114,12 +117,27 @@ def frame_place(
         return None
     path = match.group("path")
     file = vllm_file(path)
-    if file is None:
-        return None
-    plugin = _is_plugin(path)
     function = match.group("function")
+    if file is None:
+        library = library_file(path)
+        if library is None:
+            return None
+        entries = [e for e in table.rows_for(library, function) if e.covers(version)]
+        return _one_stage(entries, number, library, function, False)
+    plugin = _is_plugin(path)
     entries = [e for e in table.rows_for(file, function, plugin=_mirrored(file)) if e.covers(version)]
     return _one_stage(entries, number, file, function, plugin)
+
+
+_LIBRARIES = "|".join(re.escape(folder) for folder in LIBRARY_FOLDERS)
+_LIBRARY = re.compile(rf"(?:^|/)(?:site|dist)-packages/(?P<rest>(?:{_LIBRARIES})[\w/]{{1,300}}\.py)$")
+
+
+def library_file(path: str) -> str | None:
+    """The path inside an installed library whose frames a table places (`torch/nn/modules/module.py`
+    of `…/site-packages/torch/nn/modules/module.py`), or None."""
+    found = _LIBRARY.search(path.replace("\\", "/"))
+    return found.group("rest") if found else None
 
 
 def _one_stage(
@@ -258,7 +276,8 @@ def _called_place(
 
 def _frames_run_start(doc: Document) -> int | None:
     """First line of the frames a paste ends with when it shows no traceback header (a paste cut
-    at both ends): the run of frame and code lines of one process back from the last line."""
+    at both ends): the run of frame and code lines of one process back from the last line, past
+    other processes' lines printed between them."""
     total = len(doc.lines)
     last = next((n for n in range(total, 0, -1) if doc.line(n).text.strip()), None)
     if last is None:
@@ -269,9 +288,11 @@ def _frames_run_start(doc: Document) -> int | None:
     start, frames = last, 0
     for number in range(last, 0, -1):
         line = doc.line(number)
+        if source and line.source and line.source != source:
+            continue  # another process's line interleaved with this one's (`(Worker_TP1 pid=…)`)
         if line.source != source or not line.text.strip():
             break
-        if _FRAME.search(line.text):
+        if _FRAME.search(line.text) or _FRAME_HEAD.match(line.text):  # a frame, or one cut mid-path
             frames += 1
         elif not doc.lines[number - 1].startswith((" ", "\t")) and not line.level and not line.source:
             break
@@ -304,6 +325,6 @@ def cut_traceback(doc: Document) -> tuple[int, int, str] | None:
     if _EXCEPTION.match(tail):
         return None
     before = doc.line(printed[-2]).text if len(printed) > 1 else ""
-    if _FRAME.search(tail) or (_FRAME.search(before) and not tail.endswith(":")):
+    if _FRAME.search(tail) or _FRAME_HEAD.match(tail) or (_FRAME.search(before) and not tail.endswith(":")):
         return header, last, source
     return None

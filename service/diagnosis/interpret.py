@@ -27,6 +27,7 @@ from service.diagnosis.prose import (
     shown_not_run,
     stages_said,
 )
+from service.diagnosis.retyped import find_retyped
 from service.diagnosis.scan import Hit, LineBlocks, present
 from service.packs import SignatureIndex
 from service.packs.evidence import EvidenceWeights
@@ -57,6 +58,7 @@ PHASE_STAGE: dict[Phase, int] = {
 
 # When the host ran out, by the phase a CUDA OOM at the same point would have.
 _HOST_STAGE: dict[Phase, str] = {
+    "startup_budget": "while a worker set up its device, before the weights loaded",
     "weights_oom": "while the weights loaded",
     "kv_cache_capacity": "after the weights loaded and were profiled, while allocating the KV cache and swap",
     "warmup_oom": "after the weights loaded, while profiling or warming up",
@@ -64,6 +66,9 @@ _HOST_STAGE: dict[Phase, str] = {
 }
 
 MAX_PLACED_OOMS = 16
+# A message retyped in a person's shorthand counts as this share of a fragment showing as many of
+# its words: its numbers stand in the template's holes, but its words are the person's.
+RETYPED_STRENGTH = 0.8
 _PROSE_ONLY = 0.5  # the most a verdict resting on a person's sentence alone may claim
 
 
@@ -85,6 +90,7 @@ class Verdict:
 # cache it sized has no memory for cache blocks (kv_cache_capacity, DESIGN §3.1).
 _TABLE_STAGE: dict[str, Stage] = {
     "init": "init",
+    "device": "device",
     "loading": "loading",
     "profiling": "profiling",
     "warmup": "warmup",
@@ -135,8 +141,14 @@ class Context:
         return _TABLE_STAGE[known.stage], known.function, known.line
 
     def fragment_hits(self, skip: set[int]) -> list[FragmentHit]:
-        """Lines (not in `skip`) showing part of a decisive vLLM template without its rule matching."""
-        return find_fragments(self.doc, self.fragments, self.signatures.by_id, skip)
+        """Lines (not in `skip`) showing part of a decisive vLLM template without its rule matching,
+        or retyping one with its numbers (weaker: `RETYPED_STRENGTH` of the share of words seen)."""
+        found = find_fragments(self.doc, self.fragments, self.signatures.by_id, skip)
+        # a line some rule read is vLLM's (or a wrapper's) own wording, not a person's retyping
+        shown = skip | {f.hit.line.number for f in found} | {h.line.number for h in self.hits}
+        retyped = find_retyped(self.doc, self.fragments, self.signatures.by_id, shown)
+        found += [FragmentHit(r.hit, round(r.seen * RETYPED_STRENGTH, 3), r.covered) for r in retyped]
+        return sorted(found, key=lambda f: f.hit.line.number)
 
     def present(self) -> list[CompiledRule]:
         """Lazy-index rules matching anywhere in the document (one RE2 pass, cached)."""

@@ -16,7 +16,7 @@ from service.packs.misleading import LoggingBugs
 from service.schemas import Diagnosis, Engine, Facts, MisleadingFact
 from service.versions import parse_span
 
-__all__ = ["arithmetic_facts", "flag_misleading"]
+__all__ = ["arithmetic_facts", "flag_misleading", "implied_by_flagged"]
 
 
 def flag_misleading(
@@ -38,7 +38,8 @@ def flag_misleading(
         ]
         if not stating or (wording is not None and not any(wording.search(h.line.text) for h in stating)):
             continue
-        if not all(bug.versions.contains(version) for version in span):
+        dated = bug.dated_by_wording and engine.version is None and engine.range is None
+        if not dated and not all(bug.versions.contains(version) for version in span):
             continue
         if bug.when and not matched.intersection(bug.when):
             continue
@@ -52,3 +53,19 @@ def arithmetic_facts(diagnosis: Diagnosis) -> Facts:
     """The facts the budget and the fixes may compute with: a misleading figure is left out."""
     dropped = {item.fact: None for item in diagnosis.misleading if not item.usable}
     return msgspec.structs.replace(diagnosis.facts, **dropped) if dropped else diagnosis.facts
+
+
+def implied_by_flagged(
+    bugs: LoggingBugs, flagged: list[MisleadingFact], sources: dict[str, str]
+) -> set[tuple[int, str]]:
+    """(line, fact) of the facts a flagged figure's line derives from it (its bug's `implied`): the
+    line states the figure, not those, so another line or the command states them instead."""
+    by_id = {bug.id: bug for bug, _ in bugs.bugs}
+    out: set[tuple[int, str]] = set()
+    for item in flagged:
+        bug = by_id.get(item.bug)
+        source = sources.get(item.fact, "")
+        if bug is None or item.usable or not source.startswith("line "):
+            continue
+        out.update((int(source.removeprefix("line ")), name) for name in bug.implied)
+    return out

@@ -45,6 +45,10 @@ __all__ = [
 STAGE_PHASE: dict[Stage, Phase] = {
     "config": "weights_oom",
     "init": "weights_oom",
+    # a worker setting up its device (`init_device`: NCCL, the memory snapshot, the start-up check
+    # of free memory against gpu_memory_utilization) before any weight loads: the GPU was already
+    # too full to start (DESIGN §3.1)
+    "device": "startup_budget",
     "loading": "weights_oom",
     "profiling": "warmup_oom",
     "kv_cache": "kv_cache_capacity",
@@ -62,6 +66,7 @@ _PHASE_STAGE: dict[Phase, Stage] = {
 _PROGRESS: dict[Stage, int] = {
     "config": 0,
     "init": 0,
+    "device": 0,
     "loading": 1,
     "profiling": 2,
     "kv_cache": 2,
@@ -225,6 +230,7 @@ def _timeline_clues(ctx: StageLookup, failure: Line) -> list[Clue]:
 _ORDER: dict[Stage, int] = {
     "config": 0,
     "init": 0,
+    "device": 0,
     "loading": 1,
     "profiling": 2,
     "kv_cache": 3,

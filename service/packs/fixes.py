@@ -20,7 +20,7 @@ from service.errors import PackError
 from service.packs.catalog import ENGINE_FILE, EngineFacts
 from service.packs.loader import decode_yaml, load_yaml_file, locate
 from service.schemas import Facts, Finding, Phase, Snapshot
-from service.versions import Version, VersionRange, VersionSpan
+from service.versions import Version, VersionRange, VersionSpan, parse_version, release
 
 __all__ = [
     "FixPack",
@@ -34,6 +34,7 @@ __all__ = [
 ]
 
 FLAGS_FILE = "flags.yaml"
+OPTIONS_FILE = "options.json"  # every release's long options, by tools/vllm_options.py
 _RECIPE_ID = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$")
 _FLAG_NAME = re.compile(r"^--[a-z][a-z0-9-]*$")
 _SHORT_FLAG = re.compile(r"^-[a-zA-Z]{1,3}$")
@@ -175,9 +176,26 @@ class FixPack(_Pack, frozen=True):
     engine: EngineFacts
     calculator_origins: dict[str, RecipeOrigin] = msgspec.field(default_factory=dict)
     aliases: dict[str, str] = msgspec.field(default_factory=dict)
+    options: dict[str, list[list[str]]] = msgspec.field(default_factory=dict)
 
     def flag(self, name: str) -> FlagSpec | None:
         return self.flags.get(name)
+
+    def expand(self, name: str, version: str | None = None) -> str:
+        """The long option vLLM's parser reads `name` as. Its parsers never set `allow_abbrev=False`
+        (tools/vllm_options.py), so argparse takes an unambiguous prefix of a long option for it
+        (`--gpu-memory-util` is `--gpu-memory-utilization`); an option of its own, a prefix of two
+        options of the release (of any release, when it is unknown) or of none is `name` itself."""
+        if not name.startswith("--") or name in self.options or name in self.flags or len(name) < 4:
+            return name
+        known = parse_version(version) if version else None
+        matches = {
+            option
+            for option, runs in self.options.items()
+            if option.startswith(name)
+            and (known is None or any(release(low) <= known <= release(high) for low, high in runs))
+        }
+        return matches.pop() if len(matches) == 1 else name
 
     @property
     def switches(self) -> frozenset[str]:
@@ -266,8 +284,32 @@ def load_fix_recipes(rules_dir: Path, engine: EngineFacts | None = None) -> FixP
     if not recipes:
         raise PackError(_shown(folder, root), "holds no fix recipes")
     return FixPack(
-        recipes=tuple(recipes), flags=flags, engine=engine, calculator_origins=origins, aliases=aliases
+        recipes=tuple(recipes),
+        flags=flags,
+        engine=engine,
+        calculator_origins=origins,
+        aliases=aliases,
+        options=_load_options(folder / OPTIONS_FILE, root),
     )
+
+
+class _OptionTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    source: str
+    releases: list[str]
+    options: list[tuple[str, list[list[str]]]]
+
+
+def _load_options(path: Path, root: Path) -> dict[str, list[list[str]]]:
+    """`options.json` as option -> its releases ([first, last] runs); none when absent (a rules
+    folder without generated data still reads commands, abbreviations as written)."""
+    if not path.is_file():
+        return {}
+    shown = _shown(path, root)
+    try:
+        table = msgspec.json.decode(_read(path, shown).encode(), type=_OptionTable)
+    except msgspec.DecodeError as exc:
+        raise PackError(shown, f"is not a valid option table ({exc})") from exc
+    return dict(table.options)
 
 
 def _shown(path: Path, root: Path) -> str:

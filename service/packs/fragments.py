@@ -16,7 +16,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, NamedTuple, overload
 
 import msgspec
 import re2
@@ -30,6 +30,9 @@ __all__ = [
     "SEED_SIZES",
     "SEPARATORS",
     "FragmentIndex",
+    "RETYPED_COMMON",
+    "RetypedToken",
+    "HEAD_SIZES",
     "FragmentTemplate",
     "Fragments",
     "build_fragments",
@@ -37,9 +40,15 @@ __all__ = [
     "load_fragments",
     "seeds_of",
     "separated",
+    "template_tokens",
     "words",
 ]
 
+# A head is a raised template's opening run of this many words: an exception line showing only that
+# much (`ValueError: Prequant BitsAndBytes`) is the message cut short, when no template of another
+# phase (nor one only logged) opens so.
+HEAD_SIZES = (2, 3, 4)
+_RAISED = ("raise", "assert")
 SEED_SIZES = (3, 4)  # a seed is a run of this many words; a 4-word run may be one phase's alone
 # where each of its 3-word runs is shared
 HOLE_WORD = "\x00"  # stands for a template's hole among its words: it matches no word of a line
@@ -95,13 +104,17 @@ class FragmentTemplate(msgspec.Struct, forbid_unknown_fields=True, frozen=True, 
     rule: str
     phase: Phase
     level: str = "raise"
+    exception: str | None = None  # the exception vLLM raises it with (the inventory's), if any
 
 
 class Fragments(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    """The templates, and each seed (4 words joined by spaces) -> indexes of templates holding it."""
+    """The templates, each seed (4 words joined by spaces) -> indexes of templates holding it, and
+    each head (a template's first `HEAD_SIZES` words) -> indexes of the raised templates opening
+    with it, where every template of the inventories that opens so is of one phase."""
 
     templates: list[FragmentTemplate] = msgspec.field(default_factory=list)
     seeds: dict[str, list[int]] = msgspec.field(default_factory=dict)
+    heads: dict[str, list[int]] = msgspec.field(default_factory=dict)
 
 
 class FragmentIndex:
@@ -109,13 +122,41 @@ class FragmentIndex:
 
     The pass is compiled on first use: only a paste in which no rule found a failure needs it."""
 
-    __slots__ = ("_levels", "_prefilter", "table", "template_words")
+    __slots__ = ("_levels", "_prefilter", "_retyped", "table", "template_words")
 
     def __init__(self, table: Fragments) -> None:
         self.table = table
         self.template_words: Sequence[list[str]] = _TemplateWords(table.templates)
         self._prefilter: Any = None
         self._levels: dict[str, list[tuple[re.Pattern[str], str]]] = {}
+        self._retyped: _RetypedIndex | None = None
+
+    def retyped_candidates(self, text: str) -> list[int]:
+        """Templates with numeric holes sharing `RETYPED_WORDS` distinctive words with `text` (the
+        ones service/diagnosis/retyped.py aligns it with); built on first use."""
+        index = self._retyped_index()
+        shared: dict[int, int] = {}
+        for word in set(_WORD.findall(text.lower())):
+            for candidate in index.by_word.get(word, ()):
+                shared[candidate] = shared.get(candidate, 0) + 1
+        return sorted(c for c, n in shared.items() if n >= RETYPED_WORDS)
+
+    def retyped_tokens(self, candidate: int) -> list[RetypedToken]:
+        """Template `candidate` as retyped.py's tokens (literal words and hole shapes)."""
+        return self._retyped_index().tokens[candidate]
+
+    def _retyped_index(self) -> _RetypedIndex:
+        if self._retyped is None:
+            by_word: dict[str, list[int]] = {}
+            tokens: dict[int, list[RetypedToken]] = {}
+            for number, template in enumerate(self.table.templates):
+                if sum(1 for h in template.holes if h in ("int", "float", "size")) < 2:
+                    continue
+                tokens[number] = template_tokens(template.text, template.holes)
+                for word in {t.text for t in tokens[number] if t.kind == "word"} - RETYPED_COMMON:
+                    by_word.setdefault(word, []).append(number)
+            self._retyped = _RetypedIndex(by_word, tokens)
+        return self._retyped
 
     def printed_at(self, rule_id: str, text: str) -> frozenset[str]:
         """The levels (the inventory's) at which vLLM prints the rule's templates that `text` shows
@@ -172,6 +213,40 @@ class _TemplateWords(Sequence[list[str]]):
         return known
 
 
+RETYPED_WORDS = 3  # distinctive words a line shares with a template before it is aligned with it
+_COMMON_WORDS = "a an the is are be of on in to for or and with by at as it this that not no from your you"
+RETYPED_COMMON = frozenset(_COMMON_WORDS.split() + ["gib", "mib", "gb", "try", "please"])
+
+
+class RetypedToken(NamedTuple):
+    """A token of a retyped line or of a template, as service/diagnosis/retyped.py aligns them:
+    kind is "word", "number" or a hole's shape; start and end are its span on the line."""
+
+    kind: str
+    text: str
+    start: int = 0
+    end: int = 0
+
+
+def template_tokens(text: str, holes: list[str]) -> list[RetypedToken]:
+    """A template's literal words (lower-cased) and its holes (their shapes), in order."""
+    out: list[RetypedToken] = []
+    parts = pieces(text)
+    for i, part in enumerate(parts):
+        out.extend(RetypedToken("word", m.group(0).lower()) for m in _LETTERS.finditer(part))
+        if i < len(parts) - 1:
+            out.append(RetypedToken(holes[i] if i < len(holes) else "text", ""))
+    return out
+
+
+_LETTERS = re.compile(r"[a-z_]+", re.IGNORECASE)
+
+
+class _RetypedIndex(NamedTuple):
+    by_word: dict[str, list[int]]
+    tokens: dict[int, list[RetypedToken]]
+
+
 def empty_fragments() -> FragmentIndex:
     return FragmentIndex(Fragments())
 
@@ -201,19 +276,30 @@ def seeds_of(tokens: list[str]) -> set[str]:
     }
 
 
+def heads_of(words: list[str]) -> list[str]:
+    """A template's opening runs of HEAD_SIZES words, up to its first hole."""
+    opening = words[: words.index(HOLE_WORD)] if HOLE_WORD in words else words
+    return [" ".join(opening[:size]) for size in HEAD_SIZES if size < len(opening)]
+
+
 def build_fragments(inventories: list[InventoryFile], rules: dict[str, CompiledRule]) -> Fragments:
-    """Templates matched by a decisive rule, and the seeds only templates of one phase hold
-    (a seed also found in a template of another phase, an undecided one or an irrelevant one, says
-    nothing on its own)."""
+    """Templates matched by a decisive rule, the seeds only templates of one phase hold (a seed also
+    found in a template of another phase, an undecided one or an irrelevant one, says nothing on its
+    own), and the heads only raised templates of one phase open with."""
     kept: list[FragmentTemplate] = []
     owners: dict[str, set[Phase | None]] = {}
     where: dict[str, set[int]] = {}
+    head_owners: dict[str, set[Phase | None]] = {}
+    head_where: dict[str, set[int]] = {}
     seen: set[tuple[str, str, str]] = set()
     for inventory in inventories:
         for template in inventory.templates:
             phase, rule = _decisive_rule(template, rules)
-            for seed in seeds_of(template_words(template.text)):
+            wording = template_words(template.text)
+            for seed in seeds_of(wording):
                 owners.setdefault(seed, set()).add(phase)
+            for head in heads_of(wording):
+                head_owners.setdefault(head, set()).add(phase if template.level in _RAISED else None)
             if rule is None or phase is None or (template.text, rule, template.level) in seen:
                 continue
             seen.add((template.text, rule, template.level))
@@ -225,16 +311,25 @@ def build_fragments(inventories: list[InventoryFile], rules: dict[str, CompiledR
                     rule=rule,
                     phase=phase,
                     level=template.level,
+                    exception=template.exception,
                 )
             )
-            for seed in seeds_of(template_words(template.text)):
+            for seed in seeds_of(wording):
                 where.setdefault(seed, set()).add(index)
+            if template.level in _RAISED and template.exception:
+                for head in heads_of(wording):
+                    head_where.setdefault(head, set()).add(index)
     seeds = {
         seed: sorted(found)
         for seed, found in sorted(where.items())
         if len(owners[seed]) == 1 and None not in owners[seed]
     }
-    return Fragments(templates=kept, seeds=seeds)
+    heads = {
+        head: sorted(found)
+        for head, found in sorted(head_where.items())
+        if len(head_owners[head]) == 1 and None not in head_owners[head]
+    }
+    return Fragments(templates=kept, seeds=seeds, heads=heads)
 
 
 def _decisive_rule(template: Template, rules: dict[str, CompiledRule]) -> tuple[Phase | None, str | None]:
@@ -252,6 +347,8 @@ def dump_fragments(fragments: Fragments) -> str:
     lines.append(",\n".join(json.dumps(t, ensure_ascii=False) for t in raw["templates"]))
     lines.append('], "seeds": {')
     lines.append(",\n".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in raw["seeds"].items()))
+    lines.append('}, "heads": {')
+    lines.append(",\n".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in raw["heads"].items()))
     lines.append("}}")
     return "\n".join(lines) + "\n"
 

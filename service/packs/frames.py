@@ -33,6 +33,7 @@ from service.versions import release
 
 __all__ = [
     "FRAME_STAGES",
+    "LIBRARY_FOLDERS",
     "CheckedFrameRow",
     "FrameRow",
     "FrameTable",
@@ -41,7 +42,7 @@ __all__ = [
     "load_frames",
 ]
 
-FrameStage = Literal["config", "init", "loading", "profiling", "warmup", "kv_cache", "serving"]
+FrameStage = Literal["config", "init", "device", "loading", "profiling", "warmup", "kv_cache", "serving"]
 FRAME_STAGES: tuple[FrameStage, ...] = FrameStage.__args__  # type: ignore[attr-defined]
 
 
@@ -154,11 +155,18 @@ class FrameTable:
             mirror: dict[tuple[str, str], list[FrameRow]] = {}
             named: dict[str, list[FrameRow]] = {}
             for (file, function), rows in by_file.items():
+                if file.startswith(LIBRARY_FOLDERS):
+                    continue  # a library's method is not vLLM's of that name (Tensor.cuda is not Module.cuda)
                 mirror.setdefault((_folder(file), function), []).extend(rows)
                 named.setdefault(function, []).extend(rows)
             self._mirror = {key: tuple(rows) for key, rows in mirror.items()}
             self._files = frozenset(file for file, _ in by_file)
             self._by_name = {key: tuple(rows) for key, rows in named.items()}
+
+
+# Libraries whose frames a table may place (rules/frames/torch.json): their rows are keyed by the
+# library's own path (`torch/nn/modules/module.py`), never mirrored into vLLM's folders or names.
+LIBRARY_FOLDERS = ("torch/",)
 
 
 def _folder(file: str) -> str:

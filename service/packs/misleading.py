@@ -32,6 +32,11 @@ class LoggingBug(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
     wording: str | None = None  # RE2 the stating line must match (e.g. the mislabelled unit)
     when: list[str] = msgspec.field(default_factory=list)  # rule ids, one of which must also match
     usable: bool = False  # only the label misleads: the figure, read as vramdoc reads it, is right
+    # the wording exists only in the bug's releases (read in the sources): a log of unknown version
+    # that shows it is of those releases
+    dated_by_wording: bool = False
+    # facts the stating line derives from the figure (a rule's `also`): never taken from that line
+    implied: list[str] = msgspec.field(default_factory=list)
     note: str
     source: str
 
@@ -40,6 +45,11 @@ class LoggingBug(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
             raise ValueError(f"unknown fact {self.fact!r} (DESIGN §3.2 names the facts)")
         if not self.rules:
             raise ValueError("a logging bug names the rules whose line states the figure")
+        if self.dated_by_wording and self.wording is None:
+            raise ValueError("dated_by_wording needs the wording that dates the log")
+        for name in self.implied:
+            if name not in FACT_TYPES:
+                raise ValueError(f"unknown implied fact {name!r} (DESIGN §3.2 names the facts)")
 
 
 class _File(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):

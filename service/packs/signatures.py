@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 RuleKind = Literal["failure", "oom", "wrapper", "exception", "stage", "frame", "info", "version"]
-Stage = Literal["config", "init", "loading", "profiling", "kv_cache", "warmup", "serving"]
+Stage = Literal["config", "init", "device", "loading", "profiling", "kv_cache", "warmup", "serving"]
 Unit = Literal["GiB", "GB", "MiB", "KiB", "bytes", "auto", "tokens", "count", "ratio", "percent"]
 Status = Literal["stable", "experimental", "deprecated", "retired"]
 

@@ -286,3 +286,79 @@ def test_an_oom_printed_above_the_capture_lines_it_interrupted_is_a_warm_up_oom(
         ]
     )
     assert classify_text(log, packs).phase == "warmup_oom"
+
+
+TORCH = "/usr/local/lib/python3.11/dist-packages/torch/nn/modules/module.py"
+
+
+def test_an_oom_under_torch_moving_a_modules_weights_to_the_device_is_weights_oom(packs: RulePacks) -> None:
+    # Module.cuda/.to walk every parameter through Module._apply and its `convert`: the weights are
+    # being put on the device, whichever loader or fork called it
+    log = "\n".join(
+        [
+            "RuntimeError: XPU out of memory while starting the server",
+            "",
+            f'  File "{TORCH}", line 916, in cuda',
+            "    return self._apply(lambda t: t.cuda(device))",
+            f'  File "{TORCH}", line 780, in _apply',
+            "    module._apply(fn)",
+            f'  File "{TORCH}", line 1158, in convert',
+            "    return t.to(device, dtype if t.is_floating_point() else None, non_blocking)",
+        ]
+    )
+    assert classify_text(log, packs).phase == "weights_oom"
+
+
+def test_a_tensors_cuda_call_under_a_vllm_frame_is_not_a_modules(packs: RulePacks) -> None:
+    # `x.cuda()` in vLLM's code is Tensor.cuda, not Module.cuda: the library's rows are never looked
+    # up by a method name another object's call shows
+    assert packs.signatures.frames.rows_named("cuda") == ()
+    assert packs.signatures.frames.rows_named("_apply") == ()
+
+
+def test_a_workers_device_set_up_is_its_own_stage_before_loading(packs: RulePacks) -> None:
+    place = frame_place(
+        packs.signatures.frames, f'File "{SITE}/v1/worker/gpu_worker.py", line 252, in init_device'
+    )
+    assert place is not None and place.stage == "device"
+
+
+def test_an_oom_while_a_worker_sets_up_its_device_is_startup_budget(packs: RulePacks) -> None:
+    # V1's gpu_worker.init_device takes the memory snapshot and checks free memory against
+    # gpu_memory_utilization before any weight loads: an OOM there found the GPU already full
+    log = _traceback(
+        ("v1/executor/uniproc_executor.py", "_init_executor", "self.driver_worker.init_device()"),
+        ("v1/worker/worker_base.py", "init_device", "self.worker.init_device()  # type: ignore"),
+        ("v1/worker/gpu_worker.py", "init_device", "torch.cuda.empty_cache()"),
+        tail="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.",
+    )
+    assert classify_text(log, packs).phase == "startup_budget"
+
+
+def test_a_method_raising_through_its_own_helpers_names_their_phase(packs: RulePacks) -> None:
+    # CompressedTensorsConfig.get_scheme raises the capability check through
+    # self._get_scheme_from_parts -> self._check_scheme_supported
+    file = "model_executor/layers/quantization/compressed_tensors/compressed_tensors.py"
+    frame = f'File "{SITE}/{file}", line 600, in get_scheme'
+    place = frame_place(packs.signatures.frames, frame, version=(0, 11, 2))
+    assert place is not None and place.phase == "quantization_config"
+
+
+def test_interleaved_workers_frames_cut_mid_path_are_one_cut_traceback(packs: RulePacks) -> None:
+    # two TP workers print their tracebacks line by line into one log; the paste stops inside a path
+    tp0, tp1 = (
+        "(Worker_TP0 pid=11) ERROR 11-29 20:52:18 [multiproc_executor.py:597] ",
+        "(Worker_TP1 pid=12) ERROR 11-29 20:52:18 [multiproc_executor.py:597] ",
+    )
+    file = "model_executor/layers/quantization/compressed_tensors/compressed_tensors.py"
+    log = "\n".join(
+        [
+            f'{tp0}  File "{SITE}/{file}", line 110, in get_quant_method',
+            f'{tp1}  File "{SITE}/model_executor/models/qwen3.py", line 90, in __init__',
+            f"{tp0}    quant_scheme = self.get_scheme(layer=layer, layer_name=prefix)",
+            f"{tp1}    self.qkv_proj = QKVParallelLinear(",
+            f'{tp0}  File "/ho',
+        ]
+    )
+    diagnosis = classify_text(log, packs)
+    assert diagnosis.phase == "quantization_config"

@@ -101,3 +101,29 @@ def test_a_bad_logging_bug_entry_is_a_pack_error_naming_it(tmp_path: Path, body:
 def test_the_text_report_says_which_figure_misleads_and_why(packs: RulePacks) -> None:
     report = render_report(diagnose(DiagnoseRequest(log=HYBRID_BOOT.format(version="0.14.1")), packs))
     assert "! kv_cache_tokens is misleading as vLLM printed it (not computed with)" in report
+
+
+MISREPORTED = (
+    '{"error":{"message":"This model\'s maximum context length is 3 tokens. However, your request has 8 '
+    'input tokens. Please reduce the length of the input messages. (parameter=input_tokens, value=8)",'
+    '"type":"BadRequestError","param":"input_tokens","code":400}}'
+)
+
+
+def test_a_completions_limit_less_max_tokens_is_flagged_and_implies_no_max_model_len(
+    packs: RulePacks,
+) -> None:
+    # 0.10-0.15 printed max_model_len - max_tokens here; the wording itself dates the log
+    log = f"vllm serve ./llama-194m --max-model-len 2048\n\n{MISREPORTED}\n"
+    diagnosis = classify_text(log, packs)
+    assert diagnosis.phase == "request_too_long"
+    assert diagnosis.facts.context_limit == 3  # kept as printed
+    assert diagnosis.facts.max_model_len == 2048  # from the command, not the misprinted limit
+    assert [m.bug for m in diagnosis.misleading] == ["vllm-completions-limit-less-max-tokens"]
+    assert arithmetic_facts(diagnosis).context_limit is None
+
+
+def test_a_release_past_the_fix_is_not_flagged(packs: RulePacks) -> None:
+    diagnosis = classify_text(f"{MISREPORTED}\n", packs, vllm_version="0.16.0")
+    assert diagnosis.misleading == []
+    assert diagnosis.facts.max_model_len == 3

@@ -120,7 +120,12 @@ def _vllm_itself(ctx: FixContext, found: list[tuple[int, float, str | None]]) ->
     read, the process whose memory matches what PyTorch itself holds (plus its CUDA context) is it.
     """
     f = ctx.facts
-    if f.process_in_use_gib is not None or f.torch_allocated_gib is None:
+    if f.process_in_use_gib is not None:
+        # the facts name the failing process's use: stated ("this process has"), or the one listed
+        # process holding PyTorch's reserve (service/diagnosis/facts.py), which is then listed too
+        listed = [p for p in found if p[1] == f.process_in_use_gib]
+        return listed[0][0] if len(listed) == 1 else None
+    if f.torch_allocated_gib is None:
         return None
     torch_gib = f.torch_allocated_gib + (f.torch_reserved_unallocated_gib or 0.0)
     slack = max(1.5, 0.1 * torch_gib)
