@@ -292,23 +292,29 @@ def run_of(data: bytes, raw: bytes, end: int) -> tuple[int, int]:
 _MIN_WRAP_WIDTH = 60
 
 
-def _wrap_points(lines: list[str]) -> set[int]:
+def _run_starts(lines: list[str]) -> list[int]:
+    """Where each run of identical consecutive lines starts (0-based; lines compared in C)."""
+    changes = map(operator.ne, itertools.islice(lines, 1, None), lines)
+    return [0, *itertools.compress(range(1, len(lines)), changes)]
+
+
+def _wrap_points(lines: list[str], starts: list[int] | None = None) -> set[int]:
     """Indexes of lines cut at the terminal width: the longest length, shared by two or more.
 
     A line followed by the same line is no wrap point (a wrapped piece never repeats whole), so a
-    run of one pasted line is not rejoined piece by piece.
+    run of one pasted line is not rejoined piece by piece: only the last line of each run (`starts`,
+    `_run_starts` of `lines`) can be one, and a 2 MB paste of one line is one run to look at.
     """
-    lengths = list(map(len, lines))
+    starts = _run_starts(lines) if starts is None else starts
+    ends = [*(start - 1 for start in itertools.islice(starts, 1, None)), len(lines) - 1]
+    lengths = list(map(len, map(lines.__getitem__, starts)))
     width = max(lengths, default=0)
-    if width < _MIN_WRAP_WIDTH or lengths.count(width) < 2:
+    if width < _MIN_WRAP_WIDTH:
         return set()
-    # (line, next line) pairs compared in C, without a Python step per line: a 2 MB paste of one
-    # line is 14,000 of them
-    cut = map(operator.and_, map(width.__eq__, lengths), map(operator.ne, lines, lines[1:]))
-    points = set(itertools.compress(range(len(lines) - 1), cut))
-    if lengths[-1] == width:
-        points.add(len(lines) - 1)
-    return points
+    cut = [at for at, length in enumerate(lengths) if length == width]
+    if sum(ends[at] - starts[at] + 1 for at in cut) < 2:
+        return set()
+    return {ends[at] for at in cut}
 
 
 def _unwrap(lines: list[str], points: set[int]) -> set[int]:
@@ -365,6 +371,7 @@ class Document:
         "_data",
         "_distinct",
         "_ends",
+        "_starts",
         "lines",
         "memo",
         "moved",
@@ -376,12 +383,15 @@ class Document:
         encoded = raw.encode("utf-8", errors="replace")
         data: bytes | None = encoded
         points: set[int] = set()
-        if _needs_cleaning(encoded):
-            # widths as the terminal printed them, before fences and colour codes are removed
-            points = _wrap_points(raw.split("\n"))
-            raw, data = clean_text(raw), None
         lines = raw.split("\n")
-        points |= _wrap_points(lines)
+        starts = _run_starts(lines)
+        if _needs_cleaning(_distinct_data(lines, starts, encoded)):
+            # widths as the terminal printed them, before fences and colour codes are removed
+            points = _wrap_points(lines, starts)
+            raw, data = clean_text(raw), None
+            lines = raw.split("\n")
+            starts = _run_starts(lines)
+        points |= _wrap_points(lines, starts)
         moved = _unwrap(lines, points) if points else set()
         if moved:
             raw, data = "\n".join(lines), None
@@ -392,6 +402,9 @@ class Document:
         self._cache: dict[int, Line] = {}
         self._data = data
         self._distinct: DistinctLines | None = None
+        # where each run of identical consecutive lines starts, while the lines are the ones it was
+        # taken from (a rejoined wrap empties lines: then computed again when asked for)
+        self._starts: list[int] | None = None if moved else starts
         self._ends: list[int] | None = None  # byte offset where each line ends, when asked for
         # whether lines repeat across the text (every rank, every request), as the first pass over
         # it saw (the eager scan); None until one has looked. Later passes then read each distinct
@@ -405,7 +418,7 @@ class Document:
     def distinct(self) -> DistinctLines:
         """Each distinct line once, for whole-text passes that care which lines match, not where."""
         if self._distinct is None:
-            self._distinct = DistinctLines(self.lines, self.data, self.repeating)
+            self._distinct = DistinctLines(self.lines, self.data, self.repeating, self.starts)
         return self._distinct
 
     def lines_hit(self, pattern: Any) -> set[str]:
@@ -430,9 +443,21 @@ class Document:
         """(number, repeats) of every run of identical lines an RE2 `pattern` matches inside, in
         order: over each distinct line once when the lines repeat (`repeating`), else over the text
         itself, skipping each run's copies (as they are asked for)."""
-        if self.repeating or (self.repeating is None and _looks_repeated(self.lines)):
+        if self.repeating or (self.repeating is None and self._looks_repeated()):
             return iter(self.runs(self.distinct.hit_by(pattern)))
         return ((index + 1, repeats) for index, repeats in hit_runs(self.data, pattern))
+
+    @property
+    def starts(self) -> list[int]:
+        """Where each run of identical consecutive lines starts (0-based)."""
+        if self._starts is None:
+            self._starts = _run_starts(self.lines)
+        return self._starts
+
+    def _looks_repeated(self) -> bool:
+        """Whether the lines look repeated: a fifth of them or more copy the line before (known from
+        the runs, without hashing a line), or `_looks_repeated` says so of the whole text."""
+        return len(self.starts) * 5 < len(self.lines) * 4 or _looks_repeated(self.lines)
 
     def _runs_at(self, indexes: Iterable[int]) -> Iterator[tuple[int, int]]:
         """(number, repeats) of the runs starting at the 0-based line `indexes` (ascending); an index
@@ -492,6 +517,15 @@ class Document:
         return [self.line(n) for n in range(first, last + 1)]
 
 
+def _distinct_data(lines: list[str], starts: list[int], data: bytes) -> bytes:
+    """What a per-line question (does any line need cleaning?) may read instead of `data`, the UTF-8
+    of `lines`: each distinct line once when a fifth of the lines or more repeat the line before
+    (one line pasted over and over), else `data` itself."""
+    if len(starts) * 5 >= len(lines) * 4:
+        return data
+    return "\n".join(dict.fromkeys(map(lines.__getitem__, starts))).encode("utf-8", errors="replace")
+
+
 def _run_length(lines: list[str], index: int, stop: int) -> int:
     """How many lines from `index` (0-based, before `stop`) equal lines[index]: blocks of a growing
     size are compared in C, so a paste of one line 14,000 times costs a few dozen comparisons."""
@@ -530,7 +564,9 @@ class DistinctLines:
 
     __slots__ = ("data", "heads", "lines", "repeats", "starts")
 
-    def __init__(self, lines: list[str], data: bytes, repeating: bool | None = None) -> None:
+    def __init__(
+        self, lines: list[str], data: bytes, repeating: bool | None = None, starts: list[int] | None = None
+    ) -> None:
         self.lines, self.data = lines, data
         self.starts: list[int] = []
         self.heads: list[str] = []
@@ -539,8 +575,7 @@ class DistinctLines:
             return
         # runs of identical lines first (compared in C, without hashing every copy): where each
         # starts, and its text
-        changes = map(operator.ne, itertools.islice(lines, 1, None), lines)
-        self.starts = [0, *itertools.compress(range(1, len(lines)), changes)]
+        self.starts = _run_starts(lines) if starts is None else starts
         self.heads = list(map(lines.__getitem__, self.starts))
         unique = list(dict.fromkeys(self.heads))
         # asked unseen: lines repeat when a fifth of them or more are copies
