@@ -228,6 +228,16 @@ def clean_text(text: str) -> str:
         text = cleaned
 
 
+def _may_be_glued(raw: str) -> bool:
+    """Whether a process tag can start after a line's first character: a tag holds `pid=` and no
+    `(` between its own `(` and `pid=`, so a line whose only `pid=` follows its only `(`-to-`pid=`
+    opening at the start (as every line of a V1 process reads) has none to look for."""
+    at = raw.find("pid=")
+    if at < 0:
+        return False
+    return raw.find("pid=", at + 4) >= 0 or raw.rfind("(", 0, at) > 0
+
+
 def split_prefixes(raw: str) -> tuple[str, str, str]:
     """(source, level, message) of one cleaned line, with every known prefix removed.
 
@@ -237,9 +247,10 @@ def split_prefixes(raw: str) -> tuple[str, str, str]:
     source = ""
     level = ""
     text = raw
-    starts = [m.start() for m in _GLUED.finditer(raw)] if "pid=" in raw else []
-    if starts and starts[-1] > 0:
-        text = raw[starts[-1] :]
+    if _may_be_glued(raw):
+        starts = [m.start() for m in _GLUED.finditer(raw)]
+        if starts and starts[-1] > 0:
+            text = raw[starts[-1] :]
     for _ in range(12):
         match = _PREFIX.match(text)
         if match is None or match.end() == 0:
