@@ -203,8 +203,13 @@ def stated_settings(doc: Document, history: FixPack) -> Iterator[StatedSetting]:
         return
     lines = doc.lines
     for first, last in _windows(doc, reader.names):
-        data = "\n".join(lines[first : last + 1]).encode("utf-8", errors="replace")
-        yield from _read(reader, data, first + 1)
+        text = "\n".join(lines[first : last + 1])
+        key = ("stated settings", id(reader), text)  # the same lines pasted again are read once
+        found = doc.memo.get(key)
+        if found is None:
+            found = doc.memo[key] = list(_read(reader, text.encode("utf-8", errors="replace"), 1))
+        for setting in found:  # type: ignore[attr-defined]
+            yield StatedSetting(first + setting.line, setting.fact, setting.value)
 
 
 # A flag's value may sit on a later line than its name: after a separator that takes in newlines
