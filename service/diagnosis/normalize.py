@@ -309,23 +309,46 @@ def _run_starts(lines: list[str]) -> list[int]:
     return [0, *itertools.compress(range(1, len(lines)), changes)]
 
 
+# Fewer lines than this are read as they are: finding their runs would cost more than it saves.
+_RUNS_FROM = 1024
+
+
+def _repeated_runs(lines: list[str]) -> list[int] | None:
+    """`_run_starts` of `lines` when more than a fifth of them copy the line before (one line pasted
+    over and over), else None (always for a short paste)."""
+    if len(lines) < _RUNS_FROM:
+        return None
+    starts = _run_starts(lines)
+    return starts if (len(lines) - len(starts)) * 5 > len(lines) else None
+
+
 def _wrap_points(lines: list[str], starts: list[int] | None = None) -> set[int]:
     """Indexes of lines cut at the terminal width: the longest length, shared by two or more.
 
     A line followed by the same line is no wrap point (a wrapped piece never repeats whole), so a
-    run of one pasted line is not rejoined piece by piece: only the last line of each run (`starts`,
-    `_run_starts` of `lines`) can be one, and a 2 MB paste of one line is one run to look at.
+    run of one pasted line is not rejoined piece by piece: given the runs (`starts`, `_run_starts`
+    of `lines`), only each run's last line is looked at, and a 2 MB paste of one line is one run.
     """
-    starts = _run_starts(lines) if starts is None else starts
-    ends = [*(start - 1 for start in itertools.islice(starts, 1, None)), len(lines) - 1]
-    lengths = list(map(len, map(lines.__getitem__, starts)))
+    if starts is not None:
+        lengths = list(map(len, map(lines.__getitem__, starts)))  # of each run's line
+        width = max(lengths, default=0)
+        if width < _MIN_WRAP_WIDTH:
+            return set()
+        cut = list(itertools.compress(range(len(starts)), map(width.__eq__, lengths)))
+        ends = [starts[at + 1] - 1 if at + 1 < len(starts) else len(lines) - 1 for at in cut]
+        if len(cut) < 2 and ends[0] == starts[cut[0]]:  # one line of that width, not repeated
+            return set()
+        return set(ends)
+    lengths = list(map(len, lines))
     width = max(lengths, default=0)
-    if width < _MIN_WRAP_WIDTH:
+    if width < _MIN_WRAP_WIDTH or lengths.count(width) < 2:
         return set()
-    cut = [at for at, length in enumerate(lengths) if length == width]
-    if sum(ends[at] - starts[at] + 1 for at in cut) < 2:
-        return set()
-    return {ends[at] for at in cut}
+    # (line, next line) pairs compared in C, without a Python step per line
+    cut = map(operator.and_, map(width.__eq__, lengths), map(operator.ne, lines, lines[1:]))
+    points = set(itertools.compress(range(len(lines) - 1), cut))
+    if lengths[-1] == width:
+        points.add(len(lines) - 1)
+    return points
 
 
 def _unwrap(lines: list[str], points: set[int]) -> set[int]:
@@ -395,13 +418,13 @@ class Document:
         data: bytes | None = encoded
         points: set[int] = set()
         lines = raw.split("\n")
-        starts = _run_starts(lines)
+        starts = _repeated_runs(lines)
         if _needs_cleaning(_distinct_data(lines, starts, encoded)):
             # widths as the terminal printed them, before fences and colour codes are removed
             points = _wrap_points(lines, starts)
             raw, data = clean_text(raw), None
             lines = raw.split("\n")
-            starts = _run_starts(lines)
+            starts = _repeated_runs(lines)
         points |= _wrap_points(lines, starts)
         moved = _unwrap(lines, points) if points else set()
         if moved:
@@ -413,8 +436,8 @@ class Document:
         self._cache: dict[int, Line] = {}
         self._data = data
         self._distinct: DistinctLines | None = None
-        # where each run of identical consecutive lines starts, while the lines are the ones it was
-        # taken from (a rejoined wrap empties lines: then computed again when asked for)
+        # where each run of identical consecutive lines starts, when many lines copy the one before
+        # and the lines are the ones it was taken from (a rejoined wrap empties lines); else None
         self._starts: list[int] | None = None if moved else starts
         self._ends: list[int] | None = None  # byte offset where each line ends, when asked for
         # whether lines repeat across the text (every rank, every request), as the first pass over
@@ -429,7 +452,7 @@ class Document:
     def distinct(self) -> DistinctLines:
         """Each distinct line once, for whole-text passes that care which lines match, not where."""
         if self._distinct is None:
-            self._distinct = DistinctLines(self.lines, self.data, self.repeating, self.starts)
+            self._distinct = DistinctLines(self.lines, self.data, self.repeating, self._starts)
         return self._distinct
 
     def lines_hit(self, pattern: Any) -> set[str]:
@@ -458,17 +481,10 @@ class Document:
             return iter(self.runs(self.distinct.hit_by(pattern)))
         return ((index + 1, repeats) for index, repeats in hit_runs(self.data, pattern))
 
-    @property
-    def starts(self) -> list[int]:
-        """Where each run of identical consecutive lines starts (0-based)."""
-        if self._starts is None:
-            self._starts = _run_starts(self.lines)
-        return self._starts
-
     def _looks_repeated(self) -> bool:
-        """Whether the lines look repeated: a fifth of them or more copy the line before (known from
-        the runs, without hashing a line), or `_looks_repeated` says so of the whole text."""
-        return len(self.starts) * 5 < len(self.lines) * 4 or _looks_repeated(self.lines)
+        """Whether the lines look repeated: many copy the line before (the runs `Document` found,
+        without hashing a line), or `_looks_repeated` says so of the whole text."""
+        return self._starts is not None or _looks_repeated(self.lines)
 
     def _runs_at(self, indexes: Iterable[int]) -> Iterator[tuple[int, int]]:
         """(number, repeats) of the runs starting at the 0-based line `indexes` (ascending); an index
@@ -528,11 +544,11 @@ class Document:
         return [self.line(n) for n in range(first, last + 1)]
 
 
-def _distinct_data(lines: list[str], starts: list[int], data: bytes) -> bytes:
+def _distinct_data(lines: list[str], starts: list[int] | None, data: bytes) -> bytes:
     """What a per-line question (does any line need cleaning?) may read instead of `data`, the UTF-8
-    of `lines`: each distinct line once when a fifth of the lines or more repeat the line before
-    (one line pasted over and over), else `data` itself."""
-    if len(starts) * 5 >= len(lines) * 4:
+    of `lines`: each distinct line once when many lines copy the line before (`starts`, the runs
+    `_repeated_runs` found), else `data` itself."""
+    if starts is None:
         return data
     return "\n".join(dict.fromkeys(map(lines.__getitem__, starts))).encode("utf-8", errors="replace")
 

@@ -21,8 +21,8 @@ built from the flag table, so a flag added there is read here too.
 
 One RE2 pass over the flags' names finds where a spelling may start (over each distinct line once
 when the paste repeats: only the lines it finds are read then, each with the lines a spelling can run
-on to, a YAML list's `- "8192"`), and at each name only the branches of the flags whose names start there are tried (`num_gpu_blocks` there also
-tries `num_gpu_blocks_override`).
+on to, a YAML list's `- "8192"`), and at each name only the branches of the flags whose names start
+there are tried (at `model_weights_gib=` both `--model`'s and `model_weights_gib`'s).
 """
 
 from __future__ import annotations
@@ -117,6 +117,7 @@ def _reader(history: FixPack) -> _Reader:
 
     def spelled_by(pattern: str, branch: int) -> None:
         names.setdefault(pattern, set()).add(branch)
+
     for name in sorted(history.flags, key=len, reverse=True):  # longest first: `--max-model-len` wins
         setting = history.setting(name)
         if setting is None or setting.fact is None or not name.startswith("--"):
@@ -149,7 +150,8 @@ def _reader(history: FixPack) -> _Reader:
                 spellings.append(rf"(?<![\w\-.])(?i:{re.escape(form)}){_SPOKEN}")
         for alias in history.flags[name].aliases if name in history.flags else ():
             letters = alias.lstrip("-")
-            spelled_by(rf"\b{re.escape(letters)}(?:\b|_|\d)" if len(letters) > 1 else rf"{re.escape(alias)}\b", len(branches))
+            short = rf"\b{re.escape(letters)}(?:\b|_|\d)" if len(letters) > 1 else rf"{re.escape(alias)}\b"
+            spelled_by(short, len(branches))
             spellings.append(rf"(?<![\w\-]){re.escape(alias)}{_SEPARATOR}")
             if len(letters) > 1:  # `TP=4`, "tp 8", "TP8" as people write the short option,
                 # and `tp_size=8` / "TP size (8)" as vLLM's messages name the setting
