@@ -334,9 +334,9 @@ def _wrap_points(lines: list[str], starts: list[int] | None = None) -> set[int]:
         width = max(lengths, default=0)
         if width < _MIN_WRAP_WIDTH:
             return set()
-        cut = list(itertools.compress(range(len(starts)), map(width.__eq__, lengths)))
-        ends = [starts[at + 1] - 1 if at + 1 < len(starts) else len(lines) - 1 for at in cut]
-        if len(cut) < 2 and ends[0] == starts[cut[0]]:  # one line of that width, not repeated
+        runs = list(itertools.compress(range(len(starts)), map(width.__eq__, lengths)))
+        ends = [starts[at + 1] - 1 if at + 1 < len(starts) else len(lines) - 1 for at in runs]
+        if len(runs) < 2 and ends[0] == starts[runs[0]]:  # one line of that width, not repeated
             return set()
         return set(ends)
     lengths = list(map(len, lines))
@@ -344,8 +344,8 @@ def _wrap_points(lines: list[str], starts: list[int] | None = None) -> set[int]:
     if width < _MIN_WRAP_WIDTH or lengths.count(width) < 2:
         return set()
     # (line, next line) pairs compared in C, without a Python step per line
-    cut = map(operator.and_, map(width.__eq__, lengths), map(operator.ne, lines, lines[1:]))
-    points = set(itertools.compress(range(len(lines) - 1), cut))
+    pairs = map(operator.and_, map(width.__eq__, lengths), map(operator.ne, lines, lines[1:]))
+    points = set(itertools.compress(range(len(lines) - 1), pairs))
     if lengths[-1] == width:
         points.add(len(lines) - 1)
     return points
