@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import statistics
@@ -156,7 +157,8 @@ def instructions(roots: list[str], base: str, args: argparse.Namespace) -> int:
                 command = [valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
                 command += [sys.executable, "-c", _CHILD, root, str(pastes_file)]
                 command += [str(calls), str(args.warm), args.call]
-                done = subprocess.run(command, capture_output=True, text=True, cwd=root, check=False)
+                env = {**os.environ, "PYTHONHASHSEED": "0"}  # the same dict layouts in every run
+                done = subprocess.run(command, capture_output=True, text=True, cwd=root, check=False, env=env)
                 found = _REFS.search(done.stderr)
                 if done.returncode != 0 or found is None:
                     print(f"{root}: failed\n{done.stderr[-2000:]}", file=sys.stderr)
