@@ -90,13 +90,22 @@ def main() -> int:
     parser.add_argument("--lines", type=int, default=300)
     parser.add_argument("--call", choices=("diagnose", "classify"), default="diagnose")
     parser.add_argument("--instructions", action="store_true", help="count instructions (valgrind)")
+    parser.add_argument(
+        "--paste",
+        choices=("renumbered", "repeated", "dense"),
+        default="renumbered",
+        help="the renumbered paste, or bench/classify.py's 2 MB repeated OOM or dense log (same each call)",
+    )
     args = parser.parse_args()
     roots = [str(Path(code).resolve()) for code in args.code]
     sys.path.insert(0, str(HERE.parent))
-    from bench.classify import excerpt
+    from bench.classify import dense_log, excerpt, repeated_oom
 
     base = excerpt(args.lines)
     total = args.calls + args.warm
+    if args.paste != "renumbered":
+        fixed = (repeated_oom if args.paste == "repeated" else dense_log)(2_000_000)
+        globals()["renumbered"] = lambda paste, call: fixed
     results: dict[str, list[dict[str, object]]] = {root: [] for root in roots}
     if args.instructions:
         return instructions(roots, base, args)
@@ -115,8 +124,9 @@ def main() -> int:
                     print(f"{root}: failed\n{done.stderr[-2000:]}", file=sys.stderr)
                     return 1
                 results[root].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    what = f"a {args.lines}-line paste renumbered per call" if args.paste == "renumbered" else args.paste
     print(
-        f"{args.call} of a {args.lines}-line paste renumbered per call; CPU ms per call, "
+        f"{args.call} of {what}; CPU ms per call, "
         f"{args.calls} calls per subprocess, {args.rounds} rounds (min/median/max over rounds)"
     )
     print(f"{'checkout':40} {'best of calls':>26} {'median of calls':>26}  ratio (median, best)")
