@@ -228,6 +228,16 @@ def clean_text(text: str) -> str:
         text = cleaned
 
 
+def _may_be_glued(raw: str) -> bool:
+    """Whether a process tag can start after a line's first character: a tag holds `pid=` and no
+    `(` between its own `(` and `pid=`, so a line whose only `pid=` follows its only `(`-to-`pid=`
+    opening at the start (as every line of a V1 process reads) has none to look for."""
+    at = raw.find("pid=")
+    if at < 0:
+        return False
+    return raw.find("pid=", at + 4) >= 0 or raw.rfind("(", 0, at) > 0
+
+
 def split_prefixes(raw: str) -> tuple[str, str, str]:
     """(source, level, message) of one cleaned line, with every known prefix removed.
 
@@ -237,9 +247,10 @@ def split_prefixes(raw: str) -> tuple[str, str, str]:
     source = ""
     level = ""
     text = raw
-    starts = [m.start() for m in _GLUED.finditer(raw)] if "pid=" in raw else []
-    if starts and starts[-1] > 0:
-        text = raw[starts[-1] :]
+    if _may_be_glued(raw):
+        starts = [m.start() for m in _GLUED.finditer(raw)]
+        if starts and starts[-1] > 0:
+            text = raw[starts[-1] :]
     for _ in range(12):
         match = _PREFIX.match(text)
         if match is None or match.end() == 0:
@@ -292,20 +303,49 @@ def run_of(data: bytes, raw: bytes, end: int) -> tuple[int, int]:
 _MIN_WRAP_WIDTH = 60
 
 
-def _wrap_points(lines: list[str]) -> set[int]:
+def _run_starts(lines: list[str]) -> list[int]:
+    """Where each run of identical consecutive lines starts (0-based; lines compared in C)."""
+    changes = map(operator.ne, itertools.islice(lines, 1, None), lines)
+    return [0, *itertools.compress(range(1, len(lines)), changes)]
+
+
+# Fewer lines than this are read as they are: finding their runs would cost more than it saves.
+_RUNS_FROM = 1024
+
+
+def _repeated_runs(lines: list[str]) -> list[int] | None:
+    """`_run_starts` of `lines` when more than a fifth of them copy the line before (one line pasted
+    over and over), else None (always for a short paste)."""
+    if len(lines) < _RUNS_FROM:
+        return None
+    starts = _run_starts(lines)
+    return starts if (len(lines) - len(starts)) * 5 > len(lines) else None
+
+
+def _wrap_points(lines: list[str], starts: list[int] | None = None) -> set[int]:
     """Indexes of lines cut at the terminal width: the longest length, shared by two or more.
 
     A line followed by the same line is no wrap point (a wrapped piece never repeats whole), so a
-    run of one pasted line is not rejoined piece by piece.
+    run of one pasted line is not rejoined piece by piece: given the runs (`starts`, `_run_starts`
+    of `lines`), only each run's last line is looked at, and a 2 MB paste of one line is one run.
     """
+    if starts is not None:
+        lengths = list(map(len, map(lines.__getitem__, starts)))  # of each run's line
+        width = max(lengths, default=0)
+        if width < _MIN_WRAP_WIDTH:
+            return set()
+        runs = list(itertools.compress(range(len(starts)), map(width.__eq__, lengths)))
+        ends = [starts[at + 1] - 1 if at + 1 < len(starts) else len(lines) - 1 for at in runs]
+        if len(runs) < 2 and ends[0] == starts[runs[0]]:  # one line of that width, not repeated
+            return set()
+        return set(ends)
     lengths = list(map(len, lines))
     width = max(lengths, default=0)
     if width < _MIN_WRAP_WIDTH or lengths.count(width) < 2:
         return set()
-    # (line, next line) pairs compared in C, without a Python step per line: a 2 MB paste of one
-    # line is 14,000 of them
-    cut = map(operator.and_, map(width.__eq__, lengths), map(operator.ne, lines, lines[1:]))
-    points = set(itertools.compress(range(len(lines) - 1), cut))
+    # (line, next line) pairs compared in C, without a Python step per line
+    pairs = map(operator.and_, map(width.__eq__, lengths), map(operator.ne, lines, lines[1:]))
+    points = set(itertools.compress(range(len(lines) - 1), pairs))
     if lengths[-1] == width:
         points.add(len(lines) - 1)
     return points
@@ -365,6 +405,7 @@ class Document:
         "_data",
         "_distinct",
         "_ends",
+        "_starts",
         "lines",
         "memo",
         "moved",
@@ -376,12 +417,15 @@ class Document:
         encoded = raw.encode("utf-8", errors="replace")
         data: bytes | None = encoded
         points: set[int] = set()
-        if _needs_cleaning(encoded):
-            # widths as the terminal printed them, before fences and colour codes are removed
-            points = _wrap_points(raw.split("\n"))
-            raw, data = clean_text(raw), None
         lines = raw.split("\n")
-        points |= _wrap_points(lines)
+        starts = _repeated_runs(lines)
+        if _needs_cleaning(_distinct_data(lines, starts, encoded)):
+            # widths as the terminal printed them, before fences and colour codes are removed
+            points = _wrap_points(lines, starts)
+            raw, data = clean_text(raw), None
+            lines = raw.split("\n")
+            starts = _repeated_runs(lines)
+        points |= _wrap_points(lines, starts)
         moved = _unwrap(lines, points) if points else set()
         if moved:
             raw, data = "\n".join(lines), None
@@ -392,6 +436,9 @@ class Document:
         self._cache: dict[int, Line] = {}
         self._data = data
         self._distinct: DistinctLines | None = None
+        # where each run of identical consecutive lines starts, when many lines copy the one before
+        # and the lines are the ones it was taken from (a rejoined wrap empties lines); else None
+        self._starts: list[int] | None = None if moved else starts
         self._ends: list[int] | None = None  # byte offset where each line ends, when asked for
         # whether lines repeat across the text (every rank, every request), as the first pass over
         # it saw (the eager scan); None until one has looked. Later passes then read each distinct
@@ -405,7 +452,7 @@ class Document:
     def distinct(self) -> DistinctLines:
         """Each distinct line once, for whole-text passes that care which lines match, not where."""
         if self._distinct is None:
-            self._distinct = DistinctLines(self.lines, self.data, self.repeating)
+            self._distinct = DistinctLines(self.lines, self.data, self.repeating, self._starts)
         return self._distinct
 
     def lines_hit(self, pattern: Any) -> set[str]:
@@ -430,9 +477,14 @@ class Document:
         """(number, repeats) of every run of identical lines an RE2 `pattern` matches inside, in
         order: over each distinct line once when the lines repeat (`repeating`), else over the text
         itself, skipping each run's copies (as they are asked for)."""
-        if self.repeating or (self.repeating is None and _looks_repeated(self.lines)):
+        if self.repeating or (self.repeating is None and self._looks_repeated()):
             return iter(self.runs(self.distinct.hit_by(pattern)))
         return ((index + 1, repeats) for index, repeats in hit_runs(self.data, pattern))
+
+    def _looks_repeated(self) -> bool:
+        """Whether the lines look repeated: many copy the line before (the runs `Document` found,
+        without hashing a line), or `_looks_repeated` says so of the whole text."""
+        return self._starts is not None or _looks_repeated(self.lines)
 
     def _runs_at(self, indexes: Iterable[int]) -> Iterator[tuple[int, int]]:
         """(number, repeats) of the runs starting at the 0-based line `indexes` (ascending); an index
@@ -492,6 +544,15 @@ class Document:
         return [self.line(n) for n in range(first, last + 1)]
 
 
+def _distinct_data(lines: list[str], starts: list[int] | None, data: bytes) -> bytes:
+    """What a per-line question (does any line need cleaning?) may read instead of `data`, the UTF-8
+    of `lines`: each distinct line once when many lines copy the line before (`starts`, the runs
+    `_repeated_runs` found), else `data` itself."""
+    if starts is None:
+        return data
+    return "\n".join(dict.fromkeys(map(lines.__getitem__, starts))).encode("utf-8", errors="replace")
+
+
 def _run_length(lines: list[str], index: int, stop: int) -> int:
     """How many lines from `index` (0-based, before `stop`) equal lines[index]: blocks of a growing
     size are compared in C, so a paste of one line 14,000 times costs a few dozen comparisons."""
@@ -530,7 +591,9 @@ class DistinctLines:
 
     __slots__ = ("data", "heads", "lines", "repeats", "starts")
 
-    def __init__(self, lines: list[str], data: bytes, repeating: bool | None = None) -> None:
+    def __init__(
+        self, lines: list[str], data: bytes, repeating: bool | None = None, starts: list[int] | None = None
+    ) -> None:
         self.lines, self.data = lines, data
         self.starts: list[int] = []
         self.heads: list[str] = []
@@ -539,8 +602,7 @@ class DistinctLines:
             return
         # runs of identical lines first (compared in C, without hashing every copy): where each
         # starts, and its text
-        changes = map(operator.ne, itertools.islice(lines, 1, None), lines)
-        self.starts = [0, *itertools.compress(range(1, len(lines)), changes)]
+        self.starts = _run_starts(lines) if starts is None else starts
         self.heads = list(map(lines.__getitem__, self.starts))
         unique = list(dict.fromkeys(self.heads))
         # asked unseen: lines repeat when a fifth of them or more are copies

@@ -66,11 +66,17 @@ class ProseCue:
     phase: Phase | None = None  # a failure the words name by what happened (a prompt too long)
 
 
+def _utf8(text: str) -> str | bytes:
+    """What an RE2 pass over `text` reads: its bytes when it is ASCII (offsets are then the same and
+    the RE2 wrapper maps none back to characters), else the text."""
+    return text.encode() if text.isascii() else text
+
+
 def _clauses(text: str, vocabulary: ProseVocabulary) -> list[str]:
     """The clauses of a sentence, each with its closing mark (a question keeps its "?")."""
     parts: list[str] = []
     start = 0
-    for match in vocabulary.clause_break.finditer(text):
+    for match in vocabulary.clause_break.finditer(_utf8(text)):
         parts.append(text[start : match.end()])
         start = match.end()
     parts.append(text[start:])
@@ -143,11 +149,12 @@ def _takes_back(clause: str, vocabulary: ProseVocabulary) -> bool:
 
 
 def _memory(clause: str, vocabulary: ProseVocabulary) -> Memory | None:
-    if not vocabulary.out_of_memory.search(clause):
+    read = _utf8(clause)
+    if not vocabulary.out_of_memory.search(read):
         return None
-    if vocabulary.device.search(clause):
+    if vocabulary.device.search(read):
         return "device"
-    return "host" if vocabulary.host.search(clause) else "unstated"
+    return "host" if vocabulary.host.search(read) else "unstated"
 
 
 def line_memory(text: str, vocabulary: ProseVocabulary) -> Memory | None:

@@ -344,13 +344,14 @@ class _Scanner:
         doc = self.doc
         hits: list[Hit] = []
         copies: list[tuple[int, int]] = []
-        examined = 0
+        examined = matched = 0
         raws: dict[str, bytes] = {}
         for number, repeats in doc.matched_runs(self.index.prefilter):
             if limit is not None and examined >= limit:
-                _note_repeats(doc, len(raws), examined)
+                _note_repeats(doc, len(raws), matched)
                 return Scan(hits, examined, number, tuple(copies))
             examined += 1
+            matched += repeats
             if repeats > 1:
                 copies.append((doc.line_end(number), doc.line_end(number + repeats - 1)))
             text = doc.lines[number - 1]
@@ -358,7 +359,7 @@ class _Scanner:
             if raw is None:
                 raw = raws[text] = text.encode("utf-8", errors="replace")
             hits.extend(self.hits_on_line(number, raw, repeats))
-        _note_repeats(doc, len(raws), examined)
+        _note_repeats(doc, len(raws), matched)
         return Scan(hits, examined, None, tuple(copies))
 
     def hits_on_line(self, number: int, raw: bytes, repeats: int) -> list[Hit]:
@@ -396,11 +397,13 @@ class _Scanner:
         return source, level, text, tuple(matched)
 
 
-def _note_repeats(doc: Document, distinct: int, examined: int) -> None:
-    """Tell the document whether the lines the scan matched repeat (a fifth of them or more are
-    copies of earlier ones): later passes then read each distinct line once."""
+def _note_repeats(doc: Document, distinct: int, matched: int) -> None:
+    """Tell the document whether the `matched` lines the scan matched (every copy in a run of
+    identical lines counted) repeat: a fifth of them or more are copies of earlier ones. Later
+    passes then read each distinct line once (one OOM line pasted 14,000 times is one line to read,
+    not a 2 MB text)."""
     if doc.repeating is None:
-        doc.repeating = distinct * 5 < examined * 4
+        doc.repeating = distinct * 5 < matched * 4
 
 
 def _message_bytes(raw: bytes, line: str, message: str) -> bytes:

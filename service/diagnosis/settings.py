@@ -18,6 +18,11 @@ fill what nothing else stated, first line first. They are the person's settings,
 figures vLLM's logging bugs misprint (rules/misleading.yaml names rules, and these come from none).
 No library reads flags out of free text (argparse and `shlex` need the whole command); the pattern is
 built from the flag table, so a flag added there is read here too.
+
+One RE2 pass over the flags' names finds where a spelling may start (over each distinct line once
+when the paste repeats: only the lines it finds are read then, each with the lines a spelling can run
+on to, a YAML list's `- "8192"`), and at each name only the branches of the flags whose names start
+there are tried (at `model_weights_gib=` both `--model`'s and `model_weights_gib`'s).
 """
 
 from __future__ import annotations
@@ -69,13 +74,37 @@ _SIZE_WORD = " size"
 
 
 @dataclass(frozen=True, slots=True)
-class _Reader:
+class _Branches:
+    """Some of the flags' spellings as one pattern: branch i is group i + 1."""
+
     pattern: re.Pattern[bytes]  # over the UTF-8 text, as RE2 reads it: offsets agree
     facts: tuple[str, ...]  # group index - 1 -> fact
     keys: frozenset[int]  # groups that are a config file's key: only first on their line
+
+
+@dataclass(frozen=True, slots=True)
+class _Reader:
+    branches: tuple[str, ...]  # every flag's spellings, longest flag first: `--max-model-len` wins
+    facts: tuple[str, ...]  # branch -> fact
+    keyed: frozenset[int]  # branches that are a config file's key
     # RE2 over the names alone (no look-arounds, one linear pass over the paste): only the lines
-    # it finds are read with `pattern`, whose many branches would try every position of the text
+    # it finds are read, whose many branches would try every position of the text
     names: Any
+    starting: Any  # an RE2 set of the same names, anchored: which names start at a position
+    owners: tuple[frozenset[int], ...]  # name (in `starting`'s order) -> the branches it is in
+    # the pattern of the branches some set of names is in, built when a paste first needs it
+    narrowed: dict[frozenset[int], _Branches]
+
+    def at(self, names: frozenset[int]) -> _Branches:
+        """The branches of the flags named by `names`, in their order in the whole pattern."""
+        known = self.narrowed.get(names)
+        if known is None:
+            chosen = sorted(set().union(*(self.owners[n] for n in names)))
+            pattern = re.compile(("(?:" + "|".join(self.branches[b] for b in chosen) + ")" + _VALUE).encode())
+            keys = frozenset(i + 1 for i, b in enumerate(chosen) if b in self.keyed)
+            known = _Branches(pattern, tuple(self.facts[b] for b in chosen), keys)
+            self.narrowed[names] = known
+        return known
 
 
 @per_pack()
@@ -83,8 +112,12 @@ def _reader(history: FixPack) -> _Reader:
     """The one pattern over every spelling of every flag that states a fact (built once per pack)."""
     branches: list[str] = []
     facts: list[str] = []
-    names: set[str] = set()
-    keyed: list[tuple[str, str]] = []  # a config file's key: (spelling, fact)
+    names: dict[str, set[int]] = {}  # a name -> the branches spelling it
+    keyed: list[tuple[str, str, str]] = []  # a config file's key: (spelling, fact, name)
+
+    def spelled_by(pattern: str, branch: int) -> None:
+        names.setdefault(pattern, set()).add(branch)
+
     for name in sorted(history.flags, key=len, reverse=True):  # longest first: `--max-model-len` wins
         setting = history.setting(name)
         if setting is None or setting.fact is None or not name.startswith("--"):
@@ -93,16 +126,17 @@ def _reader(history: FixPack) -> _Reader:
         field = "_".join(words)
         if setting.switch:  # a switch states a value only as a config file's key (`enforce_eager: true`)
             if FACT_TYPES[setting.fact] == bool | None:
-                names.add(_name_words(words))
-                keyed.append((rf"(?<![\w\-.]){re.escape(field)}[\"']?[ \t]*:[ \t]*", setting.fact))
+                spelling = rf"(?<![\w\-.]){re.escape(field)}[\"']?[ \t]*:[ \t]*"
+                keyed.append((spelling, setting.fact, _name_words(words)))
             continue
-        names.add(_name_words(words))
+        spelled_by(_name_words(words), len(branches))
         spellings = [rf"(?<![\w\-])--{'[-_]'.join(map(re.escape, words))}{_SEPARATOR}"]
         if setting.fact == _MODEL:
             pass  # only as the flag, and only an id or a path (`_setting`)
         elif setting.fact in _STRING_FACTS:
             # only as a flag (`--dtype half`) or a config file's key (`kv_cache_dtype: fp8`, below)
-            keyed.append((rf"(?<![\w\-.]){re.escape(field)}[\"']?[ \t]*:[ \t]*[\"']?", setting.fact))
+            spelling = rf"(?<![\w\-.]){re.escape(field)}[\"']?[ \t]*:[ \t]*[\"']?"
+            keyed.append((spelling, setting.fact, _name_words(words)))
         elif _ONE_WORD.match(field):
             spellings.append(rf"(?<![\w\-.]){re.escape(field)}{_KEYED}")
         else:
@@ -116,7 +150,8 @@ def _reader(history: FixPack) -> _Reader:
                 spellings.append(rf"(?<![\w\-.])(?i:{re.escape(form)}){_SPOKEN}")
         for alias in history.flags[name].aliases if name in history.flags else ():
             letters = alias.lstrip("-")
-            names.add(rf"\b{re.escape(letters)}(?:\b|_|\d)" if len(letters) > 1 else rf"{re.escape(alias)}\b")
+            short = rf"\b{re.escape(letters)}(?:\b|_|\d)" if len(letters) > 1 else rf"{re.escape(alias)}\b"
+            spelled_by(short, len(branches))
             spellings.append(rf"(?<![\w\-]){re.escape(alias)}{_SEPARATOR}")
             if len(letters) > 1:  # `TP=4`, "tp 8", "TP8" as people write the short option,
                 # and `tp_size=8` / "TP size (8)" as vLLM's messages name the setting
@@ -129,16 +164,29 @@ def _reader(history: FixPack) -> _Reader:
     for fact, kind in FACT_TYPES.items():
         if fact in facts or kind not in (int | None, float | None) or _ONE_WORD.match(fact):
             continue
+        spelled_by(_name_words(fact.split("_")), len(branches))
         branches.append(rf"((?<![\w\-.]){re.escape(fact)}{_SEPARATOR})")
         facts.append(fact)
-        names.add(_name_words(fact.split("_")))
-    keys = frozenset(range(len(facts) + 1, len(facts) + len(keyed) + 1))
-    for spelling, fact in keyed:
+    keyed_branches = frozenset(range(len(branches), len(branches) + len(keyed)))
+    for spelling, fact, words_name in keyed:
+        spelled_by(words_name, len(branches))
         branches.append(f"({spelling})")
         facts.append(fact)
-    pattern = re.compile(("(?:" + "|".join(branches) + ")" + _VALUE).encode())
-    prefilter = re2.compile("(?i)" + "|".join(sorted(names)), OPTIONS)
-    return _Reader(pattern=pattern, facts=tuple(facts), keys=keys, names=prefilter)
+    ordered = sorted(names)
+    prefilter = re2.compile("(?i)" + "|".join(ordered), OPTIONS)
+    starting = re2.Set.MatchSet(OPTIONS)
+    for each in ordered:
+        starting.Add("(?i)" + each)
+    starting.Compile()
+    return _Reader(
+        branches=tuple(branches),
+        facts=tuple(facts),
+        keyed=keyed_branches,
+        names=prefilter,
+        starting=starting,
+        owners=tuple(frozenset(names[each]) for each in ordered),
+        narrowed={},
+    )
 
 
 def _name_words(words: list[str]) -> str:
@@ -152,25 +200,73 @@ def _name_words(words: list[str]) -> str:
 def stated_settings(doc: Document, history: FixPack) -> Iterator[StatedSetting]:
     """Every flag value the paste states, in line order."""
     reader = _reader(history)
-    data = doc.text.encode("utf-8", errors="replace")
-    pos, number, counted, taken = 0, 1, 0, 0
+    if not doc.repeating:  # one pass over the text as it is
+        yield from _read(reader, doc.data, 1)
+        return
+    lines = doc.lines
+    for first, last in _windows(doc, reader.names):
+        text = "\n".join(lines[first : last + 1])
+        key = ("stated settings", id(reader), text)  # the same lines pasted again are read once
+        found = doc.memo.get(key)
+        if found is None:
+            found = doc.memo[key] = list(_read(reader, text.encode("utf-8", errors="replace"), 1))
+        for setting in found:  # type: ignore[attr-defined]
+            yield StatedSetting(first + setting.line, setting.fact, setting.value)
+
+
+# A flag's value may sit on a later line than its name: after a separator that takes in newlines
+# (`=` or `,` on a line of its own, a YAML list's `- "8192"` on the next), never further than the
+# second line after it that is not blank (as Python's bytes `\s` reads blank).
+_FOLLOWING = 2
+_BLANK = " \t\r\x0b\x0c"
+
+
+def _windows(doc: Document, names: Any) -> Iterator[tuple[int, int]]:
+    """0-based (first, last) line ranges holding every line a name is on, each with the lines its
+    spelling can run on to; overlapping ranges are merged, so no spelling crosses one's end."""
+    lines, total = doc.lines, len(doc.lines)
+    low = high = -1
+    for number, repeats in doc.matched_runs(names):
+        first, last = number - 1, number + repeats - 2
+        ahead = 0
+        while ahead < _FOLLOWING and last + 1 < total:
+            last += 1
+            ahead += bool(lines[last].strip(_BLANK))
+        if low >= 0 and first <= high:
+            high = max(high, last)
+            continue
+        if low >= 0:
+            yield low, high
+        low, high = first, last
+    if low >= 0:
+        yield low, high
+
+
+def _read(reader: _Reader, data: bytes, first_number: int) -> Iterator[StatedSetting]:
+    """The flag values stated in `data` (UTF-8 lines, the first of them line `first_number`)."""
+    pos, number, counted, taken = 0, first_number, 0, 0
     while (found := reader.names.search(data, pos)) is not None:
-        pos = found.end()
-        # a spelling starts at the name or at the dashes before it (`--max-model-len`, `-tp`)
-        at = found.start()
-        dashes = 2 if data[at - 2 : at] == b"--" else 1 if data[at - 1 : at] == b"-" else 0
+        # a spelling starts at the name or at the dashes before it (`--max-model-len`, `-tp`), and
+        # is one of the flags whose names start there (the line's end closes every name)
+        at, pos = found.span()
+        before = data[at - 2 : at] if at >= 2 else data[:at]
+        dashes = 2 if before == b"--" else 1 if before.endswith(b"-") else 0
+        if not dashes and before[-1:].isalnum() or before.endswith(b"_"):
+            continue  # every spelling starts after a character that is not a word's (`load_model`)
+        end = data.find(b"\n", at)
+        branches = reader.at(frozenset(reader.starting.Match(data[at : end if end >= 0 else len(data)])))
         for start in range(max(taken, at - dashes), at + 1):
-            match = reader.pattern.match(data, start)
+            match = branches.pattern.match(data, start)
             if match is None:
                 continue
             number += data.count(b"\n", counted, match.start())
             counted = match.start()
             taken = pos = max(pos, match.end())
-            yield from _setting(reader, match, number, data)
+            yield from _setting(branches, match, number, data)
             break
 
 
-def _setting(reader: _Reader, match: re.Match[bytes], number: int, data: bytes) -> Iterator[StatedSetting]:
+def _setting(reader: _Branches, match: re.Match[bytes], number: int, data: bytes) -> Iterator[StatedSetting]:
     group = next((i for i in range(1, len(reader.facts) + 1) if match.start(i) >= 0), None)
     if group is None:
         return

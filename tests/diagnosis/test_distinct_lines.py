@@ -196,3 +196,29 @@ def test_records_repeated_on_both_sides_of_the_scan_bound_are_read(packs: RulePa
     diagnosis = classify(DiagnoseRequest(log=text[: text.rfind("\n", 0, 2 * 2**20) + 1]), packs)
     assert diagnosis.phase in PHASES
     assert any(f.rule == SCAN_BOUND_RULE for f in diagnosis.findings)
+
+
+def test_one_line_pasted_14000_times_is_read_as_the_line_with_its_count(packs: RulePacks) -> None:
+    # the eager scan counts every copy of a run, so the paste is repeating for the passes after it
+    # (the person's words, the stated settings: each reads the one distinct line, not 2 MB)
+    oom = "(EngineCore_DP0 pid=210) ERROR 05-12 10:11:12 [core.py:700] " + LOG_LINES[2]
+    doc = Document("\n".join([oom] * 14_000))
+    scan_document(doc, packs.signatures.eager)
+    assert doc.repeating is True
+    once = classify(DiagnoseRequest(log=oom), packs)
+    pasted = classify(DiagnoseRequest(log="\n".join([oom] * 14_000)), packs)
+    assert (pasted.phase, pasted.facts, pasted.confidence) == (once.phase, once.facts, once.confidence)
+    assert [(e.line, e.rule, e.repeats) for e in pasted.evidence] == [
+        (e.line, e.rule, 14_000 if e.repeats == 1 else e.repeats) for e in once.evidence
+    ]
+
+
+def test_the_cleaning_check_and_wrap_points_read_a_runs_lines_once() -> None:
+    # a coloured line pasted over and over is cleaned like the line alone; a run of one line at the
+    # terminal's width is no wrap, a line cut at the width before a different line is
+    coloured = "\x1b[32mINFO\x1b[0m 05-12 10:11:12 model loaded"
+    assert Document("\n".join([coloured] * 5000)).lines == [Document(coloured).lines[0]] * 5000
+    wide = "x" * 80
+    assert Document("\n".join([wide] * 100)).lines == [wide] * 100
+    joined = Document("\n".join([wide, wide + "y", "tail of the wrapped line", "z" * 81]))
+    assert joined.lines[1] == wide + "y" + "tail of the wrapped line"

@@ -12,6 +12,8 @@ take the field names (`tensor_parallel_size=2`).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import msgspec
 import pytest
 
@@ -177,3 +179,31 @@ def test_settings_in_words_leave_a_misprinted_figure_flagged_and_are_never_flagg
     assert diagnosis.facts.kv_cache_tokens == 290864  # kept as printed
     assert diagnosis.facts.tensor_parallel_size == 2
     assert diagnosis.facts.block_size == 528  # vLLM's own line comes first
+
+
+def test_a_name_that_begins_a_longer_flags_name_reads_the_longer_flag(packs: RulePacks) -> None:
+    # `model` begins `model_weights_gib`: at that name both flags' spellings are tried
+    log = "--model Qwen/Qwen2.5-7B-Instruct model_weights_gib=14.2"
+    assert _settings(packs, log) == [(1, "model", "Qwen/Qwen2.5-7B-Instruct"), (1, "model_weights_gib", 14.2)]
+    # a name inside a word starts no spelling; the flag after it is still read
+    assert _settings(packs, "gpu_model_runner model_weights_gib=3") == [(1, "model_weights_gib", 3.0)]
+
+
+def _pastes() -> list[str]:
+    tests = Path(__file__).resolve().parent.parent
+    folders = (tests / "corpus", tests / "healthy", tests / "diagnosis" / "healthy_excerpts")
+    logs = [p.read_text(encoding="utf-8", errors="replace") for f in folders for p in sorted(f.glob("*.log"))]
+    # a YAML list whose value is two lines after its flag, pasted three times; a flag on every line
+    logs += ['- --max-model-len\n\n  - "8192"\n' * 3, "--max-num-seqs 8\n" * 50 + "-tp\n2"]
+    return logs
+
+
+def test_a_repeating_paste_states_the_settings_its_text_read_whole_states(packs: RulePacks) -> None:
+    # over its distinct lines only the lines a flag's name is on are read, each with the lines its
+    # value may be on; every corpus log (as pasted, each line twice, then again whole) reads alike
+    for log in _pastes():
+        for text in (log, "\n".join(line for line in log.split("\n") for _ in range(2)) + "\n" + log):
+            whole, distinct = Document(text), Document(text)
+            whole.repeating, distinct.repeating = False, True
+            expected = list(stated_settings(whole, packs.fixes))
+            assert list(stated_settings(distinct, packs.fixes)) == expected
