@@ -182,6 +182,10 @@ FIX_GAPS = {
         "a scheduler-config check retold in words, misread as a KV-capacity failure (a known_miss): nothing"
         " to size"
     ),
+    "gh10-49064-v0.28.0-h100-qwen3.8-27b-hybrid-max-num-seqs-exceeds-mamba-cache-blocks-two-repros": (
+        "the hybrid model's Mamba-blocks refusal (max_num_seqs above the available Mamba cache blocks):"
+        " no capacity recipe reads the block count it states, and no needed/available KV figure sizes one"
+    ),
 }
 CASES = sorted(p.stem for p in CORPUS.glob("*.log"))
 FIX_CASES = [
