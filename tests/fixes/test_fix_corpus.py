@@ -186,6 +186,18 @@ FIX_GAPS = {
         "the hybrid model's Mamba-blocks refusal (max_num_seqs above the available Mamba cache blocks):"
         " no capacity recipe reads the block count it states, and no needed/available KV figure sizes one"
     ),
+    "gh10-ascend6678-v1-4-nodes-910b-pp4-initialize-kv-cache-attn-backend-keyerror-chinese-title": (
+        "a KeyError while building the NPU attention backends, misread as a KV-capacity failure"
+        " (a known_miss): nothing to size"
+    ),
+    "gh10-qwen3-698-autoawq-finetuned-qwen72b-tp4-input-size-not-aligned-quoted-in-prose": (
+        "the AWQ shard-alignment refusal quoted in prose, read as a parallelism refusal (a known_miss):"
+        " no head count, GPU count or command for a parallelism recipe to size"
+    ),
+    "gh10-qwen3vl831-v0-qwen25-vl-72b-awq-tp2-tp4-input-size-not-aligned-quantized-weight-shape-backticks": (
+        "the AWQ shard-alignment refusal in backticks, read as a parallelism refusal (a known_miss): no"
+        " head count, GPU count or command for a parallelism recipe to size"
+    ),
 }
 CASES = sorted(p.stem for p in CORPUS.glob("*.log"))
 FIX_CASES = [
