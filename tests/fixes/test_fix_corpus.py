@@ -155,6 +155,10 @@ FIX_GAPS = {
         "a V0 engine's traceback cut inside initialize_cache before its error line: no out-of-memory"
         " finding tells the allocation recipes it ran out, and no figure sizes the capacity recipes"
     ),
+    "gh10-16749-v0.8.4-4x-a100-40g-internvl3-78b-v1-enginecore-cut-in-get-kv-cache-config-frame": (
+        "a V1 EngineCore traceback cut inside get_kv_cache_config before its error line: placed by the"
+        " frame, but no figure (max_model_len, KV budget) sizes the capacity recipes"
+    ),
     "gh9-kotaemon395-local-vllm-openai-compatible-context-length-exhausted-words": (
         "a client's 'context length is exhausted' misread as a KV-capacity failure (a known_miss): no"
         " figure for a KV recipe to size"
