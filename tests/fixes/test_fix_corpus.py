@@ -155,6 +155,10 @@ FIX_GAPS = {
         "a V0 engine's traceback cut inside initialize_cache before its error line: no out-of-memory"
         " finding tells the allocation recipes it ran out, and no figure sizes the capacity recipes"
     ),
+    "gh10-16749-v0.8.4-4x-a100-40g-internvl3-78b-v1-enginecore-cut-in-get-kv-cache-config-frame": (
+        "a V1 EngineCore traceback cut inside get_kv_cache_config before its error line: placed by the"
+        " frame, but no figure (max_model_len, KV budget) sizes the capacity recipes"
+    ),
     "gh8-gpustack3777-ascend910b2-glm45-air-vocab-151552-not-divisible-by-6-cards": (
         "the vocabulary-vs-TP assertion retold in prose with no command: no --tensor-parallel-size to"
         " change and no GPU count to size a divisor against"
@@ -173,6 +177,22 @@ FIX_GAPS = {
     "gh9-34040-v1-glm-ocr-image-item-6042-exceeds-encoder-cache-4800-400-wrapper-body": (
         "an image item over the encoder cache misread as a KV-capacity failure (a known_miss): nothing"
         " to size"
+    ),
+    "gh10-49064-v0.28.0-h100-qwen3.8-27b-hybrid-max-num-seqs-exceeds-mamba-cache-blocks-two-repros": (
+        "the hybrid model's Mamba-blocks refusal (max_num_seqs above the available Mamba cache blocks):"
+        " no capacity recipe reads the block count it states, and no needed/available KV figure sizes one"
+    ),
+    "gh10-ascend6678-v1-4-nodes-910b-pp4-initialize-kv-cache-attn-backend-keyerror-chinese-title": (
+        "a KeyError while building the NPU attention backends, misread as a KV-capacity failure"
+        " (a known_miss): nothing to size"
+    ),
+    "gh10-qwen3-698-autoawq-finetuned-qwen72b-tp4-input-size-not-aligned-quoted-in-prose": (
+        "the AWQ shard-alignment refusal quoted in prose, read as a parallelism refusal (a known_miss):"
+        " no head count, GPU count or command for a parallelism recipe to size"
+    ),
+    "gh10-qwen3vl831-v0-qwen25-vl-72b-awq-tp2-tp4-input-size-not-aligned-quantized-weight-shape-backticks": (
+        "the AWQ shard-alignment refusal in backticks, read as a parallelism refusal (a known_miss): no"
+        " head count, GPU count or command for a parallelism recipe to size"
     ),
 }
 CASES = sorted(p.stem for p in CORPUS.glob("*.log"))
