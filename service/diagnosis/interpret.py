@@ -387,15 +387,21 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
         and seen.confidence >= _named_error_strength(ctx, errors, {h.line.number for h in seen.decisive})
     ):
         return seen
-    framed = _cut_frame_verdict(ctx, known, first_exception)  # the paste stops inside one phase's function
-    if framed is not None:
+    # an exception the paste names (a title's `RuntimeError: CUDA error: an illegal memory access`) is
+    # the one its cut traceback stopped before: the functions the frames show only say what it may be
+    # (also on a line a wrapper's name shares: `AsyncEngineDeadError / RuntimeError: …`)
+    cut_named = (
+        _named_error_strength(ctx, [h for h in hits if h.compiled.rule.kind == "exception"], set()) > 0
+    )
+    framed = None if cut_named else _cut_frame_verdict(ctx, known, first_exception)
+    if framed is not None:  # the paste stops inside one phase's function
         return framed
     words = _words_verdict(ctx, hint)
     if words is not None:
         words.first_exception = first_exception
         words.taken_back = taken_back
         return words
-    staged = _cut_stage_verdict(ctx, cut, first_exception)
+    staged = None if cut_named else _cut_stage_verdict(ctx, cut, first_exception)
     if staged is not None:  # outranks a bare ERROR record and "报错" alike: the frames say where
         staged.taken_back = taken_back
         return staged
