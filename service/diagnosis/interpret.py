@@ -345,7 +345,7 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
         decisive = [h for h in decisive if id(h) not in extra]
     for hit in decisive:
         phase, confidence, basis = _decisive_phase(ctx, hit, hint)
-        severity_rank = 0 if _severity(ctx, hit) == "error" else 1
+        severity_rank = 0 if _severity(ctx, hit) == "error" and not _fits_in_free(hits, hit) else 1
         candidates.append((severity_rank, PHASE_STAGE[phase], hit.line.number, phase, confidence, basis, hit))
     phases = {(c[6].line.number, c[6].rule_id): c[3] for c in candidates}
     exceptions = [
@@ -356,6 +356,11 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
     first_exception = next((h for h in exceptions if h.compiled.rule.severity == "error"), None)
     if candidates:
         best = min(candidates, key=lambda c: (c[0], c[1], c[2]))
+        titled = _titled_error(ctx, hits, taken_back) if best[0] else None
+        if titled is not None:
+            # only warnings below an error the title names (the preemption warnings of a run whose
+            # engine died of the title's `ValueError`): they are what led up to it, not its cause
+            return _titled_verdict(ctx, titled, phases, taken_back)
         _, _, _, phase, confidence, basis, root = best
         decisive = [c[6] for c in candidates if c[3] == phase and c[0] == best[0]]
         if id(root) in said:
@@ -376,6 +381,10 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
     seen = _from_fragments(
         ctx, {h.line.number for h in hits if h.compiled.rule.kind in ("failure", "oom")}, against_error=erred
     )
+    if seen is not None and seen.root is not None and seen.root.compiled.rule.severity != "error":
+        titled = _titled_error(ctx, hits, taken_back)
+        if titled is not None:  # a warning's retold wording below the error the title names
+            return _titled_verdict(ctx, titled, seen.hit_phases, taken_back)
     cut = cut_traceback(ctx.doc)
     known = _cut_frame(ctx, cut)
     cut_weight = ctx.weights.weights["cut_frame"]
@@ -442,6 +451,50 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
     seen_vllm = any(h.compiled.rule.kind in ("info", "version") for h in hits)
     confidence = 0.9 if seen_vllm else 0.5
     return Verdict("no_failure", confidence, None, "no failure signature", [], None, taken_back=taken_back)
+
+
+# An allocation of at most this share of the memory the GPU still had free (and at least 1 GiB less)
+# did not fail for lack of memory: torch's `Tried to allocate 20.00 MiB … of which 66.43 GiB is free`
+# is an allocator's or driver's error under the OOM wording (vLLM's cumem pool, a broken context).
+_FREE_SHARE = 0.125
+_FREE_MARGIN_GIB = 1.0
+
+
+def _fits_in_free(hits: list[Hit], oom: Hit) -> bool:
+    """Whether an OOM's own line says the request fitted in the GPU's free memory many times over."""
+    if oom.compiled.rule.kind != "oom":
+        return False
+    facts: dict[str, object] = {}
+    for hit in hits:
+        if hit.line.number == oom.line.number:
+            facts.update(hit.facts)
+    tried, free = facts.get("tried_to_allocate_gib"), facts.get("free_gib")
+    if not isinstance(tried, int | float) or not isinstance(free, int | float):
+        return False
+    return tried <= free * _FREE_SHARE and free - tried >= _FREE_MARGIN_GIB
+
+
+def _titled_verdict(
+    ctx: Context, titled: Hit, phases: dict[tuple[int, str], Phase], taken_back: frozenset[int]
+) -> Verdict:
+    basis = (
+        f"an error that is not about GPU memory, named in the title ({_basis(titled.compiled.rule.title)})"
+    )
+    confidence = ctx.weights.weights["stated_error"]
+    return Verdict("not_memory", confidence, titled, basis, [titled], titled, phases, taken_back)
+
+
+def _titled_error(ctx: Context, hits: list[Hit], taken_back: frozenset[int]) -> Hit | None:
+    """An error-severity exception on the paste's title line (not a wrapper's, not taken back) that
+    names no failure in words, on a title that says nothing of memory ("OOM error: …")."""
+    said = {h.line.number for h in hits if h.compiled.rule.kind in ("failure", "oom")}
+    for hit in hits:
+        rule = hit.compiled.rule
+        if rule.kind != "exception" or rule.severity != "error" or hit.line.number in taken_back | said:
+            continue
+        if _is_title(ctx.doc, hit.line.number) and _named_in_words(ctx, hit) is None:
+            return hit
+    return None
 
 
 def _named_in_words(ctx: Context, error: Hit) -> Phase | None:
