@@ -287,7 +287,7 @@ def _called_place(
         function = other.group("function")
         # engine construction (`MQLLMEngine.from_engine_args(`) says start-up, which the frame's own
         # place says as well or better: only a stage's function is one frame deeper
-        rows = [row for row in table.rows_named(function) if row.stage != CONSTRUCTION]
+        rows = tuple(row for row in table.rows_named(function) if row.stage != CONSTRUCTION)
     else:
         return None
     entries = [e for e in rows if e.covers(version)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
+from service.diagnosis.command import command_lines
 from service.diagnosis.fragments import FragmentHit, find_fragments, loudest_printing
 from service.diagnosis.frames import ONE_PHASE_STAGES, FramePlace, cut_traceback, deepest_frame
 from service.diagnosis.normalize import Document, is_prose
@@ -378,9 +379,9 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
         return Verdict(phase, confidence, root, basis, decisive, first_exception, phases, taken_back)
     errors = [h for h in hits if h.compiled.rule.kind == "exception" and h.line.number not in wrapped]
     erred = any(h.compiled.rule.severity == "error" for h in errors)
-    seen = _from_fragments(
-        ctx, {h.line.number for h in hits if h.compiled.rule.kind in ("failure", "oom")}, against_error=erred
-    )
+    # a pasted command's flags (`--kv-cache-dtype fp8 \`) are settings, not a message retold
+    explained = {h.line.number for h in hits if h.compiled.rule.kind in ("failure", "oom")}
+    seen = _from_fragments(ctx, explained | command_lines(ctx.doc, hits), against_error=erred)
     if seen is not None and seen.root is not None and seen.root.compiled.rule.severity != "error":
         titled = _titled_error(ctx, hits, taken_back)
         if titled is not None:  # a warning's retold wording below the error the title names
