@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from service.diagnosis.command import command_lines
 from service.diagnosis.fragments import FragmentHit, find_fragments, loudest_printing
-from service.diagnosis.frames import ONE_PHASE_STAGES, FramePlace, cut_traceback, deepest_frame
+from service.diagnosis.frames import CONSTRUCTION, ONE_PHASE_STAGES, FramePlace, cut_traceback, deepest_frame
 from service.diagnosis.normalize import Document, is_prose
-from service.diagnosis.placement import HintFn, is_marker, place, place_line
+from service.diagnosis.placement import HintFn, is_marker, place, place_line, stage_after_end
 from service.diagnosis.prose import (
     Memory,
     ProseCue,
@@ -548,8 +548,20 @@ def _cut_stage_verdict(
     if cut is None:
         return None
     known = deepest_frame(ctx.doc, ctx.signatures.frames, cut[0], cut[1], source=cut[2] or None)
-    phase = ONE_PHASE_STAGES.get(known.stage) if known is not None else None
-    if known is None or phase is None:
+    if known is None or known.stage == CONSTRUCTION:
+        # frames of engine construction only (or none known): the stage the run had reached, when the
+        # line before the traceback ends one (the worker's `Available KV cache memory: …`)
+        reached = stage_after_end(ctx, cut[0], cut[2])
+        after = ONE_PHASE_STAGES.get(reached[0]) if reached is not None else None
+        if reached is None or after is None:
+            return None
+        basis = (
+            f"a traceback cut in engine start-up right after line {reached[1].line.number} "
+            f"({_basis(reached[1].compiled.rule.title)}), in the {reached[0]} stage"
+        )
+        return Verdict(after, ctx.weights.weights["cut_after_stage_end"], None, basis, [], first_exception)
+    phase = ONE_PHASE_STAGES.get(known.stage)
+    if phase is None:
         return None
     basis = f"a traceback cut inside {known.function}, which runs in the {known.stage} stage"
     return Verdict(phase, ctx.weights.weights["cut_stage_frame"], None, basis, [], first_exception)

@@ -387,3 +387,25 @@ def test_jupyterlab_link_frames_with_arrows_are_read_as_frames(packs: RulePacks)
     doc = Document(log + "\n")
     assert doc.line(3).text.startswith(f'File "{site}/worker/cache_engine.py", line 50, in __init__')
     assert classify_text(log + "\n", packs).phase == "kv_cache_capacity"
+
+
+def _engine_start_cut(before: str) -> str:
+    return before + _traceback(
+        ("v1/engine/core.py", "run_engine_core", "engine_core = EngineCoreProc(*args, **kwargs)"),
+        ("v1/engine/core.py", "__init__", "super().__init__(vllm_config, executor_class, log_stats,"),
+    )
+
+
+def test_a_start_up_traceback_cut_right_after_profilings_result_is_in_the_kv_cache_stage(
+    packs: RulePacks,
+) -> None:
+    profiled = (
+        "(Worker pid=901) INFO 11-02 10:00:00 [gpu_worker.py:298] Available KV cache memory: 9.12 GiB\n"
+    )
+    assert classify_text(_engine_start_cut(profiled), packs).phase == "kv_cache_capacity"
+    # without it, or with the run gone on to capture graphs, the constructor's frames say no stage
+    assert classify_text(_engine_start_cut(""), packs).phase != "kv_cache_capacity"
+    captured = (
+        profiled + "(Worker pid=901) INFO 11-02 10:00:09 [gpu_model_runner.py:3480] Capturing CUDA graphs\n"
+    )
+    assert classify_text(_engine_start_cut(captured), packs).phase != "kv_cache_capacity"
