@@ -449,6 +449,9 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
         failed.first_exception = first_exception
         failed.taken_back = taken_back
         return failed
+    if cut is not None:  # frames without a logger's level or an exception line: still an error shown
+        basis = "a traceback cut before its exception line, in no stage whose failures are one phase"
+        return Verdict("not_memory", 0.4, None, basis, [], first_exception, taken_back=taken_back)
     seen_vllm = any(h.compiled.rule.kind in ("info", "version") for h in hits)
     confidence = 0.9 if seen_vllm else 0.5
     return Verdict("no_failure", confidence, None, "no failure signature", [], None, taken_back=taken_back)

@@ -409,3 +409,11 @@ def test_a_start_up_traceback_cut_right_after_profilings_result_is_in_the_kv_cac
         profiled + "(Worker pid=901) INFO 11-02 10:00:09 [gpu_model_runner.py:3480] Capturing CUDA graphs\n"
     )
     assert classify_text(_engine_start_cut(captured), packs).phase != "kv_cache_capacity"
+
+
+def test_headless_frames_without_any_logger_level_are_still_an_error(packs: RulePacks) -> None:
+    frames = _frames(
+        "", (("engine/llm_engine.py", "_initialize_kv_caches", "self.model_executor.profile()"),)
+    )
+    log = "\n".join(["It stops here", "", *frames, *frames, f'  File "{SITE}/worker/wor'])
+    assert classify_text(log + "\n", packs).phase == "not_memory"
