@@ -28,6 +28,7 @@ __all__ = [
     "FlagIssue",
     "ParsedCommand",
     "human_int",
+    "command_lines",
     "join_commands",
     "parse_command",
     "value_of",
@@ -66,14 +67,31 @@ def join_commands(doc: Document, hits: list[Hit]) -> list[Hit]:
     for hit in hits:
         command = hit.facts.get("command")
         if isinstance(command, str):
-            joined = _continued(doc, hit.line.number, hit.line.text, command)
+            joined, last = _continued(doc, hit.line.number, hit.line.text, command)
+            doc.memo[(_COMMAND_END, hit.line.number, "")] = last
             if joined != command:
                 hit = replace(hit, facts={**hit.facts, "command": joined})
         out.append(hit)
     return out
 
 
-def _continued(doc: Document, number: int, text: str, command: str) -> str:
+_COMMAND_END = "pasted command's last line"
+
+
+def command_lines(doc: Document, hits: list[Hit]) -> set[int]:
+    """The lines a pasted command takes (its first line and the continuation lines `join_commands`
+    read with it): settings the person chose, not messages a program printed."""
+    lines: set[int] = set()
+    for hit in hits:
+        last = doc.memo.get((_COMMAND_END, hit.line.number, ""))
+        if isinstance(last, int) and "command" in hit.facts:
+            lines.update(range(hit.line.number, last + 1))
+    return lines
+
+
+def _continued(doc: Document, number: int, text: str, command: str) -> tuple[str, int]:
+    """The command read over its continuation lines, and the number of its last line."""
+    last = number
     start = text.find(command)
     in_span = start >= 0 and text.count("`", 0, start) % 2 == 1 and "`" not in command
     joined, previous = command, doc.lines[number - 1]
@@ -90,10 +108,10 @@ def _continued(doc: Document, number: int, text: str, command: str) -> str:
             joined = stripped + " " + piece.strip()
         else:
             break
-        previous = raw
+        previous, last = raw, following
         if in_span and "`" in piece:
             break
-    return joined
+    return joined, last
 
 
 def human_int(text: str) -> int | None:

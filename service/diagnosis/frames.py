@@ -40,12 +40,17 @@ OOM_PHASE: dict[str, Phase] = {
 # checks (`raise_if_cache_size_invalid`, `check_enough_kv_cache_memory`) and its allocation after
 # sizing are both kv_cache_capacity, so a traceback cut inside that stage is placed without its line.
 ONE_PHASE_STAGES: dict[str, Phase] = {"kv_cache": "kv_cache_capacity"}
+# The call graph's stage of engine construction (tools/vllm_callgraph.py CONSTRUCTORS): start-up,
+# the stage not shown.
+CONSTRUCTION = "init"
 _FRAME = re.compile(r'File "(?P<path>[^"\n]{1,600})", line \d+, in (?P<function>[\w<>]{1,200})')
+_FRAME_START = re.compile(r'\s*File "[^"\n]{0,600}(?:"(?:, line \d*(?:, in ?)?)?)?$')
 # A frame's source line that calls a function of its own module: `raise_if_cache_size_invalid(…`,
-# `return check_enough_kv_cache_memory(`, `if self._check_scheme_supported(` (a method of another
+# `return check_enough_kv_cache_memory(`, `if self._check_scheme_supported(`, `self.gpu_cache =
+# self._allocate_kv_cache(` (a method of another
 # object, `self.model_runner.profile_run(`, lives in a module the line does not name).
 _CALL = re.compile(
-    r"^\s*(?:[\w, \[\]]{1,120}=\s*)?(?:(?:return|raise|await|if|elif|while|assert|not)\s+){0,3}"
+    r"^\s*(?:[\w, .\[\]]{1,120}=\s*)?(?:(?:return|raise|await|if|elif|while|assert|not)\s+){0,3}"
     r"(?:self\.|cls\.)?(?P<function>[A-Za-z_]\w{0,120})\("
 )
 # A frame's source line that calls a method of another object (`self.model_runner.profile_run()`,
@@ -61,7 +66,6 @@ _OTHER_CALL = re.compile(
 _HANDLED: frozenset[Phase] = frozenset({"weights_oom", "warmup_oom", "runtime_oom"})
 _EXCEPTION = re.compile(r"^(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\b")
 TRACEBACK = "Traceback (most recent call last)"
-_FRAME_HEAD = re.compile(r'^\s*File "[^"\n]{0,600}$')  # a frame line the paste stops inside: `File "/ho`
 # vLLM's logger prefix (`ERROR 03-31 16:55:54 multiproc_worker_utils.py:242]`, V1's `ERROR 11-04
 # 09:45:23 [core.py:588]`) cut before its closing bracket: a line the paste ends in the middle of.
 _CUT_PREFIX = re.compile(
@@ -181,6 +185,10 @@ def deepest_frame(
     if not table.by_file:
         return None
     deeper: str | None = None  # the function of the frame printed below, when one was
+    # the innermost engine-construction frame (`init`: start-up, its stage not shown), returned only
+    # when no frame above it names a stage: a constructor a stage's function calls (V0's
+    # `CacheEngine(...)` under `Worker._init_cache_engine`) runs in that stage
+    construction: FramePlace | None = None
     for number in range(min(last, len(doc.lines)), max(1, first) - 1, -1):
         line = doc.line(number)
         if source is not None and line.source != source:
@@ -194,7 +202,9 @@ def deepest_frame(
             and (deeper is None or called.function.startswith(deeper))  # none, or its header cut
             and (called.phase is not None or not with_phase)
         ):
-            return called
+            if called.stage != CONSTRUCTION or called.phase is not None:
+                return called
+            construction = construction or called
         if (
             place is not None
             and place.phase is not None
@@ -203,13 +213,15 @@ def deepest_frame(
         ):
             place = replace(place, phase=None)  # it failed inside that call, not at its own check
         if place is not None and (place.phase is not None or not with_phase):
-            return place
+            if place.stage != CONSTRUCTION or place.phase is not None:
+                return place
+            construction = construction or place
         frame = _FRAME.search(line.text)
         if frame is not None and vllm_file(frame.group("path")) is not None:
             # only vLLM's own frames: a library's wrapper printed between (torch's `decorate_context`
             # of `@torch.inference_mode()`) is not the function the frame above called
             deeper = frame.group("function")
-    return None
+    return construction
 
 
 def _calls_another_object(doc: Document, number: int) -> bool:
@@ -222,6 +234,12 @@ def _code_line(doc: Document, number: int) -> str:
     """The source line printed under frame `number`: the next line with text (a hard wrap the
     document joined leaves empty lines where the pieces were)."""
     frame = doc.line(number).text
+    arrow = _arrow_line(doc, number)
+    if arrow is not None:
+        return arrow
+    joined = _FRAME.search(frame)
+    if joined is not None and frame[joined.end() :].strip():
+        return frame[joined.end() :].strip()  # a hard wrap the document joined put it on the frame's line
     # a prefix the document did not strip (a serving container's `WARN  PyProcess W-252-model-stderr:`)
     # starts the frame and its code line alike: the code is what follows it
     prefix = frame[: frame.find('File "')].strip() if 'File "' in frame else ""
@@ -232,6 +250,23 @@ def _code_line(doc: Document, number: int) -> str:
         if text.strip():
             return text
     return ""
+
+
+# IPython prints a few numbered lines of source under each frame and points at the one running:
+# `---> 49 self.gpu_cache = self._allocate_kv_cache(self.num_gpu_blocks, "cuda")`.
+_ARROW = re.compile(r"^\s*-+>\s*\d+\s(?P<code>.*)$")
+_IPYTHON_BLOCK = 16
+
+
+def _arrow_line(doc: Document, number: int) -> str | None:
+    """The source line IPython's arrow points at under frame `number` (without arrow and number)."""
+    for following in range(number + 1, min(len(doc.lines), number + _IPYTHON_BLOCK) + 1):
+        text = doc.line(following).text
+        if "File " in text and _is_frame(text):
+            return None
+        if "->" in text and (arrow := _ARROW.match(text)) is not None:
+            return arrow.group("code")
+    return None
 
 
 def _called_place(
@@ -267,11 +302,19 @@ def _called_place(
         # another object's method: every vLLM function of that name, which must agree on one stage
         # (`self.model_runner.capture_model(self.gpu_cache)` under V0's `warm_up_model`)
         function = other.group("function")
-        rows = table.rows_named(function)
+        # engine construction (`MQLLMEngine.from_engine_args(`) says start-up, which the frame's own
+        # place says as well or better: only a stage's function is one frame deeper
+        rows = tuple(row for row in table.rows_named(function) if row.stage != CONSTRUCTION)
     else:
         return None
     entries = [e for e in rows if e.covers(version)]
     return _one_stage(entries, number, file, function, plugin)
+
+
+def _is_frame(text: str) -> bool:
+    """Whether a line is a traceback frame, also one the paste cut in the middle (`File "/usr/lib/
+    python3.10/dist-pa`, `File ".../core.py", line 248, in`)."""
+    return _FRAME.search(text) is not None or _FRAME_START.match(text) is not None
 
 
 def _frames_run_start(doc: Document) -> int | None:
@@ -282,19 +325,26 @@ def _frames_run_start(doc: Document) -> int | None:
     last = next((n for n in range(total, 0, -1) if doc.line(n).text.strip()), None)
     if last is None:
         return None
-    if last > 1 and not _FRAME.search(doc.line(last).text) and _FRAME.search(doc.line(last - 1).text):
-        last -= 1  # the remainder of a line the paste cut in the middle
+    if last > 1 and not _is_frame(doc.line(last).text) and _near_frame(doc, last - 1):
+        last -= 1  # the remainder of a line the paste cut in the middle, after a frame or its code
     source = doc.line(last).source
     start, frames = last, 0
     for number in range(last, 0, -1):
         line = doc.line(number)
+        if not line.text.strip() and _is_frame(doc.line(number + 1).text) and number > 1:
+            continue  # IPython leaves a blank line between one frame's source lines and the next frame
         if source and line.source and line.source != source:
             continue  # another process's line interleaved with this one's (`(Worker_TP1 pid=…)`)
         if line.source != source or not line.text.strip():
             break
-        if _FRAME.search(line.text) or _FRAME_HEAD.match(line.text):  # a frame, or one cut mid-path
+        if _is_frame(line.text):  # a frame, or one cut mid-path
             frames += 1
-        elif not doc.lines[number - 1].startswith((" ", "\t")) and not line.level and not line.source:
+        elif (
+            not doc.lines[number - 1].startswith((" ", "\t"))
+            and not line.level
+            and not line.source
+            and _ARROW.match(line.text) is None
+        ):
             break
         start = number
     return start if frames >= 2 else None
@@ -324,7 +374,23 @@ def cut_traceback(doc: Document) -> tuple[int, int, str] | None:
     tail = doc.line(last).text.strip()
     if _EXCEPTION.match(tail):
         return None
-    before = doc.line(printed[-2]).text if len(printed) > 1 else ""
-    if _FRAME.search(tail) or _FRAME_HEAD.match(tail) or (_FRAME.search(before) and not tail.endswith(":")):
+    # the last frame and what may follow it before the cut: its code line, the carets under it, and
+    # the start of one more line (an exception cut before its name, a logger prefix's date)
+    after = [n for n in printed[-_AFTER_FRAME - 1 :] if _is_frame(doc.line(n).text)]
+    if after and (after[-1] == last or not tail.endswith(":")):
         return header, last, source
     return None
+
+
+_AFTER_FRAME = 3
+
+
+def _near_frame(doc: Document, number: int) -> bool:
+    """Whether line `number` is a frame or one of the code and caret lines printed under one."""
+    for above in range(number, max(0, number - _AFTER_FRAME), -1):
+        text = doc.line(above).text
+        if _is_frame(text):
+            return True
+        if not text.strip():
+            return False
+    return False

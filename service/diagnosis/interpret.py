@@ -11,10 +11,11 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
+from service.diagnosis.command import command_lines
 from service.diagnosis.fragments import FragmentHit, find_fragments, loudest_printing
-from service.diagnosis.frames import ONE_PHASE_STAGES, FramePlace, cut_traceback, deepest_frame
+from service.diagnosis.frames import CONSTRUCTION, ONE_PHASE_STAGES, FramePlace, cut_traceback, deepest_frame
 from service.diagnosis.normalize import Document, is_prose
-from service.diagnosis.placement import HintFn, is_marker, place, place_line
+from service.diagnosis.placement import HintFn, is_marker, place, place_line, stage_after_end
 from service.diagnosis.prose import (
     Memory,
     ProseCue,
@@ -365,7 +366,7 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
         decisive = [h for h in decisive if id(h) not in extra]
     for hit in decisive:
         phase, confidence, basis = _decisive_phase(ctx, hit, hint)
-        severity_rank = 0 if _severity(ctx, hit) == "error" else 1
+        severity_rank = 0 if _severity(ctx, hit) == "error" and not _fits_in_free(hits, hit) else 1
         candidates.append((severity_rank, PHASE_STAGE[phase], hit.line.number, phase, confidence, basis, hit))
     phases = {(c[6].line.number, c[6].rule_id): c[3] for c in candidates}
     exceptions = [
@@ -376,6 +377,11 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
     first_exception = next((h for h in exceptions if h.compiled.rule.severity == "error"), None)
     if candidates:
         best = min(candidates, key=lambda c: (c[0], c[1], c[2]))
+        titled = _titled_error(ctx, hits, taken_back) if best[0] else None
+        if titled is not None:
+            # only warnings below an error the title names (the preemption warnings of a run whose
+            # engine died of the title's `ValueError`): they are what led up to it, not its cause
+            return _titled_verdict(ctx, titled, phases, taken_back)
         _, _, _, phase, confidence, basis, root = best
         decisive = [c[6] for c in candidates if c[3] == phase and c[0] == best[0]]
         if id(root) in said:
@@ -397,8 +403,13 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
         if h.compiled.rule.kind == "exception" and h.line.number not in wrapped and h.line.number not in away
     ]
     erred = any(h.compiled.rule.severity == "error" for h in errors)
-    failed_lines = {h.line.number for h in hits if h.compiled.rule.kind in ("failure", "oom")}
-    seen = _from_fragments(ctx, failed_lines | away, against_error=erred)
+    # a pasted command's flags (`--kv-cache-dtype fp8 \`) are settings, not a message retold
+    explained = {h.line.number for h in hits if h.compiled.rule.kind in ("failure", "oom")}
+    seen = _from_fragments(ctx, explained | away | command_lines(ctx.doc, hits), against_error=erred)
+    if seen is not None and seen.root is not None and seen.root.compiled.rule.severity != "error":
+        titled = _titled_error(ctx, hits, taken_back)
+        if titled is not None:  # a warning's retold wording below the error the title names
+            return _titled_verdict(ctx, titled, seen.hit_phases, taken_back)
     cut = cut_traceback(ctx.doc)
     known = _cut_frame(ctx, cut)
     cut_weight = ctx.weights.weights["cut_frame"]
@@ -410,15 +421,21 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
         and seen.confidence >= _named_error_strength(ctx, errors, {h.line.number for h in seen.decisive})
     ):
         return seen
-    framed = _cut_frame_verdict(ctx, known, first_exception)  # the paste stops inside one phase's function
-    if framed is not None:
+    # an exception the paste names (a title's `RuntimeError: CUDA error: an illegal memory access`) is
+    # the one its cut traceback stopped before: the functions the frames show only say what it may be
+    # (also on a line a wrapper's name shares: `AsyncEngineDeadError / RuntimeError: …`)
+    cut_named = (
+        _named_error_strength(ctx, [h for h in hits if h.compiled.rule.kind == "exception"], set()) > 0
+    )
+    framed = None if cut_named else _cut_frame_verdict(ctx, known, first_exception)
+    if framed is not None:  # the paste stops inside one phase's function
         return framed
     words = _words_verdict(ctx, hint)
     if words is not None:
         words.first_exception = first_exception
         words.taken_back = taken_back
         return words
-    staged = _cut_stage_verdict(ctx, cut, first_exception)
+    staged = None if cut_named else _cut_stage_verdict(ctx, cut, first_exception)
     if staged is not None:  # outranks a bare ERROR record and "报错" alike: the frames say where
         staged.taken_back = taken_back
         return staged
@@ -456,9 +473,56 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
         failed.first_exception = first_exception
         failed.taken_back = taken_back
         return failed
+    if cut is not None:  # frames without a logger's level or an exception line: still an error shown
+        basis = "a traceback cut before its exception line, in no stage whose failures are one phase"
+        return Verdict("not_memory", 0.4, None, basis, [], first_exception, taken_back=taken_back)
     seen_vllm = any(h.compiled.rule.kind in ("info", "version") for h in hits)
     confidence = 0.9 if seen_vllm else 0.5
     return Verdict("no_failure", confidence, None, "no failure signature", [], None, taken_back=taken_back)
+
+
+# An allocation of at most this share of the memory the GPU still had free (and at least 1 GiB less)
+# did not fail for lack of memory: torch's `Tried to allocate 20.00 MiB … of which 66.43 GiB is free`
+# is an allocator's or driver's error under the OOM wording (vLLM's cumem pool, a broken context).
+_FREE_SHARE = 0.125
+_FREE_MARGIN_GIB = 1.0
+
+
+def _fits_in_free(hits: list[Hit], oom: Hit) -> bool:
+    """Whether an OOM's own line says the request fitted in the GPU's free memory many times over."""
+    if oom.compiled.rule.kind != "oom":
+        return False
+    facts: dict[str, object] = {}
+    for hit in hits:
+        if hit.line.number == oom.line.number:
+            facts.update(hit.facts)
+    tried, free = facts.get("tried_to_allocate_gib"), facts.get("free_gib")
+    if not isinstance(tried, int | float) or not isinstance(free, int | float):
+        return False
+    return tried <= free * _FREE_SHARE and free - tried >= _FREE_MARGIN_GIB
+
+
+def _titled_verdict(
+    ctx: Context, titled: Hit, phases: dict[tuple[int, str], Phase], taken_back: frozenset[int]
+) -> Verdict:
+    basis = (
+        f"an error that is not about GPU memory, named in the title ({_basis(titled.compiled.rule.title)})"
+    )
+    confidence = ctx.weights.weights["stated_error"]
+    return Verdict("not_memory", confidence, titled, basis, [titled], titled, phases, taken_back)
+
+
+def _titled_error(ctx: Context, hits: list[Hit], taken_back: frozenset[int]) -> Hit | None:
+    """An error-severity exception on the paste's title line (not a wrapper's, not taken back) that
+    names no failure in words, on a title that says nothing of memory ("OOM error: …")."""
+    said = {h.line.number for h in hits if h.compiled.rule.kind in ("failure", "oom")}
+    for hit in hits:
+        rule = hit.compiled.rule
+        if rule.kind != "exception" or rule.severity != "error" or hit.line.number in taken_back | said:
+            continue
+        if _is_title(ctx.doc, hit.line.number) and _named_in_words(ctx, hit) is None:
+            return hit
+    return None
 
 
 def _named_in_words(ctx: Context, error: Hit) -> Phase | None:
@@ -511,8 +575,20 @@ def _cut_stage_verdict(
     if cut is None:
         return None
     known = deepest_frame(ctx.doc, ctx.signatures.frames, cut[0], cut[1], source=cut[2] or None)
-    phase = ONE_PHASE_STAGES.get(known.stage) if known is not None else None
-    if known is None or phase is None:
+    if known is None or known.stage == CONSTRUCTION:
+        # frames of engine construction only (or none known): the stage the run had reached, when the
+        # line before the traceback ends one (the worker's `Available KV cache memory: …`)
+        reached = stage_after_end(ctx, cut[0], cut[2])
+        after = ONE_PHASE_STAGES.get(reached[0]) if reached is not None else None
+        if reached is None or after is None:
+            return None
+        basis = (
+            f"a traceback cut in engine start-up right after line {reached[1].line.number} "
+            f"({_basis(reached[1].compiled.rule.title)}), in the {reached[0]} stage"
+        )
+        return Verdict(after, ctx.weights.weights["cut_after_stage_end"], None, basis, [], first_exception)
+    phase = ONE_PHASE_STAGES.get(known.stage)
+    if phase is None:
         return None
     basis = f"a traceback cut inside {known.function}, which runs in the {known.stage} stage"
     return Verdict(phase, ctx.weights.weights["cut_stage_frame"], None, basis, [], first_exception)

@@ -46,12 +46,14 @@ _SLACK_REF = re.compile(r"<[@#!][^<>\s]*(?:\|([^<>]*))?>")
 # goes when only blanks precede it (found from the backticks: a `^[ \t]*` lead costs a try per line).
 _FENCE = re.compile(r"```(?P<tag>[\w+\-.]*[ \t]*(?=\n|\Z))?")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-# IPython 8 prints a frame as `File ~/envs/x/vllm/worker/worker.py:123, in Worker.load_model(self)`;
+# IPython 8 prints a frame as `File ~/envs/x/vllm/worker/worker.py:123, in Worker.load_model(self)`
+# (JupyterLab as a markdown link, `File [~/envs/x/vllm/worker/worker.py:123](http://…#line=122), in …`);
 # written the way Python's own traceback does, every frame rule and the call-graph table read it.
 _IPYTHON_FRAME = re.compile(
-    r"(?m)^(?P<lead>[ \t>]*)File (?P<path>[^\s\"][^\s\"]*?\.py):(?P<line>\d+), "
+    r"(?m)^(?P<lead>[ \t>]*)File \[?(?P<path>[^\s\"\[][^\s\"]*?\.py):(?P<line>\d+)(?:\]\([^\s)]*\))?, "
     r"in (?:[\w<>]+\.)*(?P<fn>[\w<>]+)(?:\(.*)?$"
 )
+_IPYTHON_WORDS_PATTERN = r"File [^\s\"]+\.py:\d+(?:\]\([^\s)]*\))?, in "
 # Slack escapes & < >; GitHub's HTML pages add quotes. One pass, so "&amp;lt;" becomes "&lt;".
 _ENTITIES = {"&lt;": "<", "&gt;": ">", "&amp;": "&", "&quot;": '"', "&#39;": "'", "&#x27;": "'"}
 _ENTITY = re.compile("|".join(re.escape(k) for k in _ENTITIES))
@@ -66,7 +68,7 @@ def _triggers() -> tuple[Any, ...]:
         r"<(?:https?|mailto|ftp|[@#!])",
         r"&(?:lt|gt|amp|quot|#39|#x27);",
         r"```",
-        r"File [^\s\"]+\.py:\d+, in ",
+        _IPYTHON_WORDS_PATTERN,
     )
     return tuple(re2.compile(pattern, options) for pattern in patterns)
 
@@ -181,7 +183,7 @@ def _clean_once(text: str) -> str:
 
 # Where an IPython frame may be: its words, found from their literal start; the whole-line pattern
 # then runs on those lines only (its `^` would otherwise be tried at every position of the text).
-_IPYTHON_WORDS = re.compile(r"File [^\s\"]+\.py:\d+, in ")
+_IPYTHON_WORDS = re.compile(_IPYTHON_WORDS_PATTERN)
 _PYTHON_FRAME = r'\g<lead>File "\g<path>", line \g<line>, in \g<fn>'
 
 

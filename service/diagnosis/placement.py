@@ -36,6 +36,7 @@ __all__ = [
     "is_marker",
     "place",
     "place_line",
+    "stage_after_end",
     "weigh",
 ]
 
@@ -237,6 +238,18 @@ _ORDER: dict[Stage, int] = {
     "warmup": 4,
     "serving": 5,
 }
+
+
+def stage_after_end(ctx: StageLookup, before: int, source: str) -> tuple[Stage, Hit] | None:
+    """The stage a process was in at line `before` when the last marker before it (its own, else the
+    run's) is a line printed as its stage ended (`finishes`): the next stage of start-up."""
+    own, others = _markers_before(ctx, before, source)
+    last = own if own is not None else (others[0] if others else None)
+    if last is None or not last.compiled.rule.finishes or last.compiled.rule.stage is None:
+        return None
+    reached = _ORDER[last.compiled.rule.stage]
+    following = [stage for stage, order in _ORDER.items() if order == reached + 1]
+    return (following[0], last) if following else None
 
 
 def _marker_after(ctx: StageLookup, after: int, printed: bool = False) -> Clue | None:

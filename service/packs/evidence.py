@@ -35,6 +35,7 @@ ClueKind = Literal[
     "template_fragment",
     "cut_frame",
     "cut_stage_frame",
+    "cut_after_stage_end",
     "error_line",
     "stated_error",
     "stated_failure",

@@ -132,8 +132,13 @@ class SignatureRule(Spec, frozen=True, kw_only=True):
     keys: dict[str, str] = msgspec.field(default_factory=dict)
     examples: Examples
     todo: list[str] = msgspec.field(default_factory=list)
+    # a stage line printed as its stage ends (profiling's result, `Available KV cache memory: …`):
+    # a process that dies after it without a word was in the next stage of start-up
+    finishes: bool = False
 
     def __post_init__(self) -> None:
+        if self.finishes and (self.stage is None or self.anywhere):
+            raise ValueError("only a rule of one stage, found where it is printed, finishes it")
         if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", self.id):
             raise ValueError(f"rule id {self.id!r} must be lowercase words joined by '-'")
         if not self.patterns:

@@ -362,3 +362,134 @@ def test_interleaved_workers_frames_cut_mid_path_are_one_cut_traceback(packs: Ru
     )
     diagnosis = classify_text(log, packs)
     assert diagnosis.phase == "quantization_config"
+
+
+# Shapes of a traceback cut in the KV-cache stage: no header, any line prefix, the paste ending in
+# the middle of a frame or just after a code line, IPython's frames and arrows (synthetic variants).
+_V0_KV_FRAMES = (
+    (
+        "engine/llm_engine.py",
+        "_initialize_kv_caches",
+        "self.model_executor.initialize_cache(num_gpu_blocks, 0)",
+    ),
+    (
+        "executor/gpu_executor.py",
+        "initialize_cache",
+        "self.driver_worker.initialize_cache(num_gpu_blocks, 0)",
+    ),
+    ("worker/worker.py", "initialize_cache", "self._init_cache_engine()"),
+    ("worker/worker.py", "_init_cache_engine", "CacheEngine(self.cache_config, self.model_config,"),
+    ("worker/cache_engine.py", "__init__", "super().__init__()"),
+)
+
+
+def _frames(prefix: str, frames: tuple[tuple[str, str, str], ...], *, site: str = SITE) -> list[str]:
+    lines = []
+    for number, (file, function, code) in enumerate(frames, start=1):
+        lines.append(f'{prefix}  File "{site}/{file}", line {200 + number}, in {function}')
+        lines.append(f"{prefix}    {code}")
+    return lines
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    ["", "[rank0]: ", "(EngineCore_DP0 pid=7) (Worker pid=9) ", "ERROR 05-01 10:00:00 engine.py:366] "],
+)
+@pytest.mark.parametrize(
+    "ending",
+    [
+        'File "/usr/local/lib/python3.10/dist-pa',  # the paste stops inside the next frame's path
+        'File "/usr/local/lib/python3.10/dist-packages/vllm/worker/cache_engine.py", line 64, in',
+        "20",  # the first characters of the line after the traceback
+        None,  # it stops after a code line
+    ],
+)
+def test_a_headless_kv_setup_traceback_cut_anywhere_is_kv_cache_capacity(
+    packs: RulePacks, prefix: str, ending: str | None
+) -> None:
+    lines = ["Engine fails to start on my GPU", "", *_frames(prefix, _V0_KV_FRAMES)]
+    if ending is not None:
+        lines.append(f"{prefix}{ending}" if ending.startswith("File") else ending)
+    assert classify_text("\n".join(lines) + "\n", packs).phase == "kv_cache_capacity"
+
+
+def test_a_constructor_called_inside_a_stage_runs_in_that_stage(packs: RulePacks) -> None:
+    doc = Document("\n".join(["Traceback (most recent call last):", *_frames("", _V0_KV_FRAMES)]) + "\n")
+    cut = cut_traceback(doc)
+    assert cut is not None
+    known = deepest_frame(doc, packs.signatures.frames, cut[0], cut[1])
+    assert known is not None and known.stage == "kv_cache" and known.function == "_init_cache_engine"
+
+
+def test_a_lone_constructor_frame_still_says_start_up(packs: RulePacks) -> None:
+    doc = Document(_traceback(("v1/engine/core.py", "__init__", "super().__init__(vllm_config)")))
+    cut = cut_traceback(doc)
+    assert cut is not None
+    known = deepest_frame(doc, packs.signatures.frames, cut[0], cut[1], source=cut[2])
+    assert known is not None and known.stage == "init"
+
+
+def test_an_exception_the_title_names_outweighs_the_cut_frames_below_it(packs: RulePacks) -> None:
+    log = "\n".join(
+        [
+            "RuntimeError: CUDA error: device-side assert triggered",
+            "",
+            "Traceback (most recent call last):",
+            *_frames("", _V0_KV_FRAMES[:3]),
+            f'  File "{SITE}/worker/worker.py", line',
+        ]
+    )
+    assert classify_text(log + "\n", packs).phase == "not_memory"
+
+
+def test_jupyterlab_link_frames_with_arrows_are_read_as_frames(packs: RulePacks) -> None:
+    site = "~/envs/lab/lib/python3.11/site-packages/vllm"
+    log = "\n".join(
+        [
+            "LLM(...) fails in the notebook",
+            "",
+            f"File [{site}/worker/cache_engine.py:50](http://127.0.0.1:8888/lab/tree/c.py#line=49), "
+            "in CacheEngine.__init__(self, cache_config)",
+            "     48 # Initialize the cache.",
+            '---> 50 self.gpu_cache = self._allocate_kv_cache(self.num_gpu_blocks, "cuda")',
+            '     51 self.cpu_cache = self._allocate_kv_cache(self.num_cpu_blocks, "cpu")',
+            "",
+            "File [~/envs/lab/lib/python3.11/site-packages/torch/utils/_contextlib.py:116](http://h/x), "
+            "in context_decorator.<locals>.decorate_context(*args, **kwargs)",
+            "    114 with ctx_factory():",
+            "--> 116     return func(*args, **kwargs)",
+        ]
+    )
+    doc = Document(log + "\n")
+    assert doc.line(3).text.startswith(f'File "{site}/worker/cache_engine.py", line 50, in __init__')
+    assert classify_text(log + "\n", packs).phase == "kv_cache_capacity"
+
+
+def _engine_start_cut(before: str) -> str:
+    return before + _traceback(
+        ("v1/engine/core.py", "run_engine_core", "engine_core = EngineCoreProc(*args, **kwargs)"),
+        ("v1/engine/core.py", "__init__", "super().__init__(vllm_config, executor_class, log_stats,"),
+    )
+
+
+def test_a_start_up_traceback_cut_right_after_profilings_result_is_in_the_kv_cache_stage(
+    packs: RulePacks,
+) -> None:
+    profiled = (
+        "(Worker pid=901) INFO 11-02 10:00:00 [gpu_worker.py:298] Available KV cache memory: 9.12 GiB\n"
+    )
+    assert classify_text(_engine_start_cut(profiled), packs).phase == "kv_cache_capacity"
+    # without it, or with the run gone on to capture graphs, the constructor's frames say no stage
+    assert classify_text(_engine_start_cut(""), packs).phase != "kv_cache_capacity"
+    captured = (
+        profiled + "(Worker pid=901) INFO 11-02 10:00:09 [gpu_model_runner.py:3480] Capturing CUDA graphs\n"
+    )
+    assert classify_text(_engine_start_cut(captured), packs).phase != "kv_cache_capacity"
+
+
+def test_headless_frames_without_any_logger_level_are_still_an_error(packs: RulePacks) -> None:
+    frames = _frames(
+        "", (("engine/llm_engine.py", "_initialize_kv_caches", "self.model_executor.profile()"),)
+    )
+    log = "\n".join(["It stops here", "", *frames, *frames, f'  File "{SITE}/worker/wor'])
+    assert classify_text(log + "\n", packs).phase == "not_memory"

@@ -60,3 +60,26 @@ def test_a_sentence_taking_it_back_or_about_something_else_names_no_host_oom(
     run_classify: Classify, words: str
 ) -> None:
     assert run_classify(words).phase == "no_failure"
+
+
+def test_a_ray_worker_dead_of_a_system_error_whose_first_cause_is_the_oom_killer_is_a_host_oom(
+    run_classify: Classify,
+) -> None:
+    # Ray's raylet (node_manager.cc) on a worker that exited without a word, after vLLM's start-up lines
+    log = (
+        "INFO 03-01 10:00:00 worker.py:120] Loading model weights took 0.93 GB\n"
+        "(raylet) A worker died or was killed while executing a task by an unexpected system error. "
+        "Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection "
+        "error code 2. End of file. There are some potential root causes. (1) The process is killed by "
+        "SIGKILL by OOM killer due to high memory usage. (2) ray stop --force is called. (3) The worker "
+        "is crashed unexpectedly due to SIGSEGV or other unexpected errors.\n"
+    )
+    assert run_classify(log).phase == "host_oom"
+
+
+@pytest.mark.parametrize("opening", ["can't start the server", "couldn't load it", "doesn't run at all"])
+def test_a_clause_opening_with_a_contraction_states_the_failure_it_quotes(
+    run_classify: Classify, opening: str
+) -> None:
+    assert run_classify(f"On two nodes it {opening}, get error: Cannot allocate memory\n").phase == "host_oom"
+    assert run_classify(f"[Bug]: {opening}, get error: Cannot allocate memory\n").phase == "host_oom"

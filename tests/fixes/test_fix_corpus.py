@@ -159,6 +159,27 @@ FIX_GAPS = {
         "a V1 EngineCore traceback cut inside get_kv_cache_config before its error line: placed by the"
         " frame, but no figure (max_model_len, KV budget) sizes the capacity recipes"
     ),
+    "gh10-20726-v0.9-rtx5060ti-16g-qwen2.5-7b-cut-in-check-enough-kv-cache-memory-frame": (
+        "a V1 traceback without its header cut inside check_enough_kv_cache_memory: placed by the frame,"
+        " but no figure (max_model_len, KV budget) sizes the capacity recipes"
+    ),
+    "gh10-26612-v0.11-a800-qwen3-vl-30b-a3b-available-kv-13.69-gib-then-enginecore-failed-cut"
+    "-chinese-title": (
+        "an EngineCore traceback cut in its constructor right after the worker's KV budget line: placed by"
+        " that line, but no max_model_len or per-token size for the capacity recipes to size"
+    ),
+    "gh10-curator298-pr-v0-gpu-executor-initialize-cache-init-cache-engine-cache-engine-frames-cut": (
+        "a V0 traceback cut inside the cache engine's set-up before its error line: no out-of-memory"
+        " finding tells the allocation recipes it ran out, and no figure sizes the capacity recipes"
+    ),
+    "gh10-rlswarm314-v0-trl-grpo-llm-initialize-kv-caches-allocate-kv-cache-zeros-title-frames": (
+        "a [rank0]: traceback cut inside initialize_cache before its error line: no out-of-memory finding"
+        " tells the allocation recipes it ran out, and no figure sizes the capacity recipes"
+    ),
+    "gh10-verl6764-ascend-vllm-ascend-patch-core-v1-initialize-kv-caches-frames-cut-line-248-chinese-title": (
+        "a plugin-patched V1 EngineCore traceback cut inside _initialize_kv_caches: placed by the frame, but"
+        " no figure (max_model_len, KV budget) sizes the capacity recipes"
+    ),
     "gh8-gpustack3777-ascend910b2-glm45-air-vocab-151552-not-divisible-by-6-cards": (
         "the vocabulary-vs-TP assertion retold in prose with no command: no --tensor-parallel-size to"
         " change and no GPU count to size a divisor against"
