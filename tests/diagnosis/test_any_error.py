@@ -343,3 +343,21 @@ def test_a_sentence_sharing_some_words_with_a_message_does_not_outweigh_an_error
         "I tried increasing gpu_memory_utilization when initializing the engine as the docs say\n"
     )
     assert _diagnose(packs, log).phase == "not_memory"
+
+
+def test_torchs_nccl_watchdog_timeout_is_not_memory_whatever_the_sentence_around_it(packs: RulePacks) -> None:
+    # c10d's glog-style lines under a Ray worker's prefix; the sentence only says where it does not happen
+    prefix = "(WorkerDict pid=231421) [rank1]:[E314 14:33:45.172185860 ProcessGroupNCCL.cpp:607] "
+    log = "\n".join(
+        [
+            "It doesn't happen if I run it on my local server.",
+            prefix + "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+            "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600009 milliseconds "
+            "before timing out.",
+            prefix + "[Rank 1] Some NCCL operations have failed or timed out. Due to the asynchronous "
+            "nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.",
+        ]
+    )
+    diagnosis = _diagnose(packs, log)
+    assert diagnosis.phase == "not_memory"
+    assert any(e.rule == "native-nccl-watchdog-timeout" for e in diagnosis.evidence)
