@@ -368,6 +368,10 @@ def cut_traceback(doc: Document) -> tuple[int, int, str] | None:
     ]
     if len(printed) > 1 and _CUT_PREFIX.search(doc.lines[printed[-1] - 1]):
         printed.pop()  # the paste stops inside the logger prefix of the line after the last one
+    if len(printed) == 1 and _is_cut_level(doc.line(printed[0]).text) and _ends_paste(doc, printed[0]):
+        # the paste stops inside the level word of the line after the header ("ERRO"): a traceback
+        # cut before its first frame, placed by the stage the run had reached
+        return header, header, source
     if not printed:
         return None
     last = printed[-1]
@@ -383,6 +387,18 @@ def cut_traceback(doc: Document) -> tuple[int, int, str] | None:
 
 
 _AFTER_FRAME = 3
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _ends_paste(doc: Document, number: int) -> bool:
+    """Whether only blank lines follow line `number`."""
+    return not any(text.strip() for text in doc.lines[number:])
+
+
+def _is_cut_level(text: str) -> bool:
+    """Whether `text` is the start of a logger's level word, cut by the paste ("ERRO", "WARN")."""
+    word = text.strip()
+    return bool(word) and any(level.startswith(word) for level in _LEVELS)
 
 
 def _near_frame(doc: Document, number: int) -> bool:

@@ -136,9 +136,37 @@ def _named_only(clause: str, vocabulary: ProseVocabulary) -> str:
 def _affirms(clause: str, vocabulary: ProseVocabulary) -> bool:
     clause = _named_only(clause, vocabulary)
     said = vocabulary.said.search(clause)
-    return (
-        said is not None and not _negates(clause, vocabulary) and not _is_question(clause, said, vocabulary)
-    )
+    if said is None or _is_question(clause, said, vocabulary):
+        return False
+    return not _negates(clause, vocabulary) or _affirmed_beside(clause, vocabulary)
+
+
+def _affirmed_beside(clause: str, vocabulary: ProseVocabulary) -> bool:
+    """Whether a statement joined to a negated one by a comma and a conjunction ("the pod dies
+    suddenly, and I don't see any error") states a failure of its own: a plain "not" governs the
+    statement it stands in, not the one beside it. A negation of another kind anywhere in the clause
+    (a condition, a fix, "went away") still takes the whole clause back."""
+    parts = _coordinated(clause, vocabulary)
+    if len(parts) < 2:
+        return False
+    for part in parts:
+        found = vocabulary.negation.search(part)
+        if found is not None and not vocabulary.plain_negator.match(found.group()):
+            return False
+    return any(vocabulary.said.search(p) is not None and not _negates(p, vocabulary) for p in parts)
+
+
+def _coordinated(clause: str, vocabulary: ProseVocabulary) -> list[str]:
+    """The statements of a clause joined by a comma and a conjunction (", and", "，然后"); a
+    conjunction with no comma before it may join two nouns ("no OOM and crash"), so it splits nothing."""
+    parts: list[str] = []
+    start = 0
+    for match in vocabulary.conjunction.finditer(clause):
+        if clause[: match.start()].rstrip().endswith(_SUBCLAUSE):
+            parts.append(clause[start : match.start()])
+            start = match.end()
+    parts.append(clause[start:])
+    return parts
 
 
 def _takes_back(clause: str, vocabulary: ProseVocabulary) -> bool:

@@ -487,6 +487,23 @@ def test_a_start_up_traceback_cut_right_after_profilings_result_is_in_the_kv_cac
     assert classify_text(_engine_start_cut(captured), packs).phase != "kv_cache_capacity"
 
 
+def test_a_traceback_cut_inside_the_level_word_after_its_header_is_in_the_stage_the_run_reached(
+    packs: RulePacks,
+) -> None:
+    # --kv-cache-memory-bytes: determine_available_memory logs the reserved size on return, like
+    # profiling's `Available KV cache memory`; the engine then sizes the cache
+    reserved = (
+        "(EngineCore pid=5) INFO 03-01 09:00:00 [gpu_worker.py:400] Initial free memory 70.10 GiB, "
+        "reserved 20.0 GiB memory for KV Cache as specified by kv_cache_memory_bytes config and "
+        "skipped memory profiling.\n"
+    )
+    header = "(EngineCore pid=5) ERROR 03-01 09:00:01 [core.py:900] Traceback (most recent call last):\n"
+    assert classify_text(reserved + header + "(EngineCore pid=5) ERRO\n", packs).phase == "kv_cache_capacity"
+    # a line after the header that is more than a cut level word is no such cut
+    later = "(EngineCore pid=5) ERROR 03-01 09:00:01 [core.py:900] something else\n"
+    assert classify_text(reserved + header + later, packs).phase != "kv_cache_capacity"
+
+
 def test_headless_frames_without_any_logger_level_are_still_an_error(packs: RulePacks) -> None:
     frames = _frames(
         "", (("engine/llm_engine.py", "_initialize_kv_caches", "self.model_executor.profile()"),)

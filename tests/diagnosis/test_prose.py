@@ -42,6 +42,14 @@ TAKEN_BACK = [
     "长上下文是否会爆显存？",
     # asking why it would fail is still hypothetical
     "Why would it OOM with only two requests?",
+    # a plain "not" in each of two statements joined by ", and" takes both back
+    "It does not crash anymore, and it does not OOM either",
+    # a fix stated anywhere in the clause takes back the statement joined to it
+    "We fixed the OOM, and the server now keeps running",
+    # a change's title naming what it fixes or works around
+    "[Bugfix] Fix a crash after preemption when chunked prefill is on",
+    "WA for OOM when loading the shards on two cards",
+    "Add a workaround for the OOM in the sampler warm-up",
 ]
 
 # Sentences that alone say memory ran out, with no allocator line anywhere: the stage they name
@@ -73,6 +81,10 @@ HOST_SAID = [
     "RAM filled up and the engine died",
     "The pod is evicted for memory pressure every time it starts",
     "加载权重的时候系统内存被占满了",
+    # memory over a container's limit, a pod or container dying of an unstated OOM: the host ends it
+    "The worker container is killed as soon as its memory exceeds the pod limit",
+    "Our deployment is evicted every time its memory reaches the container limit",
+    "Halfway through the shards the pod died, and the events do not show any error, so it looks like OOM",
 ]
 
 # Sentences that place a bare OOM, and the phase they place it in.
@@ -90,6 +102,10 @@ PLACED = [
     ("It dies after a few hundred requests", "runtime_oom"),
     ("Under heavy load it fails within minutes", "runtime_oom"),
     ("服务跑了一段时间之后就报错", "runtime_oom"),
+    # a plain "not" governs its own statement, not one joined to it by ", and"
+    ("The server dies after a few hundred requests, and I don't see any error in its log", "runtime_oom"),
+    # loading with what loads named by its name only
+    ("Why does it always crash when loading phi4-14b?", "weights_oom"),
 ]
 
 # The GPU's memory said to fill up, in Chinese: placed by the stage the sentence names.
@@ -232,6 +248,8 @@ def test_a_log_line_outweighs_words_about_host_ram(run_classify: Classify) -> No
             "kv_preemption",
         ),
         ("GPU KV cache usage: 100.0%以后就卡住，无法继续提供服务", "kv_preemption"),
+        # said the other way round, the share before the cache
+        ("Reaching nearly 100% KV cache makes the waiting queue explode", "kv_preemption"),
         # the context used up, a limit of no tokens, a prompt as long as the limit
         (
             "I am getting an error saying that the context length for my model is exhausted",
@@ -240,6 +258,8 @@ def test_a_log_line_outweighs_words_about_host_ram(run_classify: Classify) -> No
         ("vllm claims max_model_len is 0 although I set 16384", "request_too_long"),
         ("[Bug]: VLLM_USE_V1=0 is needed if prompt length equals max model length", "request_too_long"),
         ("The memory check at startup always fails on the second card", "startup_budget"),
+        # an error named by the setting the start-up check compares against
+        ("After the first job the next engine fails with gpu_memory_utilization errors", "startup_budget"),
         (
             "vllm refuses to start, it says not enough free memory on startup while nvidia-smi is empty",
             "startup_budget",
@@ -383,6 +403,10 @@ FAILED_SAID = [
     "[Bug]: with chunked prefill on the server does not start up and fails",
     "the response is very long, it will not stop until the max length",
     "服务启动以后就卡住了，一直没有响应",
+    # the noun opening a report, before what it happened with
+    "[Bug]: Deadlock when two replicas share one node",
+    # a container something else ends: the kubelet's probes restart it
+    "The liveness probe restarts the container before the weights are downloaded",
 ]
 
 

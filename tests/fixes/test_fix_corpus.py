@@ -168,6 +168,10 @@ FIX_GAPS = {
         "an EngineCore traceback cut in its constructor right after the worker's KV budget line: placed by"
         " that line, but no max_model_len or per-token size for the capacity recipes to size"
     ),
+    "gh10-49878-v0.26-gemma4-kv-cache-memory-bytes-49gib-skips-profiling-then-enginecore-failed-words": (
+        "an EngineCore traceback cut after its header, right after the --kv-cache-memory-bytes reservation:"
+        " placed by that line, but no max_model_len or per-token size for the capacity recipes to size"
+    ),
     "gh10-curator298-pr-v0-gpu-executor-initialize-cache-init-cache-engine-cache-engine-frames-cut": (
         "a V0 traceback cut inside the cache engine's set-up before its error line: no out-of-memory"
         " finding tells the allocation recipes it ran out, and no figure sizes the capacity recipes"
