@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from service.diagnosis.normalize import Document, Line, is_prose
+from service.diagnosis.placement import stage_after, stage_before
 from service.packs.prose import ProseVocabulary
 from service.packs.signatures import Stage
 from service.schemas import Phase
@@ -84,10 +85,32 @@ def _clauses(text: str, vocabulary: ProseVocabulary) -> list[str]:
 
 
 def _stage(clause: str, vocabulary: ProseVocabulary) -> Stage | None:
-    for stage, pattern in vocabulary.stages:
-        if pattern.search(clause):
-            return stage
-    return None
+    """The stage a clause names: of the stages its words name (the vocabulary's priority order
+    breaking ties), one named as it happened before one the clause says was over ("after loading the
+    model, the first request OOMs" is serving's)."""
+    named: list[tuple[bool, int, Stage]] = []
+    for rank, (stage, pattern) in enumerate(vocabulary.stages):
+        for found in pattern.finditer(clause):
+            said = _shifted(stage, clause[: found.start()], clause[found.end() :], vocabulary)
+            if said is not None:
+                named.append((said[1], rank, said[0]))
+    return min(named)[2] if named else None
+
+
+def _shifted(stage: Stage, before: str, after: str, vocabulary: ProseVocabulary) -> tuple[Stage, bool] | None:
+    """The stage a stage word names where it stands, and whether the words beside it moved it: a
+    stage said to be over names the next one ("after loading", "加载完成后"), unless said not to be
+    finished ("还没加载完"); a stage said not to have begun names the one before it ("before any
+    request" is start-up, "before the weights load" a worker setting up its device)."""
+    beside = {name: (preceding, following) for name, preceding, following in vocabulary.shifts}
+    preceding, following = beside["not_begun"]
+    if preceding.search(before) or following.search(after):
+        return stage_before(stage), True
+    preceding, following = beside["over"]
+    if preceding.search(before) or following.search(after):
+        if not beside["unfinished"][0].search(before):
+            return stage_after(stage), True
+    return stage, False
 
 
 def _is_question(clause: str, said: Any, vocabulary: ProseVocabulary) -> bool:
