@@ -263,10 +263,19 @@ def _affirmed(text: str, vocabulary: ProseVocabulary) -> list[ProseCue]:
     return cues
 
 
+# An issue's title opens with its tracker's tags ("[Bug]: ", "[Usage][V1] ", "【求助】"): whatever
+# follows is the person's statement, however few its words ("[Bug]: 4090 爆显存 during loading").
+_TITLE_TAGS = re.compile(r"^\s*(?:\[[A-Za-z][\w /.-]{0,30}\]|【[^】]{1,12}】)+:?\s*\S")
+
+
+def _reads_as_words(line: Line) -> bool:
+    return is_prose(line) or (not line.source and not line.level and _TITLE_TAGS.match(line.text) is not None)
+
+
 def _read_line(line: Line, vocabulary: ProseVocabulary) -> list[ProseCue]:
     """A prose line's cues; a sentence that only looks like a log line for the message it quotes
     (`I get "…Tried to allocate 2.00 GiB…" while loading`) is read without the quote."""
-    if is_prose(line):
+    if _reads_as_words(line):
         return _affirmed(line.text, vocabulary)
     unquoted = _unquoted(line.text)
     if unquoted != line.text and is_prose(replace(line, text=unquoted)):
@@ -279,7 +288,7 @@ def is_sentence(line: Line) -> bool:
     (`I get "…Tried to allocate 2.00 GiB…"`)."""
     if line.source or line.level:
         return False
-    if is_prose(line):
+    if _reads_as_words(line):
         return True
     unquoted = _unquoted(line.text)
     return unquoted != line.text and is_prose(replace(line, text=unquoted))

