@@ -157,26 +157,38 @@ def _named_only(clause: str, vocabulary: ProseVocabulary) -> str:
 
 
 def _affirms(clause: str, vocabulary: ProseVocabulary) -> bool:
-    clause = _named_only(clause, vocabulary)
-    said = vocabulary.said.search(clause)
-    if said is None or _is_question(clause, said, vocabulary):
-        return False
-    return not _negates(clause, vocabulary) or _affirmed_beside(clause, vocabulary)
+    return _affirmed_part(clause, vocabulary) is not None
 
 
-def _affirmed_beside(clause: str, vocabulary: ProseVocabulary) -> bool:
-    """Whether a statement joined to a negated one by a comma and a conjunction ("the pod dies
-    suddenly, and I don't see any error") states a failure of its own: a plain "not" governs the
-    statement it stands in, not the one beside it. A negation of another kind anywhere in the clause
-    (a condition, a fix, "went away") still takes the whole clause back."""
+def _affirmed_part(clause: str, vocabulary: ProseVocabulary) -> str | None:
+    """What of `clause` states a failure: all of it when nothing takes the failure back, else the
+    statements beside a negated one that state their own (`_affirmed_beside`), else None."""
+    named = _named_only(clause, vocabulary)
+    said = vocabulary.said.search(named)
+    if said is None or _is_question(named, said, vocabulary):
+        return None
+    if not _negates(named, vocabulary):
+        return clause
+    return _affirmed_beside(named, vocabulary)
+
+
+def _affirmed_beside(clause: str, vocabulary: ProseVocabulary) -> str | None:
+    """The statements joined to a negated one by a comma and a conjunction ("the pod dies
+    suddenly, and I don't see any error") that state a failure of their own: a plain "not" governs
+    the statement it stands in, not the one beside it; a denial of what the failure is ("it's not an
+    OOM, the server just hangs") governs only its comma-bounded part. A negation of another kind
+    anywhere in the clause (a condition, a fix, "went away") still takes the whole clause back."""
     parts = _coordinated(clause, vocabulary)
+    if len(parts) < 2 and vocabulary.denial.search(clause):
+        parts = [p for p in re.split("[,，、]", clause) if p.strip()]
     if len(parts) < 2:
-        return False
+        return None
     for part in parts:
         found = vocabulary.negation.search(part)
         if found is not None and not vocabulary.plain_negator.match(found.group()):
-            return False
-    return any(vocabulary.said.search(p) is not None and not _negates(p, vocabulary) for p in parts)
+            return None
+    kept = [p.strip() for p in parts if vocabulary.said.search(p) is not None and not _negates(p, vocabulary)]
+    return ", ".join(kept) or None
 
 
 def _coordinated(clause: str, vocabulary: ProseVocabulary) -> list[str]:
@@ -256,10 +268,11 @@ def _affirmed(text: str, vocabulary: ProseVocabulary) -> list[ProseCue]:
     ran out, or the failure it names by what happened."""
     cues: list[ProseCue] = []
     for clause in _clauses(text, vocabulary):
-        if _affirms(clause, vocabulary):
-            stage, memory = _stage(clause, vocabulary), _memory(clause, vocabulary)
-            phase = _phase(clause, vocabulary, memory)
-            cues.append(ProseCue(0, stage, clause.strip(), memory, phase))
+        part = _affirmed_part(clause, vocabulary)
+        if part is not None:  # what ran out and when, read in the part that states it
+            stage, memory = _stage(part, vocabulary), _memory(part, vocabulary)
+            phase = _phase(part, vocabulary, memory)
+            cues.append(ProseCue(0, stage, part.strip(), memory, phase))
     return cues
 
 

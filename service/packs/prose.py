@@ -62,6 +62,7 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     presupposed: list[str]
     negation: list[str]
     conjunctions: list[str]
+    denials: list[str]
     plain_negators: list[str]
     supposing: list[str]
     naming: list[str]
@@ -88,6 +89,7 @@ class ProseVocabulary:
     presupposed: Any
     negation: Any
     conjunction: Any
+    denial: Any  # a denial of what the failure is ("it's not an OOM, …"): it governs its comma part
     plain_negator: Any  # a negation that opens with one of these governs one verb, not a condition
     supposing: Any  # an introducer ("you may see:") that only supposes the block it shows
     naming: Any  # a failure word as a noun's modifier ("the error message"), naming a thing
@@ -171,6 +173,7 @@ def load_prose(rules_dir: Path) -> ProseVocabulary:
         presupposed=_compile(data.presupposed, "$.presupposed"),
         negation=_compile(data.negation, "$.negation"),
         conjunction=_compile(data.conjunctions, "$.conjunctions"),
+        denial=_compile(data.denials, "$.denials"),
         plain_negator=_compile(data.plain_negators, "$.plain_negators"),
         supposing=_compile(data.supposing, "$.supposing"),
         naming=_compile(data.naming, "$.naming"),

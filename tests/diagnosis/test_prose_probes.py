@@ -78,7 +78,7 @@ def paste(probe: Probe) -> str:
     return f"{probe.text}\n\n{after[probe.with_]}"
 
 
-PROBES = _probes("prose_probes.yaml") + _probes("prose_probes_second.yaml")
+PROBES = [p for name in ("prose_probes.yaml", "prose_probes_second.yaml", "prose_probes_third.yaml") for p in _probes(name)]
 
 
 def test_the_probes_are_many_and_close_to_half_chinese_or_mixed() -> None:
