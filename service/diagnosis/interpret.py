@@ -322,7 +322,9 @@ def _failure_said(ctx: Context) -> Verdict | None:
         # a process the host ended (被 kill, SIGKILL, a pod evicted) in a post about host RAM: only
         # the host kills for memory, the GPU's allocator raises (DESIGN §3.1)
         quoted = f'the person\'s words only ("{killed.text[:80]}")'
-        return Verdict("host_oom", _PROSE_ONLY, None, f"{quoted}; the host ended it, and they speak of host RAM")
+        return Verdict(
+            "host_oom", _PROSE_ONLY, None, f"{quoted}; the host ended it, and they speak of host RAM"
+        )
     basis = f'the person\'s words only ("{said.text[:80]}"): something failed, not for lack of memory'
     return Verdict("not_memory", ctx.weights.weights["stated_failure"], None, basis)
 

@@ -374,7 +374,12 @@ def _latest_said(said: list[tuple[Stage, int, str]], worded: bool = False) -> Cl
         started = next((s for s in said if s[0] in _STARTED), None) if worded else None
         if started is None:
             return None
-        return Clue("prose_context", started[0], f'what the person says they were doing ("{started[2][:80]}")', started[1])
+        return Clue(
+            "prose_context",
+            started[0],
+            f'what the person says they were doing ("{started[2][:80]}")',
+            started[1],
+        )
     stage, number, text = max(named, key=lambda s: (_PROGRESS[s[0]], -s[1]))
     return Clue("prose_context", stage, f'what the person says they were doing ("{text[:80]}")', number)
 

@@ -107,9 +107,9 @@ def _shifted(stage: Stage, before: str, after: str, vocabulary: ProseVocabulary)
     if preceding.search(before) or following.search(after):
         return stage_before(stage), True
     preceding, following = beside["over"]
-    if preceding.search(before) or following.search(after):
-        if not beside["unfinished"][0].search(before):
-            return stage_after(stage), True
+    over = preceding.search(before) or following.search(after)
+    if over and not beside["unfinished"][0].search(before):
+        return stage_after(stage), True
     return stage, False
 
 

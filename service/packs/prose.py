@@ -95,8 +95,8 @@ class ProseVocabulary:
     naming: Any  # a failure word as a noun's modifier ("the error message"), naming a thing
     experienced: Any  # verbs saying the person met what a naming compound names ("got the error message")
     stages: tuple[tuple[Stage, Any], ...]  # in priority order (rules/prose.yaml)
-    any_stage: Any
-    shifts: tuple[tuple[str, Any, Any], ...]  # (over | unfinished | not_begun, preceding, following)  # every stage's words together: which lines say what the person was doing
+    any_stage: Any  # every stage's words together: which lines say what the person was doing
+    shifts: tuple[tuple[str, Any, Any], ...]  # (over | unfinished | not_begun, preceding, following)
     causes: tuple[tuple[Phase, frozenset[Phase], Any], ...]  # (cause, the phases it explains, words)
     any_cause: Any
 
@@ -150,7 +150,9 @@ def stage_patterns(words: StageWords) -> list[str]:
         objects = _alternation(words.objects)
         gap = r"(?:[^\s.,;:!?]+\s+){0,3}?"
         patterns.append(rf"\b(?:{verbs})\s+{gap}(?:{objects})\b")
-        patterns.append(rf"\b(?:{objects})\s+(?:(?:is|are|was|were|being|been|be|get|gets|got|has|have|had)\s+){{0,2}}(?:{verbs})\b")
+        patterns.append(
+            rf"\b(?:{objects})\s+(?:(?:is|are|was|were|being|been|be|get|gets|got|has|have|had)\s+){{0,2}}(?:{verbs})\b"
+        )
     return patterns
 
 
@@ -179,7 +181,8 @@ def load_prose(rules_dir: Path) -> ProseVocabulary:
         naming=_compile(data.naming, "$.naming"),
         experienced=_compile(data.experienced, "$.experienced"),
         stages=tuple(
-            (stage, _compile(stage_patterns(words), f"$.stages.{stage}")) for stage, words in data.stages.items()
+            (stage, _compile(stage_patterns(words), f"$.stages.{stage}"))
+            for stage, words in data.stages.items()
         ),
         any_stage=_compile([p for words in data.stages.values() for p in stage_patterns(words)], "$.stages"),
         shifts=tuple(

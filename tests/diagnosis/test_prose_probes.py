@@ -42,7 +42,8 @@ STARTUP_LINE = (
 )
 LOAD_FRAMES = (
     "Traceback (most recent call last):\n"
-    '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 1, in load_model\n'
+    '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", '
+    "line 1, in load_model\n"
     "    self.model = model_loader.load_model(\n"
     '  File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/model_loader/default_loader.py", '
     "line 1, in load_weights\n"
@@ -78,7 +79,11 @@ def paste(probe: Probe) -> str:
     return f"{probe.text}\n\n{after[probe.with_]}"
 
 
-PROBES = [p for name in ("prose_probes.yaml", "prose_probes_second.yaml", "prose_probes_third.yaml") for p in _probes(name)]
+PROBES = [
+    p
+    for name in ("prose_probes.yaml", "prose_probes_second.yaml", "prose_probes_third.yaml")
+    for p in _probes(name)
+]
 
 
 def test_the_probes_are_many_and_close_to_half_chinese_or_mixed() -> None:
