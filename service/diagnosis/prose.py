@@ -100,8 +100,9 @@ def _stage(clause: str, vocabulary: ProseVocabulary) -> Stage | None:
 def _shifted(stage: Stage, before: str, after: str, vocabulary: ProseVocabulary) -> tuple[Stage, bool] | None:
     """The stage a stage word names where it stands, and whether the words beside it moved it: a
     stage said to be over names the next one ("after loading", "加载完成后"), unless said not to be
-    finished ("还没加载完"); a stage said not to have begun names the one before it ("before any
-    request" is start-up, "before the weights load" a worker setting up its device)."""
+    finished ("还没加载完"); a step told before a "then" keeps its stage but gives way to one named
+    after it; a stage said not to have begun names the one before it ("before any request" is
+    start-up, "before the weights load" a worker setting up its device)."""
     beside = {name: (preceding, following) for name, preceding, following in vocabulary.shifts}
     preceding, following = beside["not_begun"]
     if preceding.search(before) or following.search(after):
@@ -110,7 +111,7 @@ def _shifted(stage: Stage, before: str, after: str, vocabulary: ProseVocabulary)
     over = preceding.search(before) or following.search(after)
     if over and not beside["unfinished"][0].search(before):
         return stage_after(stage), True
-    return stage, False
+    return stage, beside["earlier"][1].search(after) is not None
 
 
 def _is_question(clause: str, said: Any, vocabulary: ProseVocabulary) -> bool:

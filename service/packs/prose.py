@@ -47,6 +47,7 @@ class Beside(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
 class StageShift(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     over: Beside
     unfinished: Beside
+    earlier: Beside
     not_begun: Beside
 
 
@@ -96,7 +97,7 @@ class ProseVocabulary:
     experienced: Any  # verbs saying the person met what a naming compound names ("got the error message")
     stages: tuple[tuple[Stage, Any], ...]  # in priority order (rules/prose.yaml)
     any_stage: Any  # every stage's words together: which lines say what the person was doing
-    shifts: tuple[tuple[str, Any, Any], ...]  # (over | unfinished | not_begun, preceding, following)
+    shifts: tuple[tuple[str, Any, Any], ...]  # (over | unfinished | earlier | not_begun, preceding, following)
     causes: tuple[tuple[Phase, frozenset[Phase], Any], ...]  # (cause, the phases it explains, words)
     any_cause: Any
 
@@ -194,6 +195,7 @@ def load_prose(rules_dir: Path) -> ProseVocabulary:
             for name, beside in (
                 ("over", data.stage_shift.over),
                 ("unfinished", data.stage_shift.unfinished),
+                ("earlier", data.stage_shift.earlier),
                 ("not_begun", data.stage_shift.not_begun),
             )
         ),

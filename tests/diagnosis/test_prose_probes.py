@@ -81,7 +81,12 @@ def paste(probe: Probe) -> str:
 
 PROBES = [
     p
-    for name in ("prose_probes.yaml", "prose_probes_second.yaml", "prose_probes_third.yaml")
+    for name in (
+        "prose_probes.yaml",
+        "prose_probes_second.yaml",
+        "prose_probes_third.yaml",
+        "prose_probes_fourth.yaml",
+    )
     for p in _probes(name)
 ]
 
