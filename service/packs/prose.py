@@ -97,7 +97,9 @@ class ProseVocabulary:
     experienced: Any  # verbs saying the person met what a naming compound names ("got the error message")
     stages: tuple[tuple[Stage, Any], ...]  # in priority order (rules/prose.yaml)
     any_stage: Any  # every stage's words together: which lines say what the person was doing
-    shifts: tuple[tuple[str, Any, Any], ...]  # (over | unfinished | earlier | not_begun, preceding, following)
+    shifts: tuple[
+        tuple[str, Any, Any], ...
+    ]  # (over | unfinished | earlier | not_begun, preceding, following)
     causes: tuple[tuple[Phase, frozenset[Phase], Any], ...]  # (cause, the phases it explains, words)
     any_cause: Any
 
