@@ -317,7 +317,7 @@ def _failure_said(ctx: Context) -> Verdict | None:
     said = next(iter(ctx.prose_cues()), None)
     if said is None:
         return None
-    killed = next((c for c in ctx.prose_cues() if ctx.prose.host.search(c.text)), None)
+    killed = next((c for c in ctx.prose_cues() if ctx.prose.ended.search(c.text)), None)
     if killed is not None and ctx.memory_side() == "host":
         # a process the host ended (被 kill, SIGKILL, a pod evicted) in a post about host RAM: only
         # the host kills for memory, the GPU's allocator raises (DESIGN §3.1)

@@ -57,6 +57,7 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     out_of_memory: list[str]
     phases: dict[Phase, list[str]]
     host: list[str]
+    ended: list[str]
     either: list[str]
     device: list[str]
     question: list[str]
@@ -84,6 +85,7 @@ class ProseVocabulary:
     phases: tuple[tuple[Phase, Any], ...]
     said: Any
     host: Any
+    ended: Any  # a process something else ended ("got killed", 被杀, exit code 137)
     either: Any
     device: Any
     question: Any
@@ -172,6 +174,7 @@ def load_prose(rules_dir: Path) -> ProseVocabulary:
             "$.failure",
         ),
         host=_compile(data.host, "$.host"),
+        ended=_compile(data.ended, "$.ended"),
         either=_compile(data.either, "$.either"),
         device=_compile(data.device, "$.device"),
         question=_compile(data.question, "$.question"),
