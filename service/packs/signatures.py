@@ -9,8 +9,6 @@ group of a pattern becomes one typed fact (DESIGN §3.2) with its unit normalize
 
 from __future__ import annotations
 
-import functools
-import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +19,7 @@ import msgspec
 import re2
 
 from service.errors import PackError
+from service.packs.compiled import re2_build
 from service.packs.loader import cached_decode, locate, parse_yaml
 from service.schemas import Facts, OtherProcess, Phase, Severity
 from service.versions import VersionRange
@@ -312,23 +311,12 @@ def _validated(text: str, file: str) -> SignaturePackFile:
     return pack
 
 
-@functools.cache
-def _re2_build() -> bytes:
-    """Which RE2 validated a cached pack: its extension module's size and time (a new google-re2
-    is a new file), so an upgrade validates every pattern again."""
-    try:
-        found = os.stat(re2._re2.__file__)
-    except (AttributeError, OSError):
-        return b"re2"
-    return f"re2:{found.st_size}:{found.st_mtime_ns}".encode()
-
-
 def compile_pack(text: str, file: str) -> list[CompiledRule]:
     """Decode one pack file, validated (see `_validated`) or read from the pack cache where these
     bytes were validated before; any problem is a PackError that locates it. Full patterns are
     compiled on first use (`Regexes`)."""
     pack = cached_decode(
-        text.encode("utf-8"), SignaturePackFile, lambda: _validated(text, file), salt=_re2_build()
+        text.encode("utf-8"), SignaturePackFile, lambda: _validated(text, file), salt=re2_build()
     )
     compiled: list[CompiledRule] = []
     for r_index, rule in enumerate(pack.rules):
