@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import re2
 
 from service.errors import PackError
@@ -59,8 +60,7 @@ class PatternIndex:
     memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
-@dataclass(frozen=True, slots=True)
-class SignatureIndex:
+class SignatureIndex(msgspec.Struct, frozen=True):
     """Every active signature rule, by id and in load order; eager and lazy pattern indexes."""
 
     rules: tuple[CompiledRule, ...]
@@ -68,11 +68,10 @@ class SignatureIndex:
     packs: tuple[str, ...]
     eager: PatternIndex
     lazy: PatternIndex
-    frames: FrameTable = field(default_factory=empty_frames)
+    frames: FrameTable = msgspec.field(default_factory=empty_frames)
 
 
-@dataclass(frozen=True, slots=True)
-class RulePacks:
+class RulePacks(msgspec.Struct, frozen=True):
     """All loaded packs; budget adds `catalog`, fixes adds `fixes`, placement reads `evidence`,
     the facts read `misleading` (known logging bugs)."""
 
@@ -84,7 +83,7 @@ class RulePacks:
     evidence: EvidenceWeights
     prose: ProseVocabulary
     misleading: LoggingBugs
-    fragments: FragmentIndex = field(default_factory=empty_fragments)
+    fragments: FragmentIndex = msgspec.field(default_factory=empty_fragments)
 
 
 def default_rules_dir() -> Path:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -77,8 +76,7 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     causes: dict[Phase, Cause]
 
 
-@dataclass(frozen=True, slots=True)
-class ProseVocabulary:
+class ProseVocabulary(msgspec.Struct, frozen=True):
     """Each list OR-ed into one case-insensitive RE2 pattern; `said` is every word that says
     something failed (failure, out_of_memory, phases) together: what makes a line worth reading."""
 

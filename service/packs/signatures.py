@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args, get_type_hints, overload
 
@@ -159,18 +158,17 @@ class SignaturePackFile(Spec, frozen=True, kw_only=True):
     rules: list[SignatureRule]
 
 
-@dataclass(frozen=True, slots=True)
-class CompiledRule:
+class CompiledRule(msgspec.Struct, frozen=True):
     """A rule with its RE2 patterns compiled; `prefilter` is the anchor-free form for whole-text scans."""
 
     rule: SignatureRule
     pack: str
     file: str
     regexes: Sequence[Any]  # RE2, compiled on first use (`Regexes`)
-    prefilter: tuple[str, ...] = field(default=())
-    set_forms: tuple[str, ...] = field(default=())
-    excludes: Sequence[Any] = field(default=())
-    plain: tuple[bool, ...] = field(default=())
+    prefilter: tuple[str, ...] = ()
+    set_forms: tuple[str, ...] = ()
+    excludes: Sequence[Any] = ()
+    plain: tuple[bool, ...] = ()
 
 
 # RE2 caches DFA states per compiled pattern within `max_mem` (8 MiB by default). The OR of every
