@@ -57,7 +57,10 @@ PYCACHE = tempfile.TemporaryDirectory(prefix="vramdoc-bench-pyc-")
 
 def child_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONDONTWRITEBYTECODE", "VRAMDOC_REDIS_URL"}}
-    return {**env, "PYTHONPYCACHEPREFIX": PYCACHE.name, **extra}
+    # compiled packs in the scratch folder too: the user cache folder is shared with every checkout on
+    # the machine, whose entries prune this one's (a start would now and then be cold)
+    packs = os.path.join(PYCACHE.name, "packs")
+    return {**env, "PYTHONPYCACHEPREFIX": PYCACHE.name, "VRAMDOC_PACK_CACHE": packs, **extra}
 
 
 def log_300_lines() -> str:
