@@ -9,6 +9,9 @@ a process waiting for a core moves several-fold between rounds, its CPU time muc
 Commands run with bytecode, as an installed package does (pip compiles it at install time): where
 this checkout's environment sets PYTHONDONTWRITEBYTECODE, every import would compile its source
 again, so the bench writes bytecode to a scratch folder (PYTHONPYCACHEPREFIX) for every side alike.
+The compiled-pack cache is a scratch folder too (VRAMDOC_PACK_CACHE), filled by the warm-up run: the
+user cache folder is shared with every other checkout on the machine, and the entries their runs add
+prune this one's, so a round would now and then start cold.
 """
 
 from __future__ import annotations
@@ -35,9 +38,10 @@ TARGETS = {"vramdoc diagnose": 8.0}
 
 
 def bytecode_env(scratch: str) -> dict[str, str]:
-    """This environment, with bytecode written to (and read from) `scratch`."""
+    """This environment, with bytecode and compiled packs written to (and read from) `scratch`."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = scratch
+    env["VRAMDOC_PACK_CACHE"] = os.path.join(scratch, "packs")
     return env
 
 

@@ -9,12 +9,17 @@ row. Each row is 3 rounds (min/median/max req/s), the rows interleaved within ea
 compare medians. Distinct rows never repeat a body, so they miss the response cache; `cached` rows
 repeat one body. Start-up: seconds to the first
 `/readyz` 200 against `python -c "import litestar, uvicorn"`. Memory: RSS and PSS (smaps_rollup) of a
-fresh server and its workers, then after every quarter of `--requests` mixed requests. Server and
+fresh server and its workers, then after every quarter of `--requests` mixed requests. Last, the
+in-process split: the app called as ASGI in this process (no sockets, no uvicorn), CPU time per
+request of the trivial POST, `/v1/diagnose` distinct and cached, and `core.diagnose` alone on the
+same logs, so the HTTP layer's share of a diagnosis is a difference measured in one run
+(`--in-process` prints only that). Server and
 import peer run with bytecode (as an installed package does), written to a scratch folder
 (PYTHONPYCACHEPREFIX) where this environment sets PYTHONDONTWRITEBYTECODE.
 
     python bench/service.py                      # 1000 per round, 20k for memory
     python bench/service.py --requests 100000    # a longer memory check
+    python bench/service.py --in-process         # only the in-process split
 """
 
 from __future__ import annotations
@@ -31,8 +36,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 # this file is bench/service.py: keep its folder off the path so `service` is the package
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
@@ -42,6 +48,7 @@ from service.api.bench_route import BENCH_TRIVIAL_POST_ENV  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 TAIL = REPO / "tests" / "api" / "data" / "kv-capacity-v0.32-qwen.log"
 Request = Callable[[int], bytes]
+Call = Callable[[int], Awaitable[None]]
 WARM_UP = 100
 TRIVIAL = "/v1/bench/trivial"
 # Bytecode for every process this bench starts (see the docstring); removed at exit.
@@ -50,7 +57,10 @@ PYCACHE = tempfile.TemporaryDirectory(prefix="vramdoc-bench-pyc-")
 
 def child_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONDONTWRITEBYTECODE", "VRAMDOC_REDIS_URL"}}
-    return {**env, "PYTHONPYCACHEPREFIX": PYCACHE.name, **extra}
+    # compiled packs in the scratch folder too: the user cache folder is shared with every checkout on
+    # the machine, whose entries prune this one's (a start would now and then be cold)
+    packs = os.path.join(PYCACHE.name, "packs")
+    return {**env, "PYTHONPYCACHEPREFIX": PYCACHE.name, "VRAMDOC_PACK_CACHE": packs, **extra}
 
 
 def log_300_lines() -> str:
@@ -202,6 +212,142 @@ def verdict(met: bool) -> str:
     return "met" if met else "NOT MET"
 
 
+def _scope(path: str, query: bytes, body: bytes, content_type: bytes) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query,
+        "root_path": "",
+        "headers": [
+            (b"host", b"bench"),
+            (b"content-type", content_type),
+            (b"content-length", str(len(body)).encode()),
+        ],
+        "client": ("127.0.0.1", 40000),
+        "server": ("127.0.0.1", 8080),
+        "state": {},
+    }
+
+
+async def _asgi_post(
+    app: Any, path: str, query: bytes, body: bytes, content_type: bytes = b"text/plain"
+) -> int:
+    """One request through the whole app (middleware, hooks, route, encoding); its status."""
+    sent = False
+    status = 0
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()  # after the body, only a disconnect would come
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+
+    await app(_scope(path, query, body, content_type), receive, send)
+    return status
+
+
+async def _asgi_started(app: Any) -> tuple[asyncio.Task[None], asyncio.Queue[dict[str, Any]]]:
+    inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    outbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    await inbox.put({"type": "lifespan.startup"})
+    task = asyncio.ensure_future(
+        app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, inbox.get, outbox.put)
+    )
+    started = await outbox.get()
+    if started["type"] != "lifespan.startup.complete":
+        raise SystemExit(f"the app did not start: {started}")
+    return task, inbox
+
+
+def _cpu_ms(call: Call, start: int, count: int) -> float:
+    async def run() -> float:
+        before = time.process_time()
+        for i in range(start, start + count):
+            await call(i)
+        return (time.process_time() - before) * 1000 / count
+
+    return asyncio.get_event_loop().run_until_complete(run())
+
+
+def in_process_split(log: str, query: str, per_row: int) -> dict[str, list[float]]:
+    """CPU ms per request of each row, one value per round (rounds interleave the rows)."""
+    os.environ[BENCH_TRIVIAL_POST_ENV] = "1"
+    from service import core
+    from service.api.app import create_app
+    from service.api.settings import Settings
+    from service.redacted import redacted_diagnose
+    from service.schemas import DiagnoseRequest
+
+    packs = core.load_rules()
+    app = create_app(Settings(rate_limit=None, cache_ttl_s=300), packs=packs)
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    _, inbox = loop.run_until_complete(_asgi_started(app))
+
+    def body(i: int) -> bytes:
+        return f"{log}# bench request {i:08d}\n".encode()
+
+    size, q = len(body(0)), query.encode()
+    model = dict(p.split("=", 1) for p in query.split("&") if p).get("model")
+
+    async def trivial(i: int) -> None:
+        await _asgi_post(app, "/v1/bench/trivial", b"", b"x" * size)
+
+    async def distinct(i: int) -> None:
+        if await _asgi_post(app, "/v1/diagnose", q, body(i)) != 200:
+            raise SystemExit("/v1/diagnose did not answer 200")
+
+    async def cached(i: int) -> None:
+        await _asgi_post(app, "/v1/diagnose", q, body(0))
+
+    async def alone(i: int) -> None:
+        text = body(i).decode()
+        core.diagnose(redacted_diagnose(DiagnoseRequest(log=text, model=model)), packs)
+
+    rows: dict[str, Call] = {
+        f"POST trivial ({size} B body)": trivial,
+        "POST /v1/diagnose distinct": distinct,
+        "POST /v1/diagnose cached": cached,
+        "core.diagnose alone (same logs)": alone,
+    }
+    offset = 10**6  # distinct bodies never repeat between rows, rounds or the warm-up
+    for call in rows.values():
+        _cpu_ms(call, offset, 30)
+        offset += 30
+    spent: dict[str, list[float]] = {name: [] for name in rows}
+    for _ in range(3):
+        for name, call in rows.items():
+            spent[name].append(_cpu_ms(call, offset, per_row))
+            offset += per_row
+    loop.run_until_complete(inbox.put({"type": "lifespan.shutdown"}))
+    return spent
+
+
+def print_split(spent: dict[str, list[float]]) -> None:
+    trivial, distinct, cached, alone = (statistics.median(v) for v in spent.values())
+    print(f"{'in-process, CPU ms per request':34} {'min':>7} {'median':>7} {'max':>7} {'vs trivial':>10}")
+    for name, values in spent.items():
+        mid = statistics.median(values)
+        print(f"{name:34} {min(values):7.3f} {mid:7.3f} {max(values):7.3f} {trivial / mid:>10.2f}")
+    print(
+        f"  HTTP layer's share of a distinct diagnosis: {distinct - alone:.3f} ms "
+        f"({(distinct - alone) / distinct:.0%}; the trivial POST itself {trivial:.3f} ms), "
+        f"classify + fixes {alone:.3f} ms"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -209,7 +355,13 @@ def main() -> None:
     parser.add_argument("--per-row", type=int, default=1000, help="requests per round of each row")
     parser.add_argument("--requests", type=int, default=20000, help="requests in the memory run")
     parser.add_argument("--workers", type=int, help="server workers (default: one per server CPU)")
+    parser.add_argument(
+        "--in-process", action="store_true", help="only the in-process split of HTTP layer and diagnosis"
+    )
     args = parser.parse_args()
+    if args.in_process:
+        print_split(in_process_split(log_300_lines(), "model=Qwen/Qwen2.5-0.5B-Instruct", args.per_row))
+        return
 
     cpus = sorted(os.sched_getaffinity(0))
     client_cpus = {cpus[-1]}
@@ -315,6 +467,7 @@ def main() -> None:
         memory_run(port, proc.pid, rows, args.requests)
     finally:
         stop(proc)
+    print_split(in_process_split(log, "model=Qwen/Qwen2.5-0.5B-Instruct", min(args.per_row, 300)))
 
 
 if __name__ == "__main__":

@@ -21,8 +21,9 @@ import re
 import shlex
 import tokenize
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass, field, replace
 from typing import Literal
+
+import msgspec
 
 __all__ = ["Argument", "LaunchCommand", "LaunchForm", "canonical_flag", "parse_launch", "spelled_flag"]
 
@@ -63,8 +64,7 @@ def canonical_flag(flag: str, aliases: Mapping[str, str] | None = None) -> str:
     return (aliases or {}).get(name, name)
 
 
-@dataclass(frozen=True)
-class Argument:
+class Argument(msgspec.Struct, frozen=True):
     """One flag with its values, or one positional word (`flag` None)."""
 
     flag: str | None  # the setting it changes (canonical_flag)
@@ -73,16 +73,15 @@ class Argument:
     values: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class LaunchCommand:
+class LaunchCommand(msgspec.Struct, frozen=True):
     """A launch command split into environment, launcher words and vLLM's arguments."""
 
     form: LaunchForm
     env: tuple[tuple[str, str], ...]
     prefix: tuple[str, ...]  # the words before vLLM's own arguments (`vllm serve`, `docker run …`)
     args: tuple[Argument, ...]
-    flags: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    aliases: Mapping[str, str] = field(default_factory=dict)
+    flags: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
+    aliases: Mapping[str, str] = msgspec.field(default_factory=dict)
     callee: str | None = None  # the Python form's call: `LLM`, `EngineArgs`, `Namespace`, …
 
     @property
@@ -123,7 +122,9 @@ def parse_launch(
     aliases = aliases or {}
     if (call := _python_call(text)) is not None:
         form, callee, tokens = call
-        return replace(_split(form, [], tokens, aliases, switches, find_start=False), callee=callee)
+        return msgspec.structs.replace(
+            _split(form, [], tokens, aliases, switches, find_start=False), callee=callee
+        )
     if _COMPOSE_COMMAND.search(text) and (compose := _compose(text)) is not None:
         env, tokens = compose
         return _split("compose", env, tokens, aliases, switches)

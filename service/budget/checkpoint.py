@@ -11,7 +11,8 @@ which share each GPU holds, the checkpoint says how many bytes there are.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 from service.budget.weights import Sharding, WeightBytes, draft_layer_bytes, stage_weight_bytes
 from service.packs.catalog import ModelSpec
@@ -45,8 +46,7 @@ _CAST_TO_SERVED = {"F16", "BF16", "F32", "F64"}
 _PLAUSIBLE = (0.5, 2.0)
 
 
-@dataclass(frozen=True, slots=True)
-class CheckpointBytes:
+class CheckpointBytes(msgspec.Struct, frozen=True):
     """The checkpoint's bytes as vLLM loads them, and how many of its float tensors were cast."""
 
     total: int

@@ -6,8 +6,6 @@ records the notes a person should read (assumed version, refused flags, a GPU na
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import msgspec
 
 from service.budget.config import model_from_config
@@ -40,8 +38,7 @@ __all__ = ["GIB", "Run", "resolve"]
 GIB = 2**30
 
 
-@dataclass(frozen=True, slots=True)
-class Run:
+class Run(msgspec.Struct, frozen=True):
     """Every input resolved to a number, with the notes the resolution produced."""
 
     model: ModelSpec
@@ -67,7 +64,7 @@ class Run:
     enforce_eager: bool
     kv_cache_memory_bytes: int | None
     free_gib: float | None
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
     dp: int = 1
     # --enable-expert-parallel: MoE experts split whole over the TP × DP GPUs, not sliced by TP
     expert_parallel: bool = False

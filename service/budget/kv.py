@@ -9,7 +9,7 @@ same need over layers in bytes, and since 0.29 first subtracts the reserved null
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 __all__ = ["KvLayout", "cdiv", "group_layout", "largest_fitting_length"]
 
@@ -18,8 +18,7 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-@dataclass(frozen=True, slots=True)
-class KvLayout:
+class KvLayout(msgspec.Struct, frozen=True):
     """The KV cache of one GPU: page per layer, how layers group, and the sliding window if any."""
 
     bytes_per_token_layer: int

@@ -9,8 +9,9 @@ estimator multiplies.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 from service.budget.inputs import GIB, Run
 from service.packs.catalog import EngineFacts, OverheadEra, OverheadFit
@@ -27,8 +28,7 @@ __all__ = [
 Engine = Literal["v0", "v1"]
 
 
-@dataclass(frozen=True, slots=True)
-class OverheadTerms:
+class OverheadTerms(msgspec.Struct, frozen=True):
     """What each coefficient of one GPU's overheads multiplies.
 
     activation (elements, coefficients in bytes each): the profile's forward pass, profile tokens ×

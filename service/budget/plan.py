@@ -11,8 +11,6 @@ The work is split by kind: `inputs` resolves the request, `stages` does the per-
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import msgspec
 
 from service.budget.defaults import v0_scheduler_defaults
@@ -41,8 +39,7 @@ from service.schemas import Budget, EstimateRequest, Facts
 __all__ = ["GIB", "OverheadInputs", "budget_from_facts", "estimate", "overhead_inputs"]
 
 
-@dataclass(frozen=True, slots=True)
-class OverheadInputs:
+class OverheadInputs(msgspec.Struct, frozen=True):
     """What the overhead fit needs of one run: its era, the terms of its fullest GPU, and the
     requested memory and weights (bytes) the KV budget is the remainder of."""
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import bisect
 import difflib
 import re
-from dataclasses import dataclass
 from typing import Protocol, TypeVar
+
+import msgspec
 
 from service.budget.gguf import base_model_names, find_file_type, is_gguf_reference
 from service.errors import InvalidConfigError, UnknownGpuError, UnknownModelError
@@ -73,8 +74,7 @@ def in_catalog(catalog: Catalog, name: str) -> bool:
     return _model_hit(catalog, name) is not None
 
 
-@dataclass(frozen=True, slots=True)
-class ResolvedGpu:
+class ResolvedGpu(msgspec.Struct, frozen=True):
     """The GPU as the budget needs it; `spec` is None when only a memory size was given."""
 
     name: str

@@ -11,7 +11,7 @@ and suffix decoding draft from the prompt and need no memory.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from service.budget.resolve import find_model, find_quantization
 from service.errors import InvalidConfigError
@@ -21,8 +21,7 @@ from service.schemas import SpeculativeConfig
 __all__ = ["Drafter", "resolve_drafter"]
 
 
-@dataclass(frozen=True, slots=True)
-class Drafter:
+class Drafter(msgspec.Struct, frozen=True):
     """What speculates: the target's own MTP layers, or a separate draft model."""
 
     method: str

@@ -5,9 +5,9 @@ Each function reads a resolved Run and the catalog's engine facts; nothing here 
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass
+
+import msgspec
 
 from service.budget import startup
 from service.budget.checkpoint import checkpoint_scale, scale_weights
@@ -46,8 +46,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Stage:
+class Stage(msgspec.Struct, frozen=True):
     """One pipeline stage's GPU: its weights, KV layout and overheads."""
 
     weights: WeightBytes
@@ -305,7 +304,7 @@ def with_checkpoint(run: Run) -> Run:
     sharding = Sharding(quant_scope=run.quant_scope, unquantized_layers=run.unquantized_layers)
     scale, note = checkpoint_scale(run.model, sharding, run.dtype_bytes, _quant_bytes(run, 1), run.parameters)
     run.notes.append(note)
-    return dataclasses.replace(run, weight_scale=scale)
+    return msgspec.structs.replace(run, weight_scale=scale)
 
 
 def with_file_weights(run: Run, catalog: Catalog) -> Run:
@@ -331,7 +330,7 @@ def with_file_weights(run: Run, catalog: Catalog) -> Run:
         "kept in those types on the GPU and split as vLLM shards them."
     )
     scale = total / (whole.total - whole.rope_cache)
-    return dataclasses.replace(run, weight_scale=scale, weights_from="the GGUF file's tensor types")
+    return msgspec.structs.replace(run, weight_scale=scale, weights_from="the GGUF file's tensor types")
 
 
 def _file_type_words(file_type: GgufFileType) -> str:

@@ -11,7 +11,8 @@ cos/sin cache is a buffer vLLM allocates while loading, so "Model loading took" 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+
+import msgspec
 
 from service.packs.catalog import ModelSpec, VisionSpec
 
@@ -28,8 +29,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Sharding:
+class Sharding(msgspec.Struct, frozen=True):
     """How one GPU sees the model: TP degree, the vocabulary padding and the quantization scope.
 
     MoE experts follow vLLM's FusedMoEParallelConfig: with data parallelism their matrices are
@@ -50,8 +50,7 @@ class Sharding:
         return self.expert_tp if self.expert_tp is not None else self.tp
 
 
-@dataclass(frozen=True, slots=True)
-class Split:
+class Split(msgspec.Struct, frozen=True):
     """Elements on one GPU: quantizable linear weights (attention, MLP, experts) and the rest."""
 
     linear: int = 0
@@ -89,8 +88,7 @@ class Split:
         return 0
 
 
-@dataclass(frozen=True, slots=True)
-class WeightBytes:
+class WeightBytes(msgspec.Struct, frozen=True):
     """Weight bytes on the fullest GPU, and how they split."""
 
     total: int

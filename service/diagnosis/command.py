@@ -11,8 +11,10 @@ history in `rules/fixes/flags.yaml` (`FixPack`), the same the fixes are checked 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import get_type_hints
+
+import msgspec
 
 from service.diagnosis.normalize import Document
 from service.diagnosis.scan import Hit
@@ -38,8 +40,7 @@ __all__ = [
 FACT_TYPES = get_type_hints(Facts)
 
 
-@dataclass(frozen=True, slots=True)
-class FlagIssue:
+class FlagIssue(msgspec.Struct, frozen=True):
     """A flag the command uses that vLLM does not accept (in that version)."""
 
     rule: str
@@ -48,11 +49,10 @@ class FlagIssue:
     message: str
 
 
-@dataclass(slots=True)
-class ParsedCommand:
-    facts: dict[str, object] = field(default_factory=dict)
-    flags: list[str] = field(default_factory=list)
-    issues: list[FlagIssue] = field(default_factory=list)
+class ParsedCommand(msgspec.Struct):
+    facts: dict[str, object] = msgspec.field(default_factory=dict)
+    flags: list[str] = msgspec.field(default_factory=list)
+    issues: list[FlagIssue] = msgspec.field(default_factory=list)
 
 
 # A pasted command continues over at most this many lines.

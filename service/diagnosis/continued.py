@@ -19,9 +19,9 @@ run of spaces, `GB` for `GiB`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
 from typing import Any
 
+import msgspec
 import re2
 
 from service.diagnosis.normalize import Document, Line, starts_record
@@ -78,13 +78,12 @@ def _retyped_rule(compiled: CompiledRule) -> CompiledRule:
                 regexes.append(re2.compile(retyped_form(pattern), OPTIONS))
             except re2.error:
                 regexes.append(regex)
-        known = replace(compiled, regexes=tuple(regexes), plain=tuple(False for _ in regexes))
+        known = msgspec.structs.replace(compiled, regexes=tuple(regexes), plain=tuple(False for _ in regexes))
         _RETYPED_RULES[compiled.rule.id] = known
     return known
 
 
-@dataclass(frozen=True, slots=True)
-class _RetypedSet:
+class _RetypedSet(msgspec.Struct, frozen=True):
     """One RE2 set over the failure rules' retyped patterns, saying which rules may match a line."""
 
     rules: tuple[CompiledRule, ...]
@@ -126,8 +125,7 @@ def _retyped_matches(index: PatternIndex, text: str) -> list[tuple[CompiledRule,
     return found
 
 
-@dataclass(frozen=True, slots=True)
-class _Piece:
+class _Piece(msgspec.Struct, frozen=True):
     number: int
     text: str
     spaced: bool  # the break before it fell at whitespace

@@ -4,7 +4,6 @@ and lines it must not match. Used by `vramdoc rules test` and the test suite ali
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import msgspec
 
@@ -16,8 +15,7 @@ from service.packs.signatures import CompiledRule
 __all__ = ["ExampleFailure", "check_rule", "check_examples"]
 
 
-@dataclass(frozen=True, slots=True)
-class ExampleFailure:
+class ExampleFailure(msgspec.Struct, frozen=True):
     rule: str
     file: str
     line: str

@@ -13,8 +13,9 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterator
-from dataclasses import dataclass
 from difflib import SequenceMatcher
+
+import msgspec
 
 from service.diagnosis.continued import record_text
 from service.diagnosis.normalize import Document, Line
@@ -73,8 +74,7 @@ def loudest_printing(line: Line, levels: frozenset[str]) -> int | None:
     return max(ranks) if ranks else None
 
 
-@dataclass(frozen=True, slots=True)
-class FragmentHit:
+class FragmentHit(msgspec.Struct, frozen=True):
     """A rule's message recognised from part of its template; `seen` is the share of its words,
     `covered` the share of the line's words that are the template's (a message cut short covers its
     line, a person's sentence borrowing a few of its words does not)."""

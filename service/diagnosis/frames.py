@@ -9,7 +9,8 @@ Pure lookups over the loaded table; the interpreter (and an evidence model) call
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+
+import msgspec
 
 from service.diagnosis.normalize import Document
 from service.packs.frames import LIBRARY_FOLDERS, FrameRow, FrameTable
@@ -74,8 +75,7 @@ _CUT_PREFIX = re.compile(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class FramePlace:
+class FramePlace(msgspec.Struct, frozen=True):
     """A frame the table knows: its line, where it is in vLLM, and the stage (and phase) it implies."""
 
     line: int
@@ -211,7 +211,9 @@ def deepest_frame(
             and place.phase not in _HANDLED
             and _calls_another_object(doc, number)
         ):
-            place = replace(place, phase=None)  # it failed inside that call, not at its own check
+            place = msgspec.structs.replace(
+                place, phase=None
+            )  # it failed inside that call, not at its own check
         if place is not None and (place.phase is not None or not with_phase):
             if place.stage != CONSTRUCTION or place.phase is not None:
                 return place

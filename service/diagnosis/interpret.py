@@ -9,7 +9,8 @@ wrappers, the person's words, the budget) into a phase and a confidence.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass, field
+
+import msgspec
 
 from service.diagnosis.command import command_lines
 from service.diagnosis.fragments import FragmentHit, find_fragments, loudest_printing
@@ -73,17 +74,16 @@ RETYPED_STRENGTH = 0.8
 _PROSE_ONLY = 0.5  # the most a verdict resting on a person's sentence alone may claim
 
 
-@dataclass(slots=True)
-class Verdict:
+class Verdict(msgspec.Struct):
     """The root phase, how sure, the hit that decided it and why, and the phase of every candidate."""
 
     phase: Phase
     confidence: float
     root: Hit | None
     basis: str
-    decisive: list[Hit] = field(default_factory=list)
+    decisive: list[Hit] = msgspec.field(default_factory=list)
     first_exception: Hit | None = None
-    hit_phases: dict[tuple[int, str], Phase] = field(default_factory=dict)
+    hit_phases: dict[tuple[int, str], Phase] = msgspec.field(default_factory=dict)
     taken_back: frozenset[int] = frozenset()  # lines of sentences saying a failure is gone or avoided
 
 

@@ -17,8 +17,9 @@ counts as far as the failing process's own timeline can explain it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
+
+import msgspec
 
 from service.diagnosis.normalize import Document, Line, is_prose
 from service.diagnosis.scan import Hit
@@ -86,8 +87,7 @@ _AFTER_WINDOW = 120
 HintFn = Callable[[], Phase | None]
 
 
-@dataclass(frozen=True, slots=True)
-class Clue:
+class Clue(msgspec.Struct, frozen=True):
     """One piece of evidence for a stage: its kind (a key of the weights table), where, and why."""
 
     kind: ClueKind
@@ -96,8 +96,7 @@ class Clue:
     line: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Placement:
+class Placement(msgspec.Struct, frozen=True):
     """Where a failure happened, how sure, what told us, and every clue that was weighed."""
 
     phase: Phase

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Literal
+
+import msgspec
 
 from service.diagnosis.normalize import Document, Line, is_prose
 from service.diagnosis.placement import stage_after, stage_before
@@ -55,8 +57,7 @@ def _unquoted(text: str) -> str:
     return _QUOTED.sub(_quote, text)
 
 
-@dataclass(frozen=True, slots=True)
-class ProseCue:
+class ProseCue(msgspec.Struct, frozen=True):
     """One clause of a person's sentence that says something failed, the stage it names, and, when
     it says memory ran out, whose."""
 
@@ -316,7 +317,7 @@ def read_prose(doc: Document, vocabulary: ProseVocabulary) -> list[ProseCue]:
         if line.text not in read:
             read[line.text] = _read_line(line, vocabulary)
         for number in range(line.number, line.number + repeats):
-            cues.extend(replace(cue, line=number) for cue in read[line.text])
+            cues.extend(msgspec.structs.replace(cue, line=number) for cue in read[line.text])
     return cues
 
 

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
+
+import msgspec
 
 from service.diagnosis.fragments import stated_facts
 from service.diagnosis.normalize import Document
@@ -64,8 +65,7 @@ _TOKEN = re.compile(
 _COMMON = RETYPED_COMMON  # words too common to say which template a line retypes
 
 
-@dataclass(frozen=True, slots=True)
-class RetypedHit:
+class RetypedHit(msgspec.Struct, frozen=True):
     """A rule's message retyped: the hit (facts read from its holes) and the share of its words."""
 
     hit: Hit

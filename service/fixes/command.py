@@ -18,7 +18,8 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 from service.launch import Argument, LaunchCommand, canonical_flag, parse_launch
 
@@ -40,8 +41,7 @@ def parse_command(command: str, aliases: Mapping[str, str] | None = None) -> Par
     return parse_launch(command, aliases)
 
 
-@dataclass(frozen=True)
-class CommandEdit:
+class CommandEdit(msgspec.Struct, frozen=True):
     """One command edit read from a fix's `change`."""
 
     set_flag: str | None = None

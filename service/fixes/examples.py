@@ -6,7 +6,7 @@ example, what it answers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from service.fixes.rank import FixRequest, rank_fixes
 from service.packs.fixes import FixPack, FixRecipe
@@ -15,8 +15,7 @@ from service.schemas import Phase
 __all__ = ["ExampleResult", "run_recipe_examples"]
 
 
-@dataclass(frozen=True)
-class ExampleResult:
+class ExampleResult(msgspec.Struct, frozen=True):
     recipe: str
     index: int
     expected: str | None

@@ -7,16 +7,19 @@ produced it (`rules_version`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import re2
 
 from service.errors import PackError
 from service.packs.catalog import Catalog, load_catalog
+from service.packs.compiled import OnFirstUse, validated_before
 from service.packs.evidence import EvidenceWeights, load_evidence
 from service.packs.fixes import FixPack, load_fix_recipes
 from service.packs.fragments import FragmentIndex, empty_fragments, load_fragments
@@ -57,8 +60,7 @@ class PatternIndex:
     memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
-@dataclass(frozen=True, slots=True)
-class SignatureIndex:
+class SignatureIndex(msgspec.Struct, frozen=True):
     """Every active signature rule, by id and in load order; eager and lazy pattern indexes."""
 
     rules: tuple[CompiledRule, ...]
@@ -66,11 +68,10 @@ class SignatureIndex:
     packs: tuple[str, ...]
     eager: PatternIndex
     lazy: PatternIndex
-    frames: FrameTable = field(default_factory=empty_frames)
+    frames: FrameTable = msgspec.field(default_factory=empty_frames)
 
 
-@dataclass(frozen=True, slots=True)
-class RulePacks:
+class RulePacks(msgspec.Struct, frozen=True):
     """All loaded packs; budget adds `catalog`, fixes adds `fixes`, placement reads `evidence`,
     the facts read `misleading` (known logging bugs)."""
 
@@ -82,7 +83,7 @@ class RulePacks:
     evidence: EvidenceWeights
     prose: ProseVocabulary
     misleading: LoggingBugs
-    fragments: FragmentIndex = field(default_factory=empty_fragments)
+    fragments: FragmentIndex = msgspec.field(default_factory=empty_fragments)
 
 
 def default_rules_dir() -> Path:
@@ -101,28 +102,51 @@ def _digest(root: Path, files: list[Path]) -> str:
     return f"sha256:{sha.hexdigest()}"
 
 
-def _pattern_index(rules: tuple[CompiledRule, ...]) -> PatternIndex:
+def _prefilter(rules: tuple[CompiledRule, ...]) -> Any:
     alternation = "|".join(f"(?:{p})" for r in rules for p in r.prefilter)
-    prefilter = re2.compile(f"(?m){alternation}", LINE_OPTIONS) if alternation else None
+    return re2.compile(f"(?m){alternation}", LINE_OPTIONS)
+
+
+def _pattern_set(rules: tuple[CompiledRule, ...]) -> Any:
     pattern_set = re2.Set.SearchSet(COMBINED_OPTIONS)
-    owner: list[tuple[int, int]] = []
-    for rule_index, compiled in enumerate(rules):
-        for regex_index, pattern in enumerate(compiled.set_forms):
+    for compiled in rules:
+        for pattern in compiled.set_forms:
             pattern_set.Add(pattern)
-            owner.append((rule_index, regex_index))
-    if owner:
-        pattern_set.Compile()
-    return PatternIndex(rules=rules, prefilter=prefilter, pattern_set=pattern_set, pattern_owner=tuple(owner))
+    pattern_set.Compile()
+    return pattern_set
+
+
+def _pattern_index(rules: tuple[CompiledRule, ...], *, now: bool) -> PatternIndex:
+    """The index over `rules`; its prefilter and set are compiled `now`, else on first use."""
+    owner = tuple((r, x) for r, compiled in enumerate(rules) for x in range(len(compiled.set_forms)))
+    if not owner:
+        return PatternIndex(rules=rules, prefilter=None, pattern_set=re2.Set.SearchSet(COMBINED_OPTIONS))
+    if now:
+        prefilter, pattern_set = _prefilter(rules), _pattern_set(rules)
+    else:
+        prefilter = OnFirstUse(functools.partial(_prefilter, rules))
+        pattern_set = OnFirstUse(functools.partial(_pattern_set, rules))
+    return PatternIndex(rules=rules, prefilter=prefilter, pattern_set=pattern_set, pattern_owner=owner)
 
 
 def _index(rules: list[CompiledRule], packs: list[str], frames: FrameTable) -> SignatureIndex:
     active = tuple(r for r in rules if r.rule.status != "retired")
+    eager = tuple(r for r in active if r.rule.kind not in LAZY_KINDS)
+    lazy = tuple(r for r in active if r.rule.kind in LAZY_KINDS)
+    # The combined prefilters and sets are checked by compiling them once per set of patterns and
+    # RE2 build (a pattern can pass alone and still fail combined: RE2's memory budget); after that
+    # each is compiled when a scan first runs it (`vramdoc estimate` never does, a short paste
+    # never reaches the frame and stage index).
+    forms = [f"{r.rule.kind}\0{p}" for r in active for p in (*r.prefilter, "\1", *r.set_forms)]
+    built: list[PatternIndex] = []
+    if validated_before(forms, lambda: built.extend(_pattern_index(g, now=True) for g in (eager, lazy))):
+        built = [_pattern_index(g, now=False) for g in (eager, lazy)]
     return SignatureIndex(
         rules=active,
         by_id={r.rule.id: r for r in rules},
         packs=tuple(packs),
-        eager=_pattern_index(tuple(r for r in active if r.rule.kind not in LAZY_KINDS)),
-        lazy=_pattern_index(tuple(r for r in active if r.rule.kind in LAZY_KINDS)),
+        eager=built[0],
+        lazy=built[1],
         frames=frames,
     )
 

@@ -36,6 +36,7 @@ __all__ = [
     "locate",
     "pack_cache_dir",
     "parse_yaml",
+    "remembered",
     "yaml_line",
 ]
 
@@ -232,6 +233,18 @@ def cached_decode(source: bytes, type_: type[T], build: Callable[[], T], *, salt
     value = build()
     _store(cache, value)
     return value
+
+
+def remembered(source: bytes, check: Callable[[], None], *, salt: bytes = b"") -> bool:
+    """True when `check` passed on `source` before (the cache holds its mark); else `check()` runs
+    now (raising on a failure, which is never remembered), a pass is stored, and False says it ran.
+    Without a cache folder every call runs `check()`."""
+    cache = _cache_path(source, bool, salt)
+    if _cached(cache, bool):
+        return True
+    check()
+    _store(cache, True)
+    return False
 
 
 def deferred_decode(source: bytes, type_: type[T], build: Callable[[], T]) -> Callable[[], T]:

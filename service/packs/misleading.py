@@ -9,7 +9,6 @@ facts as stated; unless `usable`, the budget and the fixes do not compute with i
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +55,7 @@ class _File(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tru
     bugs: list[LoggingBug]
 
 
-@dataclass(frozen=True, slots=True)
-class LoggingBugs:
+class LoggingBugs(msgspec.Struct, frozen=True):
     """The bugs, each with its `wording` compiled (None when any wording of its rules counts)."""
 
     bugs: tuple[tuple[LoggingBug, Any], ...]

@@ -1,11 +1,12 @@
 """The prose vocabulary: which words in a person's sentence say that something failed, that memory
 ran out (the host's or the GPU's), that it no longer does or is only asked about, and in which stage
-(`rules/prose.yaml`). Decoded strictly and compiled with RE2 once.
+(`rules/prose.yaml`). Decoded strictly; each list compiled with RE2 once, when first read.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import msgspec
 import re2
 
 from service.errors import PackError
+from service.packs.compiled import OnFirstUse, validated_before
 from service.packs.loader import load_yaml_file
 from service.packs.signatures import Stage
 from service.schemas import Phase
@@ -74,8 +76,7 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     causes: dict[Phase, Cause]
 
 
-@dataclass(frozen=True, slots=True)
-class ProseVocabulary:
+class ProseVocabulary(msgspec.Struct, frozen=True):
     """Each list OR-ed into one case-insensitive RE2 pattern; `said` is every word that says
     something failed (failure, out_of_memory, phases) together: what makes a line worth reading."""
 
@@ -161,41 +162,54 @@ def stage_patterns(words: StageWords) -> list[str]:
     return patterns
 
 
+def _deferred(patterns: list[str], where: str) -> Any:
+    return OnFirstUse(functools.partial(_compile, patterns, where))
+
+
 def load_prose(rules_dir: Path) -> ProseVocabulary:
-    """Decode and compile `rules_dir/prose.yaml`."""
+    """Decode `rules_dir/prose.yaml`; each pattern is compiled on first use once this file's
+    patterns compiled (`validated_before`), at load while they have not."""
     data = load_yaml_file(rules_dir / "prose.yaml", ProseFile, root=rules_dir)
+    built: list[ProseVocabulary] = []
+    if validated_before(
+        [msgspec.json.encode(data).decode()], lambda: built.append(_vocabulary(data, _compile))
+    ):
+        return _vocabulary(data, _deferred)
+    return built[0]
+
+
+def _vocabulary(data: ProseFile, build: Callable[[list[str], str], Any]) -> ProseVocabulary:
     return ProseVocabulary(
-        clause_break=_compile(data.clause_breaks, "$.clause_breaks"),
-        failure=_compile(data.failure, "$.failure"),
-        out_of_memory=_compile(data.out_of_memory, "$.out_of_memory"),
-        phases=tuple((phase, _compile(p, f"$.phases.{phase}")) for phase, p in data.phases.items()),
-        said=_compile(
+        clause_break=build(data.clause_breaks, "$.clause_breaks"),
+        failure=build(data.failure, "$.failure"),
+        out_of_memory=build(data.out_of_memory, "$.out_of_memory"),
+        phases=tuple((phase, build(p, f"$.phases.{phase}")) for phase, p in data.phases.items()),
+        said=build(
             [*data.failure, *data.out_of_memory, *(p for ps in data.phases.values() for p in ps)],
             "$.failure",
         ),
-        host=_compile(data.host, "$.host"),
-        ended=_compile(data.ended, "$.ended"),
-        either=_compile(data.either, "$.either"),
-        device=_compile(data.device, "$.device"),
-        question=_compile(data.question, "$.question"),
-        presupposed=_compile(data.presupposed, "$.presupposed"),
-        negation=_compile(data.negation, "$.negation"),
-        conjunction=_compile(data.conjunctions, "$.conjunctions"),
-        denial=_compile(data.denials, "$.denials"),
-        plain_negator=_compile(data.plain_negators, "$.plain_negators"),
-        supposing=_compile(data.supposing, "$.supposing"),
-        naming=_compile(data.naming, "$.naming"),
-        experienced=_compile(data.experienced, "$.experienced"),
+        host=build(data.host, "$.host"),
+        ended=build(data.ended, "$.ended"),
+        either=build(data.either, "$.either"),
+        device=build(data.device, "$.device"),
+        question=build(data.question, "$.question"),
+        presupposed=build(data.presupposed, "$.presupposed"),
+        negation=build(data.negation, "$.negation"),
+        conjunction=build(data.conjunctions, "$.conjunctions"),
+        denial=build(data.denials, "$.denials"),
+        plain_negator=build(data.plain_negators, "$.plain_negators"),
+        supposing=build(data.supposing, "$.supposing"),
+        naming=build(data.naming, "$.naming"),
+        experienced=build(data.experienced, "$.experienced"),
         stages=tuple(
-            (stage, _compile(stage_patterns(words), f"$.stages.{stage}"))
-            for stage, words in data.stages.items()
+            (stage, build(stage_patterns(words), f"$.stages.{stage}")) for stage, words in data.stages.items()
         ),
-        any_stage=_compile([p for words in data.stages.values() for p in stage_patterns(words)], "$.stages"),
+        any_stage=build([p for words in data.stages.values() for p in stage_patterns(words)], "$.stages"),
         shifts=tuple(
             (
                 name,
-                _compile(beside.preceding, f"$.stage_shift.{name}.preceding"),
-                _compile(beside.following, f"$.stage_shift.{name}.following"),
+                build(beside.preceding, f"$.stage_shift.{name}.preceding"),
+                build(beside.following, f"$.stage_shift.{name}.following"),
             )
             for name, beside in (
                 ("over", data.stage_shift.over),
@@ -205,8 +219,8 @@ def load_prose(rules_dir: Path) -> ProseVocabulary:
             )
         ),
         causes=tuple(
-            (phase, frozenset(cause.of), _compile(cause.words, f"$.causes.{phase}.words"))
+            (phase, frozenset(cause.of), build(cause.words, f"$.causes.{phase}.words"))
             for phase, cause in data.causes.items()
         ),
-        any_cause=_compile([p for c in data.causes.values() for p in c.words], "$.causes"),
+        any_cause=build([p for c in data.causes.values() for p in c.words], "$.causes"),
     )

@@ -9,11 +9,8 @@ group of a pattern becomes one typed fact (DESIGN §3.2) with its unit normalize
 
 from __future__ import annotations
 
-import functools
-import os
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args, get_type_hints, overload
 
@@ -21,6 +18,7 @@ import msgspec
 import re2
 
 from service.errors import PackError
+from service.packs.compiled import re2_build
 from service.packs.loader import cached_decode, locate, parse_yaml
 from service.schemas import Facts, OtherProcess, Phase, Severity
 from service.versions import VersionRange
@@ -160,18 +158,17 @@ class SignaturePackFile(Spec, frozen=True, kw_only=True):
     rules: list[SignatureRule]
 
 
-@dataclass(frozen=True, slots=True)
-class CompiledRule:
+class CompiledRule(msgspec.Struct, frozen=True):
     """A rule with its RE2 patterns compiled; `prefilter` is the anchor-free form for whole-text scans."""
 
     rule: SignatureRule
     pack: str
     file: str
     regexes: Sequence[Any]  # RE2, compiled on first use (`Regexes`)
-    prefilter: tuple[str, ...] = field(default=())
-    set_forms: tuple[str, ...] = field(default=())
-    excludes: Sequence[Any] = field(default=())
-    plain: tuple[bool, ...] = field(default=())
+    prefilter: tuple[str, ...] = ()
+    set_forms: tuple[str, ...] = ()
+    excludes: Sequence[Any] = ()
+    plain: tuple[bool, ...] = ()
 
 
 # RE2 caches DFA states per compiled pattern within `max_mem` (8 MiB by default). The OR of every
@@ -312,23 +309,12 @@ def _validated(text: str, file: str) -> SignaturePackFile:
     return pack
 
 
-@functools.cache
-def _re2_build() -> bytes:
-    """Which RE2 validated a cached pack: its extension module's size and time (a new google-re2
-    is a new file), so an upgrade validates every pattern again."""
-    try:
-        found = os.stat(re2._re2.__file__)
-    except (AttributeError, OSError):
-        return b"re2"
-    return f"re2:{found.st_size}:{found.st_mtime_ns}".encode()
-
-
 def compile_pack(text: str, file: str) -> list[CompiledRule]:
     """Decode one pack file, validated (see `_validated`) or read from the pack cache where these
     bytes were validated before; any problem is a PackError that locates it. Full patterns are
     compiled on first use (`Regexes`)."""
     pack = cached_decode(
-        text.encode("utf-8"), SignaturePackFile, lambda: _validated(text, file), salt=_re2_build()
+        text.encode("utf-8"), SignaturePackFile, lambda: _validated(text, file), salt=re2_build()
     )
     compiled: list[CompiledRule] = []
     for r_index, rule in enumerate(pack.rules):

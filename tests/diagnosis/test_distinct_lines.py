@@ -7,6 +7,7 @@ import random
 from dataclasses import replace
 from pathlib import Path
 
+import msgspec
 import re2
 
 from service.core import classify
@@ -136,7 +137,7 @@ def test_every_corpus_log_reads_its_prose_as_a_walk_over_every_line(packs: RuleP
             line = doc.line(number)
             raw = doc.lines[number - 1].encode("utf-8", errors="replace")
             if not line.source and not line.level and vocabulary.said.search(raw):
-                walked += [replace(cue, line=number) for cue in _read_line(line, vocabulary)]
+                walked += [msgspec.structs.replace(cue, line=number) for cue in _read_line(line, vocabulary)]
         for seen in (True, False):  # over distinct lines, and over the text as it is
             doc.repeating = seen
             assert read_prose(doc, vocabulary) == walked

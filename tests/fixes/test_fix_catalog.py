@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -237,5 +237,5 @@ def test_one_lookup_per_catalog_remembers_tp_sizes_without_sharing_its_lists() -
 def test_a_recipes_view_of_the_context_is_the_context_with_its_flag() -> None:
     ctx = FixContext(phase="kv_cache_capacity", facts=Facts(max_model_len=8192), sources={}, pack=PACK)
     view = ctx.with_flag("--max-model-len")
-    assert view == replace(ctx, flag="--max-model-len") and view.flag == "--max-model-len"
+    assert view == msgspec.structs.replace(ctx, flag="--max-model-len") and view.flag == "--max-model-len"
     assert ctx.flag is None and type(view) is FixContext

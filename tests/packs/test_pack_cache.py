@@ -15,6 +15,7 @@ from service.diagnosis.normalize import Document
 from service.diagnosis.scan import scan
 from service.errors import PackError
 from service.packs import load_packs, signatures
+from service.packs.compiled import OnFirstUse
 from service.packs.frames import CompiledFrames, FrameGroup, FrameRow, load_frames
 from service.packs.loader import CACHE_ENTRIES, decode_yaml, pack_cache_dir
 from service.packs.signatures import Regexes, SignaturePackFile, pack_files
@@ -229,7 +230,7 @@ def test_a_validation_by_another_re2_build_is_not_taken_for_this_one(
 ) -> None:
     load_packs(RULES)
     stored = set(cache.glob("*.msgpack"))
-    monkeypatch.setattr(signatures, "_re2_build", lambda: b"re2:another-build")
+    monkeypatch.setattr(signatures, "re2_build", lambda: b"re2:another-build")
     load_packs(RULES)
     added = set(cache.glob("*.msgpack")) - stored
     assert len(added) == len(pack_files(RULES / "signatures"))  # every signature pack validated again
@@ -244,3 +245,35 @@ def test_a_pattern_that_fails_to_compile_on_first_use_names_its_file_and_rule() 
         regexes[1]
     assert (raised.value.file, raised.value.rule_id) == ("signatures/x.yaml", "x-rule")
     assert raised.value.path == "$.rules[2].patterns[1]"
+
+
+def test_the_combined_indexes_and_prose_words_wait_for_first_use_once_they_compiled(cache: Path) -> None:
+    cold = load_packs(RULES)  # nothing remembered yet: everything compiled, so checked, at load
+    assert not isinstance(cold.signatures.eager.prefilter, OnFirstUse)
+    assert not isinstance(cold.prose.failure, OnFirstUse)
+    warm = load_packs(RULES)
+    lazy = warm.signatures.lazy
+    assert isinstance(lazy.prefilter, OnFirstUse) and isinstance(lazy.pattern_set, OnFirstUse)
+    assert isinstance(warm.prose.failure, OnFirstUse)
+    line = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    for index in ("eager", "lazy"):
+        built, checked = getattr(warm.signatures, index), getattr(cold.signatures, index)
+        assert built.pattern_owner == checked.pattern_owner
+        assert sorted(built.pattern_set.Match(line) or ()) == sorted(checked.pattern_set.Match(line) or ())
+        assert [m.span() for m in built.prefilter.finditer(line)] == [
+            m.span() for m in checked.prefilter.finditer(line)
+        ]
+    assert warm.prose.failure.search("the server crashed") is not None
+
+
+def test_a_prose_pattern_re2_rejects_fails_the_load_every_time(cache: Path, tmp_path: Path) -> None:
+    root = tmp_path / "rules"
+    shutil.copytree(RULES, root)
+    load_packs(root)  # the good vocabulary remembered: the broken one is another file
+    prose = root / "prose.yaml"
+    prose.write_text(prose.read_text(encoding="utf-8").replace("failure:\n", "failure:\n  - '(a+)+\\1'\n", 1))
+    for _ in range(2):
+        with pytest.raises(PackError) as raised:
+            load_packs(root)
+        assert raised.value.file == "prose.yaml"
+        assert raised.value.path == "$.failure"

@@ -8,7 +8,7 @@ holds there, and says which size would hold the full length.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from service.fixes.calculators import readings
 from service.fixes.context import FixContext
@@ -23,8 +23,7 @@ _NODE_GPUS = 8
 _LENGTH_TRIES = 4
 
 
-@dataclass(frozen=True, slots=True)
-class TensorParallelPlan:
+class TensorParallelPlan(msgspec.Struct, frozen=True):
     """A TP size to set, with a shorter max_model_len when that size alone does not hold the request."""
 
     tp: int
