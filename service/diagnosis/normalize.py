@@ -113,6 +113,8 @@ _PREFIX = re.compile(
     # `[W socket.cpp:663] `), absl/glog `E0314 12:34:56.789012 12345 file.cc:45] `
     | (?P<glog>\[?(?P<glevel>[EWIF])(?:\d{3,4}[ ]\d{2}:\d{2}:\d{2}(?:\.\d+)?[ ]+(?:\d+[ ]+)?|[ ])
         [\w.\-]+:\d+\][ ]*)
+    # torch c10d's own tag after it: `[PG ID 0 PG GUID 0(default_pg) Rank 3] `, `[Rank 3] `
+    | (?P<c10d>\[(?:PG[ ]ID[ ]\d+[ ]PG[ ]GUID[ ][^\]\s]{0,80}[ ])?Rank[ ](?P<c10drank>\d+)\][ ]*)
     # NCCL's `host:pid:tid [device] ` before its `NCCL WARN …` (the words stay: rules read them)
     | (?P<nccl>[\w.\-]+:\d+:\d+[ ]\[\d+\][ ](?=NCCL[ ](?P<nlevel>INFO|WARN|ERROR|ABORT|TRACE)\b))
     | (?P<pytest>E[ ]{3,}(?=\S))                                         # pytest's failure lines
@@ -351,6 +353,8 @@ def split_prefixes(raw: str) -> tuple[str, str, str]:
             source = match.group("proc")
         elif match.group("rank") and not source:
             source = match.group("rank").split("]")[0].lstrip("[")  # torch.distributed: [rank3]:
+        elif match.group("c10drank") and not source:
+            source = "rank" + match.group("c10drank")
         elif match.group("container") and not source:
             source = match.group("container").split("|")[0].strip()
         elif match.group("pod") and not source:

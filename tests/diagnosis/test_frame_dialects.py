@@ -474,6 +474,23 @@ def wrapped(width: int, prefix: str = "") -> Render:
     return render
 
 
+def wrapped_headless(width: int, prefix: str) -> Render:
+    """A paste cut at both ends (no header, a logger prefix begun after the last frame), hard-wrapped
+    by the terminal, under the person's own title typed longer than the terminal is wide."""
+
+    def render(stack: Stack) -> str:
+        out = [
+            "[Bug]: the engine dies at start-up on a single 16 GB card, the log is below, what did I miss?",
+            "",
+        ]
+        for line in _cpython(stack, header=False):
+            line = prefix + line
+            out.extend(line[i : i + width] for i in range(0, len(line), width))
+        return "\n".join([*out, prefix[:7]])
+
+    return render
+
+
 def chained_cause(stack: Stack) -> str:
     wrapper = [
         "",
@@ -702,6 +719,7 @@ DIALECTS: dict[str, Render] = {
     "journald": every_line("Mar 14 12:34:56 gpu-node-3 python3[23817]: "),
     "wrapped-80": wrapped(80),
     "wrapped-100-enginecore": wrapped(100, ENGINE_CORE),
+    "wrapped-80-headless": wrapped_headless(80, "2025-07-10 08:59:40 ERROR 07-09 17:59:40 [core.py:586] "),
 }
 
 # Dialect x stack: each dialect with stacks of different eras and phases, cut ones included where
@@ -757,6 +775,9 @@ PROBES: list[tuple[str, str]] = [
     ("wrapped-100-enginecore", "v1-kv-cut"),
     ("wrapped-100-enginecore", "quant-cut"),
     ("wrapped-100-enginecore", "v1-profile"),
+    ("wrapped-80-headless", "v1-kv-cut"),
+    ("wrapped-80-headless", "v0-kv-cut"),
+    ("wrapped-80-headless", "quant-cut"),
 ]
 
 
