@@ -404,8 +404,9 @@ def _frames_run_start(doc: Document) -> int | None:
     source = doc.line(last).source
     start, frames = last, 0
     for number in range(last, 0, -1):
-        if number in doc.moved:
-            continue  # emptied by a rejoined hard wrap: its text is on the line above
+        if number in doc.moved or _is_gutter(doc.lines[number - 1]):
+            continue  # emptied by a rejoined hard wrap (its text is on the line above), or a viewer's
+            # line number copied with the log (`56`, `57`, … between its lines)
         line = doc.line(number)
         if not line.text.strip() and _is_frame(doc.line(number + 1).text) and number > 1:
             continue  # IPython leaves a blank line between one frame's source lines and the next frame
@@ -464,6 +465,15 @@ def cut_traceback(doc: Document) -> tuple[int, int, str] | None:
 
 _AFTER_FRAME = 3
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _is_gutter(raw: str) -> bool:
+    """Whether a raw line is only a line number, as a log viewer's gutter copies it."""
+    text = raw.strip()
+    return 0 < len(text) <= _GUTTER_DIGITS and text.isdigit()
+
+
+_GUTTER_DIGITS = 6
 
 
 def _ends_paste(doc: Document, number: int) -> bool:

@@ -491,6 +491,15 @@ def wrapped_headless(width: int, prefix: str) -> Render:
     return render
 
 
+def viewer_gutter(stack: Stack) -> str:
+    """A chunk copied from a log viewer that numbers its lines (the numbers land between the lines),
+    cut at both ends."""
+    out: list[str] = []
+    for number, line in enumerate(_cpython(stack, header=False), start=56):
+        out += [ENGINE_CORE + line, str(number)]
+    return "\n".join(out)
+
+
 def chained_cause(stack: Stack) -> str:
     wrapper = [
         "",
@@ -719,6 +728,7 @@ DIALECTS: dict[str, Render] = {
     "journald": every_line("Mar 14 12:34:56 gpu-node-3 python3[23817]: "),
     "wrapped-80": wrapped(80),
     "wrapped-100-enginecore": wrapped(100, ENGINE_CORE),
+    "viewer-gutter": viewer_gutter,
     "wrapped-80-headless": wrapped_headless(80, "2025-07-10 08:59:40 ERROR 07-09 17:59:40 [core.py:586] "),
 }
 
@@ -778,6 +788,8 @@ PROBES: list[tuple[str, str]] = [
     ("wrapped-80-headless", "v1-kv-cut"),
     ("wrapped-80-headless", "v0-kv-cut"),
     ("wrapped-80-headless", "quant-cut"),
+    ("viewer-gutter", "v1-kv-cut"),
+    ("viewer-gutter", "quant-cut"),
 ]
 
 
