@@ -14,7 +14,7 @@ import heapq
 import itertools
 import operator
 import re
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,8 +57,9 @@ _IPYTHON_FRAME = re.compile(
 )
 _IPYTHON_WORDS_PATTERN = r"File [^\s\"]+\.py:\d+(?:\]\([^\s)]*\))?, in "
 # Other printers of a Python stack, each written the way Python's own traceback writes a frame (see
-# `_dialect_frames`): where each may be, from its words' literal start.
-_DIALECT_WORDS_PATTERN = r"\.py(?::\d+(?: in |: in |\))| in [\w<>]+\()|\", line \d+ in |❱"
+# `_dialect_frames`): where each may be, from its words' literal start (one trigger per literal).
+_DIALECT_TRIGGERS = (r"\.py(?::\d+(?: in |: in |\))| in [\w<>]+\()", r"\", line \d+ in ", "❱")
+_DIALECT_WORDS_PATTERN = "|".join(_DIALECT_TRIGGERS)
 # Slack escapes & < >; GitHub's HTML pages add quotes. One pass, so "&amp;lt;" becomes "&lt;".
 _ENTITIES = {"&lt;": "<", "&gt;": ">", "&amp;": "&", "&quot;": '"', "&#39;": "'", "&#x27;": "'"}
 _ENTITY = re.compile("|".join(re.escape(k) for k in _ENTITIES))
@@ -74,7 +75,7 @@ def _triggers() -> tuple[Any, ...]:
         r"&(?:lt|gt|amp|quot|#39|#x27);",
         r"```",
         _IPYTHON_WORDS_PATTERN,
-        _DIALECT_WORDS_PATTERN,
+        *_DIALECT_TRIGGERS,
     )
     return tuple(re2.compile(pattern, options) for pattern in patterns)
 
@@ -102,13 +103,19 @@ _PREFIX = re.compile(
       (?P<quote>[>▎][ ]?|\*\*|[ ]*\|[ ]+|[ ]+(?=[A-Z(\[]))               # quote, bold, CI pipe, indent
     | (?P<piped>(?P<plevel>DEBUG|INFO|WARNING|ERROR|CRITICAL)[ ]+\|[ ](?:[\w.\-]+[ ]\|[ ]?)?)  # fastchat
     | (?P<container>[A-Za-z0-9][\w.\-@]*[ ]*\|[ ])             # compose `vllm-1  | `, swarm `x.1.a@node | `
-    | (?P<pod>\[pod/[\w.\-]{1,253}/[\w.\-]{1,63}\][ ])                      # kubectl logs --prefix
-    | (?P<syslog>(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[ ][ \d]\d[ ]\d{2}:\d{2}:\d{2}[ ]
-        [\w.\-]+[ ](?P<unit>[\w.\-/@]+(?:\[\d+\])?):[ ])                 # journald, syslog: host unit[pid]:
     | (?P<iso>\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ ]+)
     | \((?P<proc>(?:[A-Za-z_][\w\-:.]*(?:[ ]rank=\d+)?[ ])?pid=\d+(?:,[ ]ip=[\w.:\-]+)?
         |raylet(?:,[ ]ip=[\w.:\-]+)?)\)[ ]*                              # vLLM, Ray actors, replicas, raylet
     | (?P<rank>\[rank\d+\]:[ ]*)
+    | (?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)[ ]+\d{2}-\d{2}[ ]+\d{2}:\d{2}:\d{2}(?:\.\d+)?[ ]+
+        (?:\[[^\]]*\][ ]*|[\w.\-]+:\d+\][ ]*)?
+    | (?P<pylog>\d{4}-\d{2}-\d{2}[ ][\d:,.]+[ ]-[ ][\w.]+[ ]-[ ](?P<pylevel>[A-Z]+)[ ]-[ ])
+    | (?P<uvicorn>(?P<ulevel>INFO|WARNING|ERROR|DEBUG):[ ]+)
+    | (?P<stream>(?:vLLM[ ])?(?:STDOUT|STDERR|stdout|stderr):[ ])                   # wrappers' pipes
+    # other programs' prefixes, after vLLM's own (most lines match one of those first)
+    | (?P<pod>\[pod/[\w.\-]{1,253}/[\w.\-]{1,63}\][ ])                      # kubectl logs --prefix
+    | (?P<syslog>(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[ ][ \d]\d[ ]\d{2}:\d{2}:\d{2}[ ]
+        [\w.\-]+[ ](?P<unit>[\w.\-/@]+(?:\[\d+\])?):[ ])                 # journald, syslog: host unit[pid]:
     # glog's one-letter level: torch's c10 log `[E314 12:34:56.789012345 ProcessGroupNCCL.cpp:1234] ` (older
     # `[W socket.cpp:663] `), absl/glog `E0314 12:34:56.789012 12345 file.cc:45] `
     | (?P<glog>\[?(?P<glevel>[EWIF])(?:\d{3,4}[ ]\d{2}:\d{2}:\d{2}(?:\.\d+)?[ ]+(?:\d+[ ]+)?|[ ])
@@ -118,11 +125,6 @@ _PREFIX = re.compile(
     # NCCL's `host:pid:tid [device] ` before its `NCCL WARN …` (the words stay: rules read them)
     | (?P<nccl>[\w.\-]+:\d+:\d+[ ]\[\d+\][ ](?=NCCL[ ](?P<nlevel>INFO|WARN|ERROR|ABORT|TRACE)\b))
     | (?P<pytest>E[ ]{3,}(?=\S))                                         # pytest's failure lines
-    | (?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)[ ]+\d{2}-\d{2}[ ]+\d{2}:\d{2}:\d{2}(?:\.\d+)?[ ]+
-        (?:\[[^\]]*\][ ]*|[\w.\-]+:\d+\][ ]*)?
-    | (?P<pylog>\d{4}-\d{2}-\d{2}[ ][\d:,.]+[ ]-[ ][\w.]+[ ]-[ ](?P<pylevel>[A-Z]+)[ ]-[ ])
-    | (?P<uvicorn>(?P<ulevel>INFO|WARNING|ERROR|DEBUG):[ ]+)
-    | (?P<stream>(?:vLLM[ ])?(?:STDOUT|STDERR|stdout|stderr):[ ])                   # wrappers' pipes
     )""",
     re.VERBOSE,
 )
@@ -131,6 +133,24 @@ _PREFIX = re.compile(
 # glog's and NCCL's level words, as the logging module names them
 _ONE_LETTER = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "CRITICAL"}
 _NCCL_LEVEL = {"WARN": "WARNING", "INFO": "INFO", "ERROR": "ERROR", "ABORT": "CRITICAL", "TRACE": "DEBUG"}
+
+
+# The process and the level each prefix family names (keyed by its group, `match.lastgroup`).
+_SOURCE_OF: dict[str, Callable[[re.Match[str]], str]] = {
+    "rank": lambda m: m.group("rank").split("]")[0].lstrip("["),  # torch.distributed: [rank3]:
+    "c10d": lambda m: "rank" + m.group("c10drank"),
+    "container": lambda m: m.group("container").split("|")[0].strip(),
+    "pod": lambda m: m.group("pod").strip()[5:-1],
+    "syslog": lambda m: m.group("unit"),
+}
+_LEVEL_OF: dict[str, Callable[[re.Match[str]], str]] = {
+    "level": lambda m: m.group("level"),
+    "pylog": lambda m: m.group("pylevel"),
+    "uvicorn": lambda m: m.group("ulevel"),
+    "piped": lambda m: m.group("plevel"),
+    "glog": lambda m: _ONE_LETTER[m.group("glevel")],
+    "nccl": lambda m: _NCCL_LEVEL[m.group("nlevel")],
+}
 
 
 _GLUED = re.compile(
@@ -349,28 +369,13 @@ def split_prefixes(raw: str) -> tuple[str, str, str]:
         match = _PREFIX.match(text)
         if match is None or match.end() == 0:
             break
-        if match.group("proc"):
+        kind = match.lastgroup  # the family's own group: each alternative is one named group
+        if kind == "proc":
             source = match.group("proc")
-        elif match.group("rank") and not source:
-            source = match.group("rank").split("]")[0].lstrip("[")  # torch.distributed: [rank3]:
-        elif match.group("c10drank") and not source:
-            source = "rank" + match.group("c10drank")
-        elif match.group("container") and not source:
-            source = match.group("container").split("|")[0].strip()
-        elif match.group("pod") and not source:
-            source = match.group("pod").strip()[5:-1]
-        elif match.group("unit") and not source:
-            source = match.group("unit")
-        found_level = (
-            match.group("level")
-            or match.group("pylevel")
-            or match.group("ulevel")
-            or match.group("plevel")
-            or _ONE_LETTER.get(match.group("glevel") or "")
-            or _NCCL_LEVEL.get(match.group("nlevel") or "")
-        )
-        if found_level:
-            level = found_level
+        elif kind in _SOURCE_OF and not source:
+            source = _SOURCE_OF[kind](match)
+        if kind in _LEVEL_OF:
+            level = _LEVEL_OF[kind](match) or level
         text = text[match.end() :]
     text = text.rstrip()
     if text.endswith("**"):
@@ -428,14 +433,16 @@ def _repeated_runs(lines: list[str]) -> list[int] | None:
 
 
 # A width a few longer lines do not hide (a title or sentence the person typed around a terminal's
-# output, never wrapped) is taken only when this many lines have it, and at most 1% are longer.
+# output, never wrapped: no record of a program) is taken only when this many lines have it and are
+# continued by the next line (no new record starts there), and at most 1% of the lines are longer.
 _WRAPPED_LEAST = 3
 _LONGER_SHARE = 100
 
 
-def _wrap_width(lengths: list[int]) -> int | None:
+def _wrap_width(lines: list[str], lengths: list[int]) -> int | None:
     """The width a paste was hard-wrapped at: the longest length two or more lines share, or the
-    longest that _WRAPPED_LEAST lines share below at most 1% of the lines (one at least)."""
+    longest that _WRAPPED_LEAST lines continued by the next one share below at most 1% of the
+    lines (one at least)."""
     width = max(lengths, default=0)
     if width < _MIN_WRAP_WIDTH:
         return None
@@ -446,12 +453,39 @@ def _wrap_width(lengths: list[int]) -> int | None:
     for length in heapq.nlargest(allowed + 1, counts):
         if length < _MIN_WRAP_WIDTH:
             return None
-        if counts[length] >= _WRAPPED_LEAST and longer:
+        if (
+            counts[length] >= _WRAPPED_LEAST
+            and longer
+            and _all_typed(itertools.compress(lines, map(length.__lt__, lengths)))
+            and _mostly_continued(lines, lengths, length)
+        ):
             return length
         longer += counts[length]
         if longer > allowed:
             return None
     return None
+
+
+def _all_typed(lines: Iterable[str]) -> bool:
+    """Whether no line is a program's record (a prefix or a record's start): lines a person typed."""
+    for line in lines:
+        prefix = _PREFIX.match(line)
+        if _RECORD.match(line) or (prefix is not None and line[: prefix.end()].strip()):
+            return False
+    return True
+
+
+def _mostly_continued(lines: list[str], lengths: list[int], width: int) -> bool:
+    """Whether _WRAPPED_LEAST lines of `width` and two in three of them are continued by the next
+    (a line may end exactly at the width: then the next one starts a record)."""
+    at = list(itertools.compress(range(len(lines) - 1), map(width.__eq__, lengths)))
+    spare = len(at) - max(_WRAPPED_LEAST, -(-2 * len(at) // 3))  # lines that may start no wrap
+    for index in at:
+        if not _continues(lines[index + 1], lines[index]):
+            spare -= 1
+            if spare < 0:
+                return False
+    return True
 
 
 def _wrap_points(lines: list[str], starts: list[int] | None = None) -> set[int]:
@@ -472,7 +506,7 @@ def _wrap_points(lines: list[str], starts: list[int] | None = None) -> set[int]:
             return set()
         return set(ends)
     lengths = list(map(len, lines))
-    wrapped = _wrap_width(lengths)
+    wrapped = _wrap_width(lines, lengths)
     if wrapped is None:
         return set()
     width = wrapped

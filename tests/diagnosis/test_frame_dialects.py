@@ -793,10 +793,16 @@ PROBES: list[tuple[str, str]] = [
 ]
 
 
+# the terminal width of the wrapped dialects, which wraps the stage line before the stack too
+WIDTH = {"wrapped-80": 80, "wrapped-100-enginecore": 100}
+
+
 def render(dialect: str, stack: str) -> str:
     before = STACKS[stack].before
-    head = "" if before is None else LINE_PREFIX.get(dialect, "") + before + "\n"
-    return head + DIALECTS[dialect](STACKS[stack]) + "\n"
+    head = "" if before is None else LINE_PREFIX.get(dialect, "") + before
+    if dialect in WIDTH:
+        head = "\n".join(head[i : i + WIDTH[dialect]] for i in range(0, len(head), WIDTH[dialect]))
+    return (head + "\n" if head else "") + DIALECTS[dialect](STACKS[stack]) + "\n"
 
 
 @pytest.mark.parametrize(("dialect", "stack"), PROBES, ids=[f"{d}-{s}" for d, s in PROBES])
