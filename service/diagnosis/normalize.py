@@ -265,7 +265,8 @@ _FAULTHANDLER = re.compile(
     r'^(?P<lead>[^\n]*?)File "(?P<path>[^"\n]+)", line (?P<line>\d+) in (?P<fn>[\w<>]+)[ ]*$'
 )
 _PY_SPY = re.compile(
-    r"^(?P<lead>[^\n]*?[ ]{2})(?:[\w<>]+\.)*(?P<fn>[\w<>]+) \((?P<path>[^()\s]+\.py):(?P<line>\d+)\)[ ]*$"
+    r"^(?P<lead>(?:[^\n]*?[|)\]:][ ])?[ ]{2,})(?:[\w<>]+\.)*(?P<fn>[\w<>]+) "
+    r"\((?P<path>[^()\s]+\.py):(?P<line>\d+)\)[ ]*$"
 )
 _PYTEST = re.compile(r'^(?P<lead>[ \t]*)(?P<path>[^\s:"]+\.py):(?P<line>\d+): in (?P<fn>[\w<>]+)[ ]*$')
 _IPYTHON7 = re.compile(r'^(?P<lead>[ \t]*)(?P<path>[^\s"]+\.py) in (?P<fn>[\w<>]+)\([^\n]*$')
@@ -489,7 +490,8 @@ def _mostly_continued(lines: list[str], lengths: list[int], width: int) -> bool:
 
 
 def _wrap_points(lines: list[str], starts: list[int] | None = None) -> set[int]:
-    """Indexes of lines cut at the terminal width: the longest length, shared by two or more.
+    """Indexes of lines cut at the terminal width (`_wrap_width`: the longest length two or more
+    lines share, unless a few longer lines a person typed hide it).
 
     A line followed by the same line is no wrap point (a wrapped piece never repeats whole), so a
     run of one pasted line is not rejoined piece by piece: given the runs (`starts`, `_run_starts`

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import pytest
 
 from service.diagnosis import classify_text
+from service.diagnosis.normalize import Document, clean_text
 from service.packs import RulePacks
 
 SITE = "/usr/local/lib/python3.10/dist-packages"
@@ -810,3 +811,52 @@ def test_a_traceback_in_any_dialect_is_placed_by_its_frames(
     packs: RulePacks, dialect: str, stack: str
 ) -> None:
     assert classify_text(render(dialect, stack), packs).phase == STACKS[stack].phase
+
+
+@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+def test_rewriting_a_dialects_frames_keeps_every_line_number_and_is_idempotent(dialect: str) -> None:
+    text = render(dialect, "v1-profile")
+    cleaned = clean_text(text)
+    assert cleaned.count("\n") == text.count("\n")
+    assert clean_text(cleaned) == cleaned
+
+
+@pytest.mark.parametrize(
+    ("line", "frame"),
+    [
+        (
+            "│ /x/vllm/worker/worker.py:123 in load_model    │",
+            'File "/x/vllm/worker/worker.py", line 123, in load_model',
+        ),
+        (
+            '  File "/x/vllm/worker/worker.py", line 123 in load_model',
+            'File "/x/vllm/worker/worker.py", line 123, in load_model',
+        ),
+        (
+            "    load_model (vllm/worker/worker.py:123)",
+            'File "vllm/worker/worker.py", line 123, in load_model',
+        ),
+        (
+            "/x/vllm/worker/worker.py:123: in load_model",
+            'File "/x/vllm/worker/worker.py", line 123, in load_model',
+        ),
+        (
+            "vllm-1  |     load_model (vllm/worker/worker.py:123)",
+            'File "vllm/worker/worker.py", line 123, in load_model',
+        ),
+    ],
+)
+def test_each_printers_frame_reads_as_pythons(line: str, frame: str) -> None:
+    assert Document(line + "\n").line(1).text == frame
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "INFO 03-14 12:00:00 [core.py:708] see utils (vllm/worker/worker.py:123)",
+        "we call load_model (vllm/worker/worker.py:123) first",
+        "the file worker.py in load_model is fine",
+    ],
+)
+def test_words_mentioning_a_place_in_a_file_are_not_rewritten(line: str) -> None:
+    assert "File " not in Document(line + "\n").line(1).text
