@@ -401,6 +401,8 @@ def _frames_run_start(doc: Document) -> int | None:
         return None
     if last > 1 and not _is_frame(doc.line(last).text) and _near_frame(doc, last - 1):
         last -= 1  # the remainder of a line the paste cut in the middle, after a frame or its code
+        while last > 1 and last in doc.moved:
+            last -= 1  # emptied by a rejoined hard wrap: the line it continues
     source = doc.line(last).source
     start, frames = last, 0
     for number in range(last, 0, -1):

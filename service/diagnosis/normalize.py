@@ -571,8 +571,9 @@ def _continues(line: str, previous: str) -> bool:
     if not line.strip() or line == previous or _RECORD.match(line):
         return False
     match = _PREFIX.match(line)
-    # a break at a space leaves the rest indented; indentation alone starts no record
-    return match is None or match.end() == 0 or not line[: match.end()].strip()
+    # a break at a space leaves the rest indented; indentation alone starts no record, nor a piece
+    # opening with a call's `**kwargs` (what a markdown bold mark looks like)
+    return match is None or not line[: match.end()].strip() or line.startswith("**")
 
 
 class Document:

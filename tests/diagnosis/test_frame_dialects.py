@@ -730,6 +730,9 @@ DIALECTS: dict[str, Render] = {
     "wrapped-80": wrapped(80),
     "wrapped-100-enginecore": wrapped(100, ENGINE_CORE),
     "viewer-gutter": viewer_gutter,
+    "wrapped-80-compose-headless": wrapped_headless(
+        80, "vllm-server-1  | 2024-02-20 21:46:23 | ERROR | stderr | "
+    ),
     "wrapped-80-headless": wrapped_headless(80, "2025-07-10 08:59:40 ERROR 07-09 17:59:40 [core.py:586] "),
 }
 
@@ -791,6 +794,8 @@ PROBES: list[tuple[str, str]] = [
     ("wrapped-80-headless", "quant-cut"),
     ("viewer-gutter", "v1-kv-cut"),
     ("viewer-gutter", "quant-cut"),
+    ("wrapped-80-compose-headless", "v0-kv-cut"),
+    ("wrapped-80-compose-headless", "v1-kv-cut"),
 ]
 
 
@@ -860,3 +865,16 @@ def test_each_printers_frame_reads_as_pythons(line: str, frame: str) -> None:
 )
 def test_words_mentioning_a_place_in_a_file_are_not_rewritten(line: str) -> None:
     assert "File " not in Document(line + "\n").line(1).text
+
+
+def test_a_wrapped_piece_opening_with_a_calls_kwargs_is_rejoined() -> None:
+    # a terminal cut `return self._run_workers(method, *args, **(kwargs or {}))` right before its
+    # `**`, which a markdown bold mark looks like
+    prefix = "ERROR 04-28 08:29:46 engine.py:400] "
+    frame = prefix + f'  File "{SITE}/vllm/executor/executor_base.py", line 316, in collective_rpc'
+    code = prefix + "    return self._run_workers(method, *args, **(kwargs or {}))"
+    width = code.index("**")
+    pieces = [line[i : i + width] for line in (frame, code) for i in range(0, len(line), width)]
+    doc = Document("\n".join(pieces))
+    code_line = next(n for n in range(1, len(pieces) + 1) if "_run_workers" in doc.line(n).text)
+    assert doc.line(code_line).text.endswith("*args, **(kwargs or {}))")
