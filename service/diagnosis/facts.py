@@ -21,6 +21,7 @@ from service.diagnosis.scan import Hit
 from service.diagnosis.settings import StatedSetting
 from service.packs.fixes import FixPack
 from service.packs.signatures import SignatureRule
+from service.processes import failing_process
 from service.schemas import Engine, Facts, OtherProcess
 
 __all__ = ["FIRST_STATED", "FactSet", "collect_facts", "infer_engine"]
@@ -127,21 +128,18 @@ def collect_facts(
 
 
 def _own_process(found: FactSet) -> None:
-    """The failing process's own use, in the allocator message's older form: PyTorch before 2.2
-    lists every process on the device through NVML (`Process 3663367 has 44.28 GiB memory in use.`),
-    the failing one included, and has no "Including non-PyTorch memory, this process has" sentence.
-    The failing process holds at least what PyTorch reserved in it (allocated plus reserved but
-    unallocated); when exactly one listed process holds that much, it is the failing one."""
+    """The failing process's own use when PyTorch listed it as "Process N has X memory in use" and
+    printed no "this process has" sentence (service.processes: containers report host PIDs)."""
     values = found.values
     listed = values.get("other_processes")
     allocated = values.get("torch_allocated_gib")
     if "process_in_use_gib" in values or not isinstance(listed, list) or not isinstance(allocated, float):
         return
     unallocated = values.get("torch_reserved_unallocated_gib")
-    reserved = allocated + (unallocated if isinstance(unallocated, float) else 0.0)
-    big = [p for p in listed if isinstance(p, OtherProcess) and p.used_gib >= reserved]
-    if len(big) == 1:
-        found.add("process_in_use_gib", big[0].used_gib, found.sources.get("other_processes", ""))
+    processes = [p for p in listed if isinstance(p, OtherProcess)]
+    own = failing_process(processes, allocated, unallocated if isinstance(unallocated, float) else None)
+    if own is not None:
+        found.add("process_in_use_gib", own.used_gib, found.sources.get("other_processes", ""))
 
 
 def _range_text(low: tuple[int, int, int], high: tuple[int, int, int]) -> str | None:

@@ -18,12 +18,15 @@ from service.schemas import Phase
 
 __all__ = [
     "ONE_PHASE_STAGES",
+    "TRACEBACK",
     "OOM_PHASE",
     "FramePlace",
     "cut_traceback",
     "deepest_frame",
     "frame_place",
+    "innermost_outwards",
     "library_file",
+    "stack_below",
     "vllm_file",
 ]
 
@@ -189,7 +192,7 @@ def deepest_frame(
     # when no frame above it names a stage: a constructor a stage's function calls (V0's
     # `CacheEngine(...)` under `Worker._init_cache_engine`) runs in that stage
     construction: FramePlace | None = None
-    for number in range(min(last, len(doc.lines)), max(1, first) - 1, -1):
+    for number in innermost_outwards(doc, first, last):
         line = doc.line(number)
         if source is not None and line.source != source:
             continue
@@ -224,6 +227,77 @@ def deepest_frame(
             # of `@torch.inference_mode()`) is not the function the frame above called
             deeper = frame.group("function")
     return construction
+
+
+# A stack printed innermost call first: faulthandler's `Current thread 0x… (most recent call first):`
+# (and c10's `Exception raised from … (most recent call first):` before C++ frames), py-spy's
+# `Thread 4242 (active): "MainThread"`. Python's own traceback, and every dialect written as it, lists
+# the outermost call first.
+_STACK_HEADER = re.compile(
+    r"\(most recent call (?:first|last)\)|^\s*Thread (?:0x)?[0-9A-Fa-f]+ \((?:active|idle)[^)]*\):"
+)
+
+
+def _innermost_first(text: str) -> bool | None:
+    """Whether a line heads a stack listed innermost call first (True), outermost first (False), or
+    heads none (None)."""
+    header = _STACK_HEADER.search(text)
+    return None if header is None else "last" not in header.group(0)
+
+
+def innermost_outwards(doc: Document, first: int, last: int) -> list[int]:
+    """Line numbers first..last in the order a stack's calls go from the innermost outwards: bottom
+    up, except below a header of a dump listing the innermost call first, read top down from it."""
+    first, last = max(1, first), min(last, len(doc.lines))
+    heads = [
+        (number, flag)
+        for number in range(first, last + 1)
+        if "most recent call" in (raw := doc.lines[number - 1]) or "Thread " in raw
+        if (flag := _innermost_first(doc.line(number).text)) is not None
+    ]
+    if not any(flag for _, flag in heads):
+        return list(range(last, first - 1, -1))
+    order: list[int] = []
+    bounds = [first, *(number for number, _ in heads), last + 1]
+    flags = [False, *(flag for _, flag in heads)]
+    for low, high, flag in reversed(list(zip(bounds, bounds[1:], flags, strict=False))):
+        block = range(low, high) if flag else range(high - 1, low - 1, -1)
+        order.extend(block)
+    return order
+
+
+_BELOW = 400  # lines after a failure searched for the stack it heads
+
+
+def stack_below(doc: Document, number: int) -> tuple[int, int, bool] | None:
+    """(first, last, innermost first) of the stack the failure on line `number` heads: the traceback
+    IPython's header names its exception in (`OutOfMemoryError    Traceback (most recent call last)`),
+    or the dump printed right after a fatal error, innermost call first (faulthandler's `Fatal Python
+    error: Aborted` … `Current thread 0x… (most recent call first):`, a py-spy dump)."""
+    line = doc.line(number)
+    total = len(doc.lines)
+    if TRACEBACK in line.text:
+        end = number
+        for following in range(number + 1, min(total, number + _BELOW) + 1):
+            text = doc.line(following).text
+            if doc.line(following).source != line.source or TRACEBACK in text:
+                break
+            end = following
+            if _EXCEPTION.match(text.strip()):
+                break
+        return (number, end, False) if end > number else None
+    for following in range(number + 1, min(total, number + _DUMP_AFTER) + 1):
+        if _innermost_first(doc.line(following).text):
+            end = following
+            for frame in range(following + 1, min(total, following + _BELOW) + 1):
+                if not _is_frame(doc.line(frame).text):
+                    break
+                end = frame
+            return (following, end, True) if end > following else None
+    return None
+
+
+_DUMP_AFTER = 6  # a fatal error's own lines (`Fatal Python error: Aborted`, a blank) before its dump
 
 
 def _calls_another_object(doc: Document, number: int) -> bool:
@@ -329,9 +403,14 @@ def _frames_run_start(doc: Document) -> int | None:
         return None
     if last > 1 and not _is_frame(doc.line(last).text) and _near_frame(doc, last - 1):
         last -= 1  # the remainder of a line the paste cut in the middle, after a frame or its code
+        while last > 1 and last in doc.moved:
+            last -= 1  # emptied by a rejoined hard wrap: the line it continues
     source = doc.line(last).source
     start, frames = last, 0
     for number in range(last, 0, -1):
+        if number in doc.moved or _is_gutter(doc.lines[number - 1]):
+            continue  # emptied by a rejoined hard wrap (its text is on the line above), or a viewer's
+            # line number copied with the log (`56`, `57`, … between its lines)
         line = doc.line(number)
         if not line.text.strip() and _is_frame(doc.line(number + 1).text) and number > 1:
             continue  # IPython leaves a blank line between one frame's source lines and the next frame
@@ -392,6 +471,15 @@ _AFTER_FRAME = 3
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
+def _is_gutter(raw: str) -> bool:
+    """Whether a raw line is only a line number, as a log viewer's gutter copies it."""
+    text = raw.strip()
+    return 0 < len(text) <= _GUTTER_DIGITS and text.isdigit()
+
+
+_GUTTER_DIGITS = 6
+
+
 def _ends_paste(doc: Document, number: int) -> bool:
     """Whether only blank lines follow line `number`."""
     return not any(text.strip() for text in doc.lines[number:])
@@ -405,10 +493,14 @@ def _is_cut_level(text: str) -> bool:
 
 def _near_frame(doc: Document, number: int) -> bool:
     """Whether line `number` is a frame or one of the code and caret lines printed under one."""
-    for above in range(number, max(0, number - _AFTER_FRAME), -1):
+    looked = 0
+    for above in range(number, 0, -1):
+        if above in doc.moved:
+            continue  # emptied by a rejoined hard wrap
         text = doc.line(above).text
         if _is_frame(text):
             return True
-        if not text.strip():
+        looked += 1
+        if not text.strip() or looked >= _AFTER_FRAME:
             return False
     return False

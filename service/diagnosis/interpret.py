@@ -14,7 +14,14 @@ import msgspec
 
 from service.diagnosis.command import command_lines
 from service.diagnosis.fragments import FragmentHit, find_fragments, loudest_printing
-from service.diagnosis.frames import CONSTRUCTION, ONE_PHASE_STAGES, FramePlace, cut_traceback, deepest_frame
+from service.diagnosis.frames import (
+    CONSTRUCTION,
+    ONE_PHASE_STAGES,
+    TRACEBACK,
+    FramePlace,
+    cut_traceback,
+    deepest_frame,
+)
 from service.diagnosis.normalize import Document, is_prose
 from service.diagnosis.placement import HintFn, is_marker, place, place_line, stage_after_end
 from service.diagnosis.prose import (
@@ -435,9 +442,16 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
         return seen
     # an exception the paste names (a title's `RuntimeError: CUDA error: an illegal memory access`) is
     # the one its cut traceback stopped before: the functions the frames show only say what it may be
-    # (also on a line a wrapper's name shares: `AsyncEngineDeadError / RuntimeError: …`)
+    # (also on a line a wrapper's name shares: `AsyncEngineDeadError / RuntimeError: …`). A header
+    # naming only the class of the exception its traceback ends in (IPython's `ValueError
+    # Traceback (most recent call last)`) says no more than the frames below it.
     cut_named = (
-        _named_error_strength(ctx, [h for h in hits if h.compiled.rule.kind == "exception"], set()) > 0
+        _named_error_strength(
+            ctx,
+            [h for h in hits if h.compiled.rule.kind == "exception" and TRACEBACK not in h.line.text],
+            set(),
+        )
+        > 0
     )
     framed = None if cut_named else _cut_frame_verdict(ctx, known, first_exception)
     if framed is not None:  # the paste stops inside one phase's function

@@ -8,11 +8,13 @@ and lazy, because the scanner only needs it for the few lines a rule may match.
 
 from __future__ import annotations
 
+import collections
 import functools
+import heapq
 import itertools
 import operator
 import re
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +56,10 @@ _IPYTHON_FRAME = re.compile(
     r"in (?:[\w<>]+\.)*(?P<fn>[\w<>]+)(?:\(.*)?$"
 )
 _IPYTHON_WORDS_PATTERN = r"File [^\s\"]+\.py:\d+(?:\]\([^\s)]*\))?, in "
+# Other printers of a Python stack, each written the way Python's own traceback writes a frame (see
+# `_dialect_frames`): where each may be, from its words' literal start (one trigger per literal).
+_DIALECT_TRIGGERS = (r"\.py(?::\d+(?: in |: in |\))| in [\w<>]+\()", r"\", line \d+ in ", "❱")
+_DIALECT_WORDS_PATTERN = "|".join(_DIALECT_TRIGGERS)
 # Slack escapes & < >; GitHub's HTML pages add quotes. One pass, so "&amp;lt;" becomes "&lt;".
 _ENTITIES = {"&lt;": "<", "&gt;": ">", "&amp;": "&", "&quot;": '"', "&#39;": "'", "&#x27;": "'"}
 _ENTITY = re.compile("|".join(re.escape(k) for k in _ENTITIES))
@@ -69,6 +75,7 @@ def _triggers() -> tuple[Any, ...]:
         r"&(?:lt|gt|amp|quot|#39|#x27);",
         r"```",
         _IPYTHON_WORDS_PATTERN,
+        *_DIALECT_TRIGGERS,
     )
     return tuple(re2.compile(pattern, options) for pattern in patterns)
 
@@ -95,19 +102,55 @@ _PREFIX = re.compile(
     r"""^(?:
       (?P<quote>[>▎][ ]?|\*\*|[ ]*\|[ ]+|[ ]+(?=[A-Z(\[]))               # quote, bold, CI pipe, indent
     | (?P<piped>(?P<plevel>DEBUG|INFO|WARNING|ERROR|CRITICAL)[ ]+\|[ ](?:[\w.\-]+[ ]\|[ ]?)?)  # fastchat
-    | (?P<container>[A-Za-z0-9][\w.\-]*[ ]*\|[ ])                          # docker compose: vllm-1  |
+    | (?P<container>[A-Za-z0-9][\w.\-@]*[ ]*\|[ ])             # compose `vllm-1  | `, swarm `x.1.a@node | `
     | (?P<iso>\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ ]+)
-    | \((?P<proc>(?:[A-Za-z_][\w\-]*(?:[ ]rank=\d+)?[ ])?pid=\d+(?:,[ ]ip=[\w.:\-]+)?
-        |raylet(?:,[ ]ip=[\w.:\-]+)?)\)[ ]*                              # vLLM, Ray actors, raylet
+    | \((?P<proc>(?:[A-Za-z_][\w\-:.]*(?:[ ]rank=\d+)?[ ])?pid=\d+(?:,[ ]ip=[\w.:\-]+)?
+        |raylet(?:,[ ]ip=[\w.:\-]+)?)\)[ ]*                              # vLLM, Ray actors, replicas, raylet
     | (?P<rank>\[rank\d+\]:[ ]*)
     | (?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)[ ]+\d{2}-\d{2}[ ]+\d{2}:\d{2}:\d{2}(?:\.\d+)?[ ]+
         (?:\[[^\]]*\][ ]*|[\w.\-]+:\d+\][ ]*)?
     | (?P<pylog>\d{4}-\d{2}-\d{2}[ ][\d:,.]+[ ]-[ ][\w.]+[ ]-[ ](?P<pylevel>[A-Z]+)[ ]-[ ])
     | (?P<uvicorn>(?P<ulevel>INFO|WARNING|ERROR|DEBUG):[ ]+)
     | (?P<stream>(?:vLLM[ ])?(?:STDOUT|STDERR|stdout|stderr):[ ])                   # wrappers' pipes
+    # other programs' prefixes, after vLLM's own (most lines match one of those first)
+    | (?P<pod>\[pod/[\w.\-]{1,253}/[\w.\-]{1,63}\][ ])                      # kubectl logs --prefix
+    | (?P<syslog>(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[ ][ \d]\d[ ]\d{2}:\d{2}:\d{2}[ ]
+        [\w.\-]+[ ](?P<unit>[\w.\-/@]+(?:\[\d+\])?):[ ])                 # journald, syslog: host unit[pid]:
+    # glog's one-letter level: torch's c10 log `[E314 12:34:56.789012345 ProcessGroupNCCL.cpp:1234] ` (older
+    # `[W socket.cpp:663] `), absl/glog `E0314 12:34:56.789012 12345 file.cc:45] `
+    | (?P<glog>\[?(?P<glevel>[EWIF])(?:\d{3,4}[ ]\d{2}:\d{2}:\d{2}(?:\.\d+)?[ ]+(?:\d+[ ]+)?|[ ])
+        [\w.\-]+:\d+\][ ]*)
+    # torch c10d's own tag after it: `[PG ID 0 PG GUID 0(default_pg) Rank 3] `, `[Rank 3] `
+    | (?P<c10d>\[(?:PG[ ]ID[ ]\d+[ ]PG[ ]GUID[ ][^\]\s]{0,80}[ ])?Rank[ ](?P<c10drank>\d+)\][ ]*)
+    # NCCL's `host:pid:tid [device] ` before its `NCCL WARN …` (the words stay: rules read them)
+    | (?P<nccl>[\w.\-]+:\d+:\d+[ ]\[\d+\][ ](?=NCCL[ ](?P<nlevel>INFO|WARN|ERROR|ABORT|TRACE)\b))
+    | (?P<pytest>E[ ]{3,}(?=\S))                                         # pytest's failure lines
     )""",
     re.VERBOSE,
 )
+
+
+# glog's and NCCL's level words, as the logging module names them
+_ONE_LETTER = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "CRITICAL"}
+_NCCL_LEVEL = {"WARN": "WARNING", "INFO": "INFO", "ERROR": "ERROR", "ABORT": "CRITICAL", "TRACE": "DEBUG"}
+
+
+# The process and the level each prefix family names (keyed by its group, `match.lastgroup`).
+_SOURCE_OF: dict[str, Callable[[re.Match[str]], str]] = {
+    "rank": lambda m: m.group("rank").split("]")[0].lstrip("["),  # torch.distributed: [rank3]:
+    "c10d": lambda m: "rank" + m.group("c10drank"),
+    "container": lambda m: m.group("container").split("|")[0].strip(),
+    "pod": lambda m: m.group("pod").strip()[5:-1],
+    "syslog": lambda m: m.group("unit"),
+}
+_LEVEL_OF: dict[str, Callable[[re.Match[str]], str]] = {
+    "level": lambda m: m.group("level"),
+    "pylog": lambda m: m.group("pylevel"),
+    "uvicorn": lambda m: m.group("ulevel"),
+    "piped": lambda m: m.group("plevel"),
+    "glog": lambda m: _ONE_LETTER[m.group("glevel")],
+    "nccl": lambda m: _NCCL_LEVEL[m.group("nlevel")],
+}
 
 
 _GLUED = re.compile(
@@ -176,6 +219,8 @@ def _clean_once(text: str) -> str:
         text = text.replace("\t", "    ")
     if ".py:" in text:
         text = _python_frames(text)
+    if ".py" in text or "❱" in text:
+        text = _dialect_frames(text)
     if _CONTROL.search(text):
         text = _CONTROL.sub("", text)
     return text
@@ -199,6 +244,74 @@ def _python_frames(text: str) -> str:
         end = len(text) if end < 0 else end
         pieces += [text[done:start], _IPYTHON_FRAME.sub(_PYTHON_FRAME, text[start:end])]
         done = end
+    if not pieces:
+        return text
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
+# What other printers of a Python stack write for a frame (or the line running in it), as a line
+# Python's own traceback (or IPython's arrow, for the running line) writes it; each keeps what precedes
+# it on its line (a container's or logger's prefix). Rich's boxed traceback (`│ /x/vllm/worker/
+# worker.py:123 in load_model │`, `│ ❱ 123 │   │   self.model_runner.load_model()   │`), faulthandler's
+# dump (`File "x.py", line 12 in f`, no comma), py-spy's dump (`    load_model (vllm/worker/worker.py:123)`),
+# pytest's short traceback (`vllm/worker/worker.py:123: in load_model`) and IPython 7's
+# (`~/x/vllm/worker/worker.py in load_model(self)`, its line in the `-->` arrow below).
+_RICH_FRAME = re.compile(
+    r"^(?P<lead>[^│\n]*)│[ ]?(?P<path>[^\s│][^│\n]*?\.py):(?P<line>\d+) in (?P<fn>[\w<>]+)[ ]*│?[ ]*$"
+)
+_RICH_ARROW = re.compile(r"^(?P<lead>[^│❱\n]*)│[ ]*❱[ ]*(?P<line>\d+)[ ]│(?P<code>[^\n]*?)[ ]*│?[ ]*$")
+_FAULTHANDLER = re.compile(
+    r'^(?P<lead>[^\n]*?)File "(?P<path>[^"\n]+)", line (?P<line>\d+) in (?P<fn>[\w<>]+)[ ]*$'
+)
+_PY_SPY = re.compile(
+    r"^(?P<lead>(?:[^\n]*?[|)\]:][ ])?[ ]{2,})(?:[\w<>]+\.)*(?P<fn>[\w<>]+) "
+    r"\((?P<path>[^()\s]+\.py):(?P<line>\d+)\)[ ]*$"
+)
+_PYTEST = re.compile(r'^(?P<lead>[ \t]*)(?P<path>[^\s:"]+\.py):(?P<line>\d+): in (?P<fn>[\w<>]+)[ ]*$')
+_IPYTHON7 = re.compile(r'^(?P<lead>[ \t]*)(?P<path>[^\s"]+\.py) in (?P<fn>[\w<>]+)\([^\n]*$')
+_IPYTHON7_ARROW = re.compile(r"^[ \t]*-+>[ ]*(?P<line>\d+)\b", re.MULTILINE)
+_DIALECT_WORDS = re.compile(_DIALECT_WORDS_PATTERN)
+_DIALECT_LOOKAHEAD = 2000  # characters after an IPython 7 frame searched for its arrow's line number
+
+
+def _frame_line(match: re.Match[str], line: str) -> str:
+    return f'{match.group("lead")}File "{match.group("path")}", line {line}, in {match.group("fn")}'
+
+
+def _dialect_line(text: str, start: int, end: int) -> str | None:
+    """The line text[start:end] written as Python's traceback writes it, or None when it is no frame
+    of another printer."""
+    line = text[start:end]
+    if (found := _RICH_FRAME.match(line)) is not None:
+        return _frame_line(found, found.group("line"))
+    if (found := _RICH_ARROW.match(line)) is not None:
+        code = found.group("code").replace("│", " ").strip()
+        return f"{found.group('lead')}---> {found.group('line')} {code}"
+    for pattern in (_FAULTHANDLER, _PY_SPY, _PYTEST):
+        if (found := pattern.match(line)) is not None:
+            return _frame_line(found, found.group("line"))
+    if (found := _IPYTHON7.match(line)) is not None:
+        arrow = _IPYTHON7_ARROW.search(text, end, end + _DIALECT_LOOKAHEAD)
+        return _frame_line(found, arrow.group("line") if arrow else "0")
+    return None
+
+
+def _dialect_frames(text: str) -> str:
+    """Every frame other printers of a Python stack wrote, written the way Python's traceback does:
+    the frame rules and the call-graph table then read one form (line numbers and line count kept)."""
+    pieces: list[str] = []
+    done = 0
+    for words in _DIALECT_WORDS.finditer(text):
+        start = text.rfind("\n", 0, words.start()) + 1
+        if start < done:
+            continue  # a line already looked at
+        end = text.find("\n", words.end())
+        end = len(text) if end < 0 else end
+        rewritten = _dialect_line(text, start, end)
+        if rewritten is not None:
+            pieces += [text[done:start], rewritten]
+            done = end
     if not pieces:
         return text
     pieces.append(text[done:])
@@ -257,17 +370,13 @@ def split_prefixes(raw: str) -> tuple[str, str, str]:
         match = _PREFIX.match(text)
         if match is None or match.end() == 0:
             break
-        if match.group("proc"):
+        kind = match.lastgroup  # the family's own group: each alternative is one named group
+        if kind == "proc":
             source = match.group("proc")
-        elif match.group("rank") and not source:
-            source = match.group("rank").split("]")[0].lstrip("[")  # torch.distributed: [rank3]:
-        elif match.group("container") and not source:
-            source = match.group("container").split("|")[0].strip()
-        found_level = (
-            match.group("level") or match.group("pylevel") or match.group("ulevel") or match.group("plevel")
-        )
-        if found_level:
-            level = found_level
+        elif kind in _SOURCE_OF and not source:
+            source = _SOURCE_OF[kind](match)
+        if kind in _LEVEL_OF:
+            level = _LEVEL_OF[kind](match) or level
         text = text[match.end() :]
     text = text.rstrip()
     if text.endswith("**"):
@@ -324,8 +433,65 @@ def _repeated_runs(lines: list[str]) -> list[int] | None:
     return starts if (len(lines) - len(starts)) * 5 > len(lines) else None
 
 
+# A width a few longer lines do not hide (a title or sentence the person typed around a terminal's
+# output, never wrapped: no record of a program) is taken only when this many lines have it and are
+# continued by the next line (no new record starts there), and at most 1% of the lines are longer.
+_WRAPPED_LEAST = 3
+_LONGER_SHARE = 100
+
+
+def _wrap_width(lines: list[str], lengths: list[int]) -> int | None:
+    """The width a paste was hard-wrapped at: the longest length two or more lines share, or the
+    longest that _WRAPPED_LEAST lines continued by the next one share below at most 1% of the
+    lines (one at least)."""
+    width = max(lengths, default=0)
+    if width < _MIN_WRAP_WIDTH:
+        return None
+    counts = collections.Counter(lengths)
+    if counts[width] >= 2:
+        return width
+    allowed, longer = max(1, len(lengths) // _LONGER_SHARE), 0
+    for length in heapq.nlargest(allowed + 1, counts):
+        if length < _MIN_WRAP_WIDTH:
+            return None
+        if (
+            counts[length] >= _WRAPPED_LEAST
+            and longer
+            and _all_typed(itertools.compress(lines, map(length.__lt__, lengths)))
+            and _mostly_continued(lines, lengths, length)
+        ):
+            return length
+        longer += counts[length]
+        if longer > allowed:
+            return None
+    return None
+
+
+def _all_typed(lines: Iterable[str]) -> bool:
+    """Whether no line is a program's record (a prefix or a record's start): lines a person typed."""
+    for line in lines:
+        prefix = _PREFIX.match(line)
+        if _RECORD.match(line) or (prefix is not None and line[: prefix.end()].strip()):
+            return False
+    return True
+
+
+def _mostly_continued(lines: list[str], lengths: list[int], width: int) -> bool:
+    """Whether _WRAPPED_LEAST lines of `width` and two in three of them are continued by the next
+    (a line may end exactly at the width: then the next one starts a record)."""
+    at = list(itertools.compress(range(len(lines) - 1), map(width.__eq__, lengths)))
+    spare = len(at) - max(_WRAPPED_LEAST, -(-2 * len(at) // 3))  # lines that may start no wrap
+    for index in at:
+        if not _continues(lines[index + 1], lines[index]):
+            spare -= 1
+            if spare < 0:
+                return False
+    return True
+
+
 def _wrap_points(lines: list[str], starts: list[int] | None = None) -> set[int]:
-    """Indexes of lines cut at the terminal width: the longest length, shared by two or more.
+    """Indexes of lines cut at the terminal width (`_wrap_width`: the longest length two or more
+    lines share, unless a few longer lines a person typed hide it).
 
     A line followed by the same line is no wrap point (a wrapped piece never repeats whole), so a
     run of one pasted line is not rejoined piece by piece: given the runs (`starts`, `_run_starts`
@@ -342,15 +508,25 @@ def _wrap_points(lines: list[str], starts: list[int] | None = None) -> set[int]:
             return set()
         return set(ends)
     lengths = list(map(len, lines))
-    width = max(lengths, default=0)
-    if width < _MIN_WRAP_WIDTH or lengths.count(width) < 2:
+    wrapped = _wrap_width(lines, lengths)
+    if wrapped is None:
         return set()
+    width = wrapped
     # (line, next line) pairs compared in C, without a Python step per line
     pairs = map(operator.and_, map(width.__eq__, lengths), map(operator.ne, lines, lines[1:]))
     points = set(itertools.compress(range(len(lines) - 1), pairs))
     if lengths[-1] == width:
         points.add(len(lines) - 1)
     return points
+
+
+def _rewrite_joined_frames(lines: list[str], moved: set[int]) -> None:
+    """Frames of other printers that a hard wrap had cut, rewritten once rejoined (in place): cleaning
+    ran on the pieces, where no printer's frame was whole."""
+    for index in {index - 1 for index in moved} - moved:
+        joined = lines[index]
+        if ".py" in joined or "❱" in joined:
+            lines[index] = _dialect_frames(_python_frames(joined))
 
 
 def _unwrap(lines: list[str], points: set[int]) -> set[int]:
@@ -395,8 +571,9 @@ def _continues(line: str, previous: str) -> bool:
     if not line.strip() or line == previous or _RECORD.match(line):
         return False
     match = _PREFIX.match(line)
-    # a break at a space leaves the rest indented; indentation alone starts no record
-    return match is None or match.end() == 0 or not line[: match.end()].strip()
+    # a break at a space leaves the rest indented; indentation alone starts no record, nor a piece
+    # opening with a call's `**kwargs` (what a markdown bold mark looks like)
+    return match is None or not line[: match.end()].strip() or line.startswith("**")
 
 
 class Document:
@@ -430,6 +607,7 @@ class Document:
         points |= _wrap_points(lines, starts)
         moved = _unwrap(lines, points) if points else set()
         if moved:
+            _rewrite_joined_frames(lines, moved)
             raw, data = "\n".join(lines), None
         self.text = raw
         # 1-based numbers of the lines whose text a rejoined wrap moved onto an earlier line

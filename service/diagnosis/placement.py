@@ -21,6 +21,7 @@ from typing import Protocol
 
 import msgspec
 
+from service.diagnosis.frames import stack_below
 from service.diagnosis.normalize import Document, Line, is_prose
 from service.diagnosis.scan import Hit
 from service.packs.evidence import ClueKind, EvidenceWeights
@@ -299,11 +300,17 @@ def _marker_after(ctx: StageLookup, after: int, printed: bool = False) -> Clue |
 def gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) -> list[Clue]:
     """Every clue to where the failure stated on `line` happened; `default` is the phase its rule
     gives when nothing else speaks."""
-    start = _traceback_start(ctx.doc, line, _FRAME_WINDOW)
-    frames = [h for h in ctx.lazy(start, line.number) if h.compiled.rule.kind == "frame"]
+    start, end = _traceback_start(ctx.doc, line, _FRAME_WINDOW), line.number
+    frames = [h for h in ctx.lazy(start, end) if h.compiled.rule.kind == "frame"]
+    below = None if frames else stack_below(ctx.doc, line.number)
+    if below is not None:  # the failure heads its own stack: IPython's header, a fatal error's dump
+        start, end = below[0], below[1]
+        frames = [h for h in ctx.lazy(start, end) if h.compiled.rule.kind == "frame"]
+        if below[2]:
+            frames.reverse()  # listed innermost first
     clues = _frame_clues(frames, line.source, "frame", "inner_frame")
     if not clues:
-        known = ctx.table_frame(start, line.number, line.source)
+        known = ctx.table_frame(start, end, line.source)
         if known is not None:
             kind: ClueKind = "construction_frame" if known[0] == "init" else "table_frame"
             clues.append(Clue(kind, known[0], f"traceback frame {known[1]}", known[2]))

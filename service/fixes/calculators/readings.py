@@ -9,6 +9,8 @@ import re
 
 from service import budget
 from service.fixes.context import FixContext
+from service.processes import failing_process
+from service.schemas import OtherProcess
 from service.versions import NEWEST
 
 __all__ = [
@@ -113,24 +115,14 @@ def others(ctx: FixContext) -> list[tuple[int, float, str | None]]:
 
 
 def _vllm_itself(ctx: FixContext, found: list[tuple[int, float, str | None]]) -> int | None:
-    """The PID in a torch OOM's process list that is vLLM's own worker, if one is.
-
-    In containers NVML reports host PIDs, so the OOM text lists the failing process as
-    "Process N has X memory in use" instead of "this process has": when no such sentence was
-    read, the process whose memory matches what PyTorch itself holds (plus its CUDA context) is it.
-    """
+    """The PID in a torch OOM's process list that is vLLM's own worker, if one is (service.processes:
+    in containers it is listed as "Process N has …" like any other)."""
     f = ctx.facts
-    if f.process_in_use_gib is not None:
-        # the facts name the failing process's use: stated ("this process has"), or the one listed
-        # process holding PyTorch's reserve (service/diagnosis/facts.py), which is then listed too
-        listed = [p for p in found if p[1] == f.process_in_use_gib]
-        return listed[0][0] if len(listed) == 1 else None
-    if f.torch_allocated_gib is None:
-        return None
-    torch_gib = f.torch_allocated_gib + (f.torch_reserved_unallocated_gib or 0.0)
-    slack = max(1.5, 0.1 * torch_gib)
-    matches = [p for p in found if torch_gib - 0.1 <= p[1] <= torch_gib + slack]
-    return min(matches, key=lambda p: p[1] - torch_gib)[0] if matches else None
+    listed = [OtherProcess(pid=pid, used_gib=used) for pid, used, _ in found]
+    own = failing_process(
+        listed, f.torch_allocated_gib, f.torch_reserved_unallocated_gib, f.process_in_use_gib
+    )
+    return own.pid if own is not None else None
 
 
 def describe_process(pid: int, used_gib: float, name: str | None) -> str:
