@@ -417,7 +417,9 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
     erred = any(h.compiled.rule.severity == "error" for h in errors)
     # a pasted command's flags (`--kv-cache-dtype fp8 \`) are settings, not a message retold
     explained = {h.line.number for h in hits if h.compiled.rule.kind in ("failure", "oom")}
-    seen = _from_fragments(ctx, explained | away | command_lines(ctx.doc, hits), against_error=erred)
+    # (code, a diff or help text holds vLLM's wording too: computed here also when nothing matched)
+    shown = explained | shown_not_run(ctx.doc, ctx.prose) | command_lines(ctx.doc, hits)
+    seen = _from_fragments(ctx, shown, against_error=erred)
     if seen is not None and seen.root is not None and seen.root.compiled.rule.severity != "error":
         titled = _titled_error(ctx, hits, taken_back)
         if titled is not None:  # a warning's retold wording below the error the title names

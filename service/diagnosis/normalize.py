@@ -408,6 +408,7 @@ class Document:
         "_distinct",
         "_ends",
         "_starts",
+        "fences",
         "lines",
         "memo",
         "moved",
@@ -416,6 +417,8 @@ class Document:
     )
 
     def __init__(self, raw: str) -> None:
+        # (number, text) of every line holding a code fence, as pasted: cleaning removes the fences
+        self.fences: tuple[tuple[int, str], ...] = _fence_lines(raw) if "```" in raw or "~~~" in raw else ()
         encoded = raw.encode("utf-8", errors="replace")
         data: bytes | None = encoded
         points: set[int] = set()
@@ -544,6 +547,15 @@ class Document:
         first = max(1, first)
         last = min(len(self.lines), last)
         return [self.line(n) for n in range(first, last + 1)]
+
+
+def _fence_lines(raw: str) -> tuple[tuple[int, str], ...]:
+    """(1-based number, text) of each line of `raw` with a ``` or ~~~ fence on it."""
+    return tuple(
+        (number, line.rstrip("\r"))
+        for number, line in enumerate(raw.split("\n"), start=1)
+        if "```" in line or "~~~" in line
+    )
 
 
 def _distinct_data(lines: list[str], starts: list[int] | None, data: bytes) -> bytes:
