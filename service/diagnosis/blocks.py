@@ -83,10 +83,14 @@ _EXCEPTION_LINE = re.compile(r"^[ \t]*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Except
 
 # argparse's help: `usage: prog …`, an option line (`  -h, --help  show…`, `  --max-model-len
 # MAX_MODEL_LEN`), a group heading (`options:`, `CacheConfig:`), and help lines indented under them.
-_USAGE = re.compile(r"(?m)^usage: \S")
 _OPTION = re.compile(r"^[ ]{1,6}(?:-\w(?: \S+)?, )?--[a-z][\w-]*(?:[ =]\S+)*(?:[ ]{2,}\S.*)?$")
 _HEADING = re.compile(r"^[A-Za-z][\w ,/()\-]*:$")
-_HELP_START = re.compile(r"(?m)^(?:usage: \S|[ ]{1,6}(?:-\w, )?--[a-z][\w-]*)")
+# where help text may start, each found from its literal newline (a `^` is tried at every position)
+_HELP_START = re.compile(r"\n(?:usage: \S|[ ]{1,6}(?:-\w, )?--[a-z])")
+
+# where a hunk, an indented block or help text may start, found from its literal newline (a `^`
+# would be tried at every position)
+_MAY_HOLD = re.compile(r"\n(?:@@ -\d|[ \t]*\n[ ]{4}|usage: \S|[ ]{1,6}(?:-\w, )?--[a-z])")
 _INDENTED_BLOCK = re.compile(r"(?:\A|\n[ \t]*\n)(?=[ ]{4}[ ]*\S)")
 
 
@@ -100,9 +104,12 @@ def code_lines(doc: Document) -> frozenset[int]:
 
 
 def _found(doc: Document) -> Iterator[int]:
-    yield from _hunk_lines(doc)
     for first, last, tag in _fenced_blocks(doc):
         yield from _if_code(doc, first, last, tag)
+    text = doc.text
+    if _MAY_HOLD.search(text) is None and _MAY_HOLD.match(f"\n{text[:200]}") is None:
+        return  # no hunk, no indented block, no help text: most logs (one pass, from each newline)
+    yield from _hunk_lines(doc)
     for first, last in _indented_blocks(doc):
         yield from _if_code(doc, first, last, None)
     yield from _help_lines(doc)
@@ -201,7 +208,7 @@ def _help_lines(doc: Document) -> Iterator[int]:
     """The lines of argparse help text: from a `usage:` line or an option line, the option lines,
     group headings, blank lines and lines indented under them, up to the first line that is none."""
     text = doc.text
-    if "--" not in text or _HELP_START.search(text) is None:
+    if _HELP_START.search(text) is None and not _HELP_START.match(f"\n{text[:80]}"):
         return
     total, number = len(doc), 1
     while number <= total:
