@@ -36,6 +36,7 @@ _CODE_TAGS = frozenset(
 )  # fmt: skip
 # The share of a block's lines that must read as code: under a code language's tag, or untagged.
 _TAGGED_SHARE, _UNTAGGED_SHARE = 0.25, 0.5
+_UNTAGGED_LEAST = 2  # code lines an untagged block needs: one line alone says little
 _MAX_BLOCK = 400  # lines one block is judged on (the work stays bounded; longer blocks are cut)
 
 # A fence line: ``` or ~~~ at a line's start (after blanks or a quote's `>`), a language tag, or a
@@ -46,8 +47,9 @@ _FENCE_CLOSE_END = re.compile(r"\S.*?(?:`{3,}|~{3,})[ \t]*$")
 
 # What a line of source code, a diff, a config or a shell script looks like (after an optional diff
 # marker): a statement keyword, a definition, an import, an assignment, a call, a closing bracket, a
-# string literal going on, a YAML/JSON key (one word: a log's "Available KV cache memory:" has
-# spaces), a YAML list item, a shell prompt or continuation.
+# string literal going on, a YAML/JSON key (one word, lower-case first: a log's "Available KV cache
+# memory:" has spaces, a status such as `RESOURCE_EXHAUSTED:` is upper-case), a YAML list item, a
+# shell prompt or continuation.
 _CODE = re.compile(
     r"""^[+\-]?[ \t]*(?:
       (?:async[ ]+)?def[ ]+\w+[ ]*\( | class[ ]+\w+[ ]*[(:]
@@ -60,7 +62,7 @@ _CODE = re.compile(
     | [)\]}]+[,;:)]*[ ]*$
     | f?(?:"[^"\n]*"|'[^'\n]*')[ ]*[,)+\\]?[ ]*$
     | "[\w.\-]+"[ ]*:
-    | [A-Za-z_][\w.\-]*:(?:[ ]|$)
+    | [a-z_][\w.\-]*:(?:[ ]|$)
     | -[ ]+\S
     | [{\[][ ]*$
     | \$[ ]+\S | \S[^\n]*[ ]\\$ | \#!
@@ -68,6 +70,8 @@ _CODE = re.compile(
     )""",
     re.VERBOSE,
 )
+_COMMENT = re.compile(r"^[+\-]?[ \t]*(?:\#(?!!)|//)")
+_NAMED_EXCEPTION = re.compile(r"\b(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):[ ]")
 _DIFF_HEADER = re.compile(
     r"^(?:diff --git |index [0-9a-f]+\.\.|--- (?:a/|/dev/null)|\+\+\+ (?:b/|/dev/null))"
 )
@@ -186,9 +190,17 @@ def _if_code(doc: Document, first: int, last: int, tag: str | None) -> Iterator[
     if not written or any(_is_record(doc, line) for line in written):
         return
     coded = sum(1 for line in written if _CODE.match(line) or _DIFF_HEADER.match(line))
-    share = _TAGGED_SHARE if tag in _CODE_TAGS else _UNTAGGED_SHARE
-    if coded and coded >= share * len(written):
-        yield from range(first, last + 1)
+    tagged = tag in _CODE_TAGS
+    share = _TAGGED_SHARE if tagged else _UNTAGGED_SHARE
+    if coded >= (1 if tagged else _UNTAGGED_LEAST) and coded >= share * len(written):
+        # a whole-line comment quoting an exception is a run's record ("# fails with: ValueError: …")
+        yield from (n for n, line in enumerate(lines, start=first) if not _reports_error(line))
+
+
+def _reports_error(line: str) -> bool:
+    """Whether a whole-line comment quotes an exception as its message (the author noting what a
+    run printed, as people annotate a reproduction script)."""
+    return _COMMENT.match(line) is not None and _NAMED_EXCEPTION.search(line) is not None
 
 
 def _is_record(doc: Document, line: str) -> bool:

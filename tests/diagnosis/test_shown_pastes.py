@@ -149,3 +149,12 @@ def test_argparse_help_text_is_shown_not_printed_by_a_run() -> None:
         "Which of these should I lower?"
     )
     assert code_lines(Document(text)) == frozenset(range(1, 8))
+
+
+def test_a_comment_quoting_an_exception_in_a_script_stays_a_record_of_the_run() -> None:
+    text = (
+        "```bash\nexport VLLM_USE_V1=0\n"
+        "# fails with: ValueError: Prompt length of 2048 is longer than 2048.\n"
+        "vllm serve m \\\n  --max-model-len 2048\n```"
+    )
+    assert code_lines(Document(text)) == frozenset({2, 4, 5})
