@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
+
+import re2
 
 from service.diagnosis.normalize import Document
 
@@ -92,9 +95,15 @@ _HEADING = re.compile(r"^[A-Za-z][\w ,/()\-]*:$")
 # where help text may start, each found from its literal newline (a `^` is tried at every position)
 _HELP_START = re.compile(r"\n(?:usage: \S|[ ]{1,6}(?:-\w, )?--[a-z])")
 
-# where a hunk, an indented block or help text may start, found from its literal newline (a `^`
-# would be tried at every position)
-_MAY_HOLD = re.compile(r"\n(?:@@ -\d|[ \t]*\n[ ]{4}|usage: \S|[ ]{1,6}(?:-\w, )?--[a-z])")
+
+def _may_hold() -> Any:
+    options = re2.Options()
+    options.log_errors = False
+    return re2.compile(r"\n(?:@@ -\d|[ \t]*\n[ ]{4}|usage: \S|[ ]{1,6}(?:-\w, )?--[a-z])", options)
+
+
+# where a hunk, an indented block or help text may start (after a newline)
+_MAY_HOLD = _may_hold()
 _INDENTED_BLOCK = re.compile(r"(?:\A|\n[ \t]*\n)(?=[ ]{4}[ ]*\S)")
 
 
@@ -110,9 +119,8 @@ def code_lines(doc: Document) -> frozenset[int]:
 def _found(doc: Document) -> Iterator[int]:
     for first, last, tag in _fenced_blocks(doc):
         yield from _if_code(doc, first, last, tag)
-    text = doc.text
-    if _MAY_HOLD.search(text) is None and _MAY_HOLD.match(f"\n{text[:200]}") is None:
-        return  # no hunk, no indented block, no help text: most logs (one pass, from each newline)
+    if _MAY_HOLD.search(doc.data) is None and _MAY_HOLD.match(f"\n{doc.text[:200]}".encode()) is None:
+        return  # no hunk, no indented block, no help text: most logs (one RE2 pass over the bytes)
     yield from _hunk_lines(doc)
     for first, last in _indented_blocks(doc):
         yield from _if_code(doc, first, last, None)
