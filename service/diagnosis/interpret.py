@@ -12,6 +12,7 @@ from bisect import bisect_left, bisect_right
 
 import msgspec
 
+from service.diagnosis.blocks import code_lines
 from service.diagnosis.command import command_lines
 from service.diagnosis.fragments import FragmentHit, find_fragments, loudest_printing
 from service.diagnosis.frames import CONSTRUCTION, ONE_PHASE_STAGES, FramePlace, cut_traceback, deepest_frame
@@ -127,7 +128,9 @@ class Context:
         self._lazy = LineBlocks(doc, signatures.lazy)
         self._present: list[CompiledRule] | None = None
         self._signs: list[tuple[Stage, str, int | None]] | None = None
-        self._eager_markers = [h for h in hits if is_marker(h)]  # in line order, as the scan found them
+        # in line order, as the scan found them; a marker's wording in pasted code marks no stage
+        self._shown = code_lines(doc)
+        self._eager_markers = [h for h in hits if is_marker(h) and h.line.number not in self._shown]
         self._eager_marker_lines = [h.line.number for h in self._eager_markers]
         self._eager_by_source: dict[str, list[int]] = {}
         for marker in self._eager_markers:
@@ -219,7 +222,11 @@ class Context:
 
     def markers(self, first: int, last: int) -> list[Hit]:
         """Stage markers on lines first..last in line order: lazy stage lines and eager markers."""
-        found = [h for h in self.lazy(first, last) if h.compiled.rule.kind == "stage"]
+        found = [
+            h
+            for h in self.lazy(first, last)
+            if h.compiled.rule.kind == "stage" and h.line.number not in self._shown
+        ]
         lines = self._eager_marker_lines
         found += self._eager_markers[bisect_left(lines, first) : bisect_right(lines, last)]
         return sorted(found, key=lambda h: h.line.number)

@@ -158,3 +158,16 @@ def test_a_comment_quoting_an_exception_in_a_script_stays_a_record_of_the_run() 
         "vllm serve m \\\n  --max-model-len 2048\n```"
     )
     assert code_lines(Document(text)) == frozenset({2, 4, 5})
+
+
+def test_a_stage_markers_wording_in_pasted_code_places_no_failure(packs: RulePacks) -> None:
+    oom = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+        "capacity of 23.64 GiB of which 1.20 GiB is free.\n"
+    )
+    code = (
+        '```python\ndef on_ready(self):\n    logger.info("Application startup complete.")\n'
+        "    self.ready = True\n```\n"
+    )
+    alone, with_code = classify_text(oom, packs), classify_text(f"{code}\n{oom}", packs)
+    assert (with_code.phase, with_code.confidence) == (alone.phase, alone.confidence)
