@@ -211,8 +211,8 @@ class Context:
 
     def stages_said(self) -> list[tuple[Stage, int, str]]:
         """What the person says they were doing, stage by stage, in any of their sentences (cached)."""
-        if self._said is None:
-            self._said = stages_said(self.doc, self.prose)
+        if self._said is None:  # a line of pasted code is nobody's sentence
+            self._said = [said for said in stages_said(self.doc, self.prose) if said[1] not in self._shown]
         return self._said
 
     def lazy(self, first: int, last: int) -> list[Hit]:
