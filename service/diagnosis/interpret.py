@@ -12,6 +12,7 @@ from bisect import bisect_left, bisect_right
 
 import msgspec
 
+from service.diagnosis.blocks import code_lines
 from service.diagnosis.command import command_lines
 from service.diagnosis.fragments import FragmentHit, find_fragments, loudest_printing
 from service.diagnosis.frames import (
@@ -134,7 +135,9 @@ class Context:
         self._lazy = LineBlocks(doc, signatures.lazy)
         self._present: list[CompiledRule] | None = None
         self._signs: list[tuple[Stage, str, int | None]] | None = None
-        self._eager_markers = [h for h in hits if is_marker(h)]  # in line order, as the scan found them
+        # in line order, as the scan found them; a marker's wording in pasted code marks no stage
+        self._shown = code_lines(doc)
+        self._eager_markers = [h for h in hits if is_marker(h) and h.line.number not in self._shown]
         self._eager_marker_lines = [h.line.number for h in self._eager_markers]
         self._eager_by_source: dict[str, list[int]] = {}
         for marker in self._eager_markers:
@@ -215,8 +218,8 @@ class Context:
 
     def stages_said(self) -> list[tuple[Stage, int, str]]:
         """What the person says they were doing, stage by stage, in any of their sentences (cached)."""
-        if self._said is None:
-            self._said = stages_said(self.doc, self.prose)
+        if self._said is None:  # a line of pasted code is nobody's sentence
+            self._said = [said for said in stages_said(self.doc, self.prose) if said[1] not in self._shown]
         return self._said
 
     def lazy(self, first: int, last: int) -> list[Hit]:
@@ -226,7 +229,11 @@ class Context:
 
     def markers(self, first: int, last: int) -> list[Hit]:
         """Stage markers on lines first..last in line order: lazy stage lines and eager markers."""
-        found = [h for h in self.lazy(first, last) if h.compiled.rule.kind == "stage"]
+        found = [
+            h
+            for h in self.lazy(first, last)
+            if h.compiled.rule.kind == "stage" and h.line.number not in self._shown
+        ]
         lines = self._eager_marker_lines
         found += self._eager_markers[bisect_left(lines, first) : bisect_right(lines, last)]
         return sorted(found, key=lambda h: h.line.number)
@@ -424,7 +431,9 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
     erred = any(h.compiled.rule.severity == "error" for h in errors)
     # a pasted command's flags (`--kv-cache-dtype fp8 \`) are settings, not a message retold
     explained = {h.line.number for h in hits if h.compiled.rule.kind in ("failure", "oom")}
-    seen = _from_fragments(ctx, explained | away | command_lines(ctx.doc, hits), against_error=erred)
+    # (code, a diff or help text holds vLLM's wording too: computed here also when nothing matched)
+    shown = explained | shown_not_run(ctx.doc, ctx.prose) | command_lines(ctx.doc, hits)
+    seen = _from_fragments(ctx, shown, against_error=erred)
     if seen is not None and seen.root is not None and seen.root.compiled.rule.severity != "error":
         titled = _titled_error(ctx, hits, taken_back)
         if titled is not None:  # a warning's retold wording below the error the title names

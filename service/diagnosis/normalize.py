@@ -86,6 +86,7 @@ def _triggers() -> tuple[Any, ...]:
 # alternation (or a lone byte class) walks the DFA byte by byte, ten times slower. Control bytes
 # (tab and carriage return included, newline not) are found by deleting every other byte, in C.
 _TRIGGERS = _triggers()
+_FENCES = tuple(re2.compile(fence) for fence in ("```", "~~~"))  # searched on the bytes: memchr speed
 _CONTROL_BYTES = bytes([*range(0x00, 0x0A), *range(0x0B, 0x20), 0x7F])
 _OTHER_BYTES = bytes(b for b in range(256) if b not in _CONTROL_BYTES)
 
@@ -585,6 +586,7 @@ class Document:
         "_distinct",
         "_ends",
         "_starts",
+        "fences",
         "lines",
         "memo",
         "moved",
@@ -593,7 +595,10 @@ class Document:
     )
 
     def __init__(self, raw: str) -> None:
+        # (number, text) of every line holding a code fence, as pasted: cleaning removes the fences
         encoded = raw.encode("utf-8", errors="replace")
+        fenced = any(fence.search(encoded) is not None for fence in _FENCES)
+        self.fences: tuple[tuple[int, str], ...] = _fence_lines(raw) if fenced else ()
         data: bytes | None = encoded
         points: set[int] = set()
         lines = raw.split("\n")
@@ -722,6 +727,15 @@ class Document:
         first = max(1, first)
         last = min(len(self.lines), last)
         return [self.line(n) for n in range(first, last + 1)]
+
+
+def _fence_lines(raw: str) -> tuple[tuple[int, str], ...]:
+    """(1-based number, text) of each line of `raw` with a ``` or ~~~ fence on it."""
+    return tuple(
+        (number, line.rstrip("\r"))
+        for number, line in enumerate(raw.split("\n"), start=1)
+        if "```" in line or "~~~" in line
+    )
 
 
 def _distinct_data(lines: list[str], starts: list[int] | None, data: bytes) -> bytes:

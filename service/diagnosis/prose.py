@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from service.diagnosis.blocks import code_lines
 from service.diagnosis.normalize import Document, Line, is_prose
 from service.diagnosis.placement import stage_after, stage_before
 from service.packs.prose import ProseVocabulary
@@ -403,36 +404,20 @@ def _negated(line: Line, vocabulary: ProseVocabulary) -> bool:
     return taken_back and not any(_affirms(c, vocabulary) for c in clauses)
 
 
-# A unified diff's hunk header (`@@ -231,4 +231,6 @@ def f(...)`): the lines after it that open with
-# a space, `+` or `-` are source code under review, not what a run printed.
-_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
-_HUNK_LINE = ("+", "-", " ", "\t", "\\")
 _INTRODUCER_ENDS = (":", "：")
 _BLOCK_LINES = 40  # lines a quoted block after its introducer may run (the work stays bounded)
 
 
 def shown_not_run(doc: Document, vocabulary: ProseVocabulary) -> frozenset[int]:
-    """Lines a paste shows that did not happen in this run: source code in a diff's hunks, and the
-    block a person's sentence introduces as only supposed ("很可能会出现如下情况：", "you may see
-    the following error:", "if it is too long it could fail with:"), up to its first blank line."""
+    """Lines a paste shows that did not happen in this run: code, diffs, configs and help text
+    (`blocks.code_lines`), and the block a person's sentence introduces as only supposed
+    ("很可能会出现如下情况：", "you may see the following error:", "if it is too long it could fail
+    with:"), up to its first blank line."""
     key = ("shown not run", id(vocabulary), "")
     known = doc.memo.get(key)
     if not isinstance(known, frozenset):
-        known = doc.memo[key] = frozenset(_hunk_lines(doc)) | frozenset(_supposed_blocks(doc, vocabulary))
+        known = doc.memo[key] = code_lines(doc) | frozenset(_supposed_blocks(doc, vocabulary))
     return known
-
-
-def _hunk_lines(doc: Document) -> Iterator[int]:
-    if "@@ -" not in doc.text:
-        return
-    total = len(doc)
-    for index, text in enumerate(doc.lines):
-        if not _HUNK.match(text):
-            continue
-        number = index + 2
-        while number <= total and doc.lines[number - 1].startswith(_HUNK_LINE):
-            yield number
-            number += 1
 
 
 def _supposed_blocks(doc: Document, vocabulary: ProseVocabulary) -> Iterator[int]:
