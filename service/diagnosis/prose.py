@@ -316,9 +316,9 @@ def _readings(vocabulary: ProseVocabulary) -> dict[tuple[str, str], tuple[Any, .
 
 
 def _reading(vocabulary: ProseVocabulary, kind: str, text: str) -> tuple[Any, ...] | None:
-    """What an earlier read of an unprefixed line with this text found (`kind`: which reading), or
-    None: such a line's reading depends on its text alone, so a line pasted again (in this paste,
-    on every rank, in a later request) is read once per process."""
+    """What an earlier read of a line with this text found (`kind`: which reading), or None: a
+    line's reading depends on its text alone, so a line pasted again (in this paste, on every
+    rank, in a later request) is read once per process."""
     return _readings(vocabulary).get((kind, text))
 
 
@@ -407,11 +407,12 @@ def is_negated_prose(doc: Document, number: int, vocabulary: ProseVocabulary) ->
     counts even when it is too short to read as prose when it ends in a question mark ("will it
     OOM?"). Words the person quotes
     (`"RuntimeError: … to avoid this error."`) are the program's, not theirs, and are not read."""
-    key = ("negated prose", id(vocabulary), doc.lines[number - 1])  # identical lines read alike
-    known = doc.memo.get(key)
+    raw = doc.lines[number - 1]  # identical lines read alike, in this paste and in later ones
+    known = _reading(vocabulary, "negated", raw)
     if known is None:
-        known = doc.memo[key] = _negated(doc.line(number), vocabulary)
-    return bool(known)
+        known = (_negated(doc.line(number), vocabulary),)
+        _remember(vocabulary, "negated", raw, known)
+    return bool(known[0])
 
 
 def _negated(line: Line, vocabulary: ProseVocabulary) -> bool:
