@@ -122,7 +122,12 @@ def _said_lines(doc: Document) -> Iterator[str]:
     total = len(doc)
     first, last = range(1, min(total, _SAID_LINES) + 1), range(max(1, total - _SAID_LINES + 1), total + 1)
     around = sorted({*first, *last})
+    said: dict[str, str | None] = {}  # a line's verdict follows from its text: copies are judged once
     for number in around:
-        line = doc.line(number)
-        if is_prose(line):
-            yield line.text
+        raw = doc.lines[number - 1]
+        if raw not in said:
+            line = doc.line(number)
+            said[raw] = line.text if is_prose(line) else None
+        text = said[raw]
+        if text is not None:
+            yield text

@@ -330,8 +330,9 @@ def continue_hits(doc: Document, index: PatternIndex, hits: list[Hit]) -> list[H
     # a record reads the same wherever its lines repeat (their hits come from one scan of each
     # text): what it gave, by the texts of its lines and how many hits each has (a line past the
     # scan's bound has none, whatever its text), as (how many lines it covered, the facts of each
-    # hit on them, the hits it added)
-    read: dict[tuple[tuple[str, ...], tuple[int, ...]], _Outcome] = {}
+    # hit on them, the hits it added); kept for the process as the scan's line memo is, so the
+    # same record pasted on every rank or in a later request is read once
+    read: dict[tuple[tuple[str, ...], tuple[int, ...]], _Outcome] = index_memo(index, "record outcomes")
     covered = 0
     for number in sorted(by_line):
         if number <= covered:

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 import msgspec
 
 from service.diagnosis.command import FlagIssue, ParsedCommand, parse_command
+from service.diagnosis.normalize import MEMO_LINES
 from service.diagnosis.scan import Hit
 from service.diagnosis.settings import StatedSetting
+from service.packs.derived import per_pack
 from service.packs.fixes import FixPack
 from service.packs.signatures import SignatureRule
 from service.processes import failing_process
@@ -83,6 +85,25 @@ def _command_hits(hits: list[Hit]) -> list[Hit]:
     return [h for h in hits if "command" in h.facts]
 
 
+@per_pack()
+def _parsed_commands(history: FixPack) -> dict[tuple[str, str | None], ParsedCommand]:
+    return {}
+
+
+def _parsed(text: str, history: FixPack, version: str | None) -> ParsedCommand:
+    """parse_command of a pasted command, once per process for the same text and version: a paste
+    is read for facts more than once (the budget's hint, the answer), and the same command is
+    pasted again on every rank and in later requests. The result is shared: it is only read."""
+    memo = _parsed_commands(history)
+    key = (text, version)
+    parsed = memo.get(key)
+    if parsed is None:
+        if len(memo) >= MEMO_LINES:
+            memo.clear()
+        parsed = memo[key] = parse_command(text, history, version)
+    return parsed
+
+
 def collect_facts(
     hits: list[Hit],
     decisive_lines: set[int],
@@ -105,12 +126,8 @@ def collect_facts(
         for name, value in hit.facts.items():
             if name in FIRST_STATED and name != "command":
                 found.add(name, value, f"line {hit.line.number}")
-    parsed_by_text: dict[str, ParsedCommand] = {}  # the same command pasted again is parsed once
     for hit in _command_hits(hits):
-        text = str(hit.facts["command"])
-        if text not in parsed_by_text:
-            parsed_by_text[text] = parse_command(text, history, version)
-        parsed = parsed_by_text[text]
+        parsed = _parsed(str(hit.facts["command"]), history, version)
         for name, value in parsed.facts.items():
             found.add(name, value, f"line {hit.line.number}")
         found.flag_issues.extend((issue, hit.line.number) for issue in parsed.issues)
@@ -119,7 +136,7 @@ def collect_facts(
     for name, value in request_facts.items():
         found.add(name, value, "request")
     if request_command:
-        parsed = parse_command(request_command, history, version)
+        parsed = _parsed(request_command, history, version)
         for name, value in parsed.facts.items():
             found.add(name, value, "command")
         found.flag_issues.extend((issue, None) for issue in parsed.issues)

@@ -78,7 +78,7 @@ _PROGRESS: dict[Stage, int] = {
     "warmup": 2,
     "serving": 3,
 }
-_ENGINE_STAGES = frozenset({"loading", "profiling", "kv_cache", "warmup", "serving"})
+_ENGINE_STAGES: frozenset[Stage] = frozenset({"loading", "profiling", "kv_cache", "warmup", "serving"})
 # Stages that say a run started, not how far it got: a pasted command or engine arguments (`config`),
 # an engine's constructor or the person's "when starting it" (`init`).
 _STARTED = frozenset({"config", "init"})
@@ -260,6 +260,9 @@ def stage_before(stage: Stage) -> Stage:
     return earlier[0] if earlier else "device"
 
 
+_LAST_ORDER = max(_ORDER[stage] for stage in _ENGINE_STAGES)
+
+
 def stage_after_end(ctx: StageLookup, before: int, source: str) -> tuple[Stage, Hit] | None:
     """The stage a process was in at line `before` when the last marker before it (its own, else the
     run's) is a line printed as its stage ended (`finishes`): the next stage of start-up."""
@@ -279,7 +282,9 @@ def _marker_after(ctx: StageLookup, after: int, printed: bool = False) -> Clue |
     stage: an OOM is fatal, so it struck no earlier (`marker_after_log`, above the person's words)."""
     best: Hit | None = None
     high = len(ctx.doc.lines)
-    while high > after:
+    # walking back from the end, a marker of the last stage is never replaced (only a further stage
+    # replaces the one held): the walk stops there instead of reading the rest of a long paste
+    while high > after and (best is None or _ORDER[best.compiled.rule.stage or "config"] < _LAST_ORDER):
         low = max(after + 1, high - _WALK + 1)
         for hit in reversed(ctx.markers(low, high)):
             stage = hit.compiled.rule.stage

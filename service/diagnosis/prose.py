@@ -18,8 +18,9 @@ from typing import Any, Literal
 import msgspec
 
 from service.diagnosis.blocks import code_lines
-from service.diagnosis.normalize import Document, Line, is_prose
+from service.diagnosis.normalize import MEMO_LINES, Document, Line, is_prose
 from service.diagnosis.placement import stage_after, stage_before
+from service.packs.derived import per_pack
 from service.packs.prose import ProseVocabulary
 from service.packs.signatures import Stage
 from service.schemas import Phase
@@ -310,15 +311,35 @@ def is_sentence(line: Line) -> bool:
     return unquoted != line.text and is_prose(replace(line, text=unquoted))
 
 
+@per_pack()
+def _readings(vocabulary: ProseVocabulary) -> dict[tuple[str, str], tuple[Any, ...]]:
+    return {}
+
+
+def _reading(vocabulary: ProseVocabulary, kind: str, text: str) -> tuple[Any, ...] | None:
+    """What an earlier read of a line with this text found (`kind`: which reading), or None: a
+    line's reading depends on its text alone, so a line pasted again (in this paste, on every
+    rank, in a later request) is read once per process."""
+    return _readings(vocabulary).get((kind, text))
+
+
+def _remember(vocabulary: ProseVocabulary, kind: str, text: str, found: tuple[Any, ...]) -> None:
+    memo = _readings(vocabulary)
+    if len(memo) >= MEMO_LINES:
+        memo.clear()
+    memo[(kind, text)] = found
+
+
 def read_prose(doc: Document, vocabulary: ProseVocabulary) -> list[ProseCue]:
     """Every affirmative failure clause in the document's prose lines, in line order."""
     cues: list[ProseCue] = []
-    read: dict[str, list[ProseCue]] = {}  # a line pasted again is read once
     for line, repeats in _prose_lines(doc, vocabulary.said):
-        if line.text not in read:
-            read[line.text] = _read_line(line, vocabulary)
+        read = _reading(vocabulary, "cues", line.text)
+        if read is None:
+            read = tuple(_read_line(line, vocabulary))
+            _remember(vocabulary, "cues", line.text, read)
         for number in range(line.number, line.number + repeats):
-            cues.extend(msgspec.structs.replace(cue, line=number) for cue in read[line.text])
+            cues.extend(msgspec.structs.replace(cue, line=number) for cue in read)
     return cues
 
 
@@ -334,16 +355,18 @@ def stages_said(doc: Document, vocabulary: ProseVocabulary) -> list[tuple[Stage,
     failed: "I use batch size 512 to test the rollout phase … cuda OOM happens"): the stage each
     clause names, with its line and text, in line order (one RE2 pass finds the lines)."""
     found: list[tuple[Stage, int, str]] = []
-    read: dict[str, list[tuple[Stage, str]]] = {}
     for line, _ in _prose_lines(doc, vocabulary.any_stage):
-        if line.text not in read:
-            read[line.text] = []
+        read = _reading(vocabulary, "doing", line.text)
+        if read is None:
+            doing: list[tuple[Stage, str]] = []
             if is_sentence(line):
                 for clause in _clauses(_unquoted(line.text), vocabulary):
                     stage = _doing(clause, vocabulary)
                     if stage is not None:
-                        read[line.text].append((stage, clause.strip()))
-        found.extend((stage, line.number, text) for stage, text in read[line.text])
+                        doing.append((stage, clause.strip()))
+            read = tuple(doing)
+            _remember(vocabulary, "doing", line.text, read)
+        found.extend((stage, line.number, text) for stage, text in read)
     return found
 
 
@@ -385,11 +408,12 @@ def is_negated_prose(doc: Document, number: int, vocabulary: ProseVocabulary) ->
     counts even when it is too short to read as prose when it ends in a question mark ("will it
     OOM?"). Words the person quotes
     (`"RuntimeError: … to avoid this error."`) are the program's, not theirs, and are not read."""
-    key = ("negated prose", id(vocabulary), doc.lines[number - 1])  # identical lines read alike
-    known = doc.memo.get(key)
+    raw = doc.lines[number - 1]  # identical lines read alike, in this paste and in later ones
+    known = _reading(vocabulary, "negated", raw)
     if known is None:
-        known = doc.memo[key] = _negated(doc.line(number), vocabulary)
-    return bool(known)
+        known = (_negated(doc.line(number), vocabulary),)
+        _remember(vocabulary, "negated", raw, known)
+    return bool(known[0])
 
 
 def _negated(line: Line, vocabulary: ProseVocabulary) -> bool:
