@@ -223,6 +223,10 @@ FIX_GAPS = {
         "the AWQ shard-alignment refusal in backticks, read as a parallelism refusal (a known_miss): no"
         " head count, GPU count or command for a parallelism recipe to size"
     ),
+    "gh11-ascend4404-v1-910b-second-instance-qwen2.5-vl-3b-available-memory-0-chinese": (
+        "an NPU worker's `Available memory: 0` line with no max_model_len, KV budget or utilisation stated:"
+        " placed by the line, but no figure sizes the capacity recipes"
+    ),
 }
 CASES = sorted(p.stem for p in CORPUS.glob("*.log"))
 FIX_CASES = [
