@@ -253,10 +253,14 @@ def _decisive_phase(ctx: Context, hit: Hit, hint: HintFn) -> tuple[Phase, float,
         return placement.phase, placement.confidence, placement.basis
     assert rule.phase is not None
     if rule.phase == "host_oom":  # placed in the stage where it happened, as a CUDA OOM is (DESIGN §3.1)
+        # the kernel's or the kubelet's word in a person's sentence ("the pod is OOMKilled") is what
+        # they say, as sure as words can make it, not the line the system printed
+        sure = _PROSE_ONLY if is_sentence(hit.line) else 0.95
         placement = place_line(ctx, hit.line, None, _no_hint, ctx.weights)
         if placement.clues:
             stage = _HOST_STAGE[placement.phase]
-            return rule.phase, 0.95, f"its own message; {stage}, going by the {placement.basis}"
+            return rule.phase, sure, f"its own message; {stage}, going by the {placement.basis}"
+        return rule.phase, sure, "its own message"
     return rule.phase, 0.95, "its own message"
 
 
@@ -313,6 +317,14 @@ def _failure_said(ctx: Context) -> Verdict | None:
     said = next(iter(ctx.prose_cues()), None)
     if said is None:
         return None
+    killed = next((c for c in ctx.prose_cues() if ctx.prose.ended.search(c.text)), None)
+    if killed is not None and ctx.memory_side() == "host":
+        # a process the host ended (被 kill, SIGKILL, a pod evicted) in a post about host RAM: only
+        # the host kills for memory, the GPU's allocator raises (DESIGN §3.1)
+        quoted = f'the person\'s words only ("{killed.text[:80]}")'
+        return Verdict(
+            "host_oom", _PROSE_ONLY, None, f"{quoted}; the host ended it, and they speak of host RAM"
+        )
     basis = f'the person\'s words only ("{said.text[:80]}"): something failed, not for lack of memory'
     return Verdict("not_memory", ctx.weights.weights["stated_failure"], None, basis)
 

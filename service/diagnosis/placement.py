@@ -36,6 +36,8 @@ __all__ = [
     "is_marker",
     "place",
     "place_line",
+    "stage_after",
+    "stage_before",
     "stage_after_end",
     "weigh",
 ]
@@ -240,6 +242,24 @@ _ORDER: dict[Stage, int] = {
 }
 
 
+def stage_after(stage: Stage) -> Stage:
+    """The stage that follows `stage` in start-up order (serving follows itself). A person's
+    "start-up" (`init`) is all of it, so what comes after it is serving."""
+    if stage in _STARTED:
+        return "serving"
+    following = [s for s, order in _ORDER.items() if order == _ORDER[stage] + 1]
+    return following[0] if following else stage
+
+
+def stage_before(stage: Stage) -> Stage:
+    """The stage a failure said to come before `stage` happened in: before any request is start-up
+    (which step unsaid), before the weights load is a worker setting up its device."""
+    if stage == "serving":
+        return "init"
+    earlier = [s for s, order in _ORDER.items() if order == _ORDER[stage] - 1 and s not in _STARTED]
+    return earlier[0] if earlier else "device"
+
+
 def stage_after_end(ctx: StageLookup, before: int, source: str) -> tuple[Stage, Hit] | None:
     """The stage a process was in at line `before` when the last marker before it (its own, else the
     run's) is a line printed as its stage ended (`finishes`): the next stage of start-up."""
@@ -326,7 +346,7 @@ def gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) ->
     # the person's other sentences are read only when no frame, marker or sentence of theirs about
     # the failure speaks (each of those outweighs them): a log with a timeline costs no extra pass
     if not strong and not any(c.kind in ("table_frame", "prose") for c in clues):
-        doing = _latest_said(ctx.stages_said())
+        doing = _latest_said(ctx.stages_said(), is_prose(line))
         if doing is not None:
             clues.append(doing)
     clues = _refine_construction(clues)
@@ -343,12 +363,23 @@ def _printed_in_log(doc: Document, line: Line) -> bool:
     return any(doc.lines[n].strip() for n in range(line.number - 1))
 
 
-def _latest_said(said: list[tuple[Stage, int, str]]) -> Clue | None:
+def _latest_said(said: list[tuple[Stage, int, str]], worded: bool = False) -> Clue | None:
     """The furthest stage of a run the person's sentences say they were in (they tell the steps up
     to the failure: "I load the model, then run the benchmark")."""
     named = [s for s in said if s[0] in _ENGINE_STAGES]  # "while launching" names no step
     if not named:
-        return None
+        # only start-up said about a failure said in words ("CUDA OOM. Right at startup, before any
+        # request"): start-up's phase, unless the log shows which step (`_refine_construction`); a
+        # line a program printed keeps its own rule's phase
+        started = next((s for s in said if s[0] in _STARTED), None) if worded else None
+        if started is None:
+            return None
+        return Clue(
+            "prose_context",
+            started[0],
+            f'what the person says they were doing ("{started[2][:80]}")',
+            started[1],
+        )
     stage, number, text = max(named, key=lambda s: (_PROGRESS[s[0]], -s[1]))
     return Clue("prose_context", stage, f'what the person says they were doing ("{text[:80]}")', number)
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from service.diagnosis.normalize import Document, Line, is_prose
+from service.diagnosis.placement import stage_after, stage_before
 from service.packs.prose import ProseVocabulary
 from service.packs.signatures import Stage
 from service.schemas import Phase
@@ -84,10 +85,33 @@ def _clauses(text: str, vocabulary: ProseVocabulary) -> list[str]:
 
 
 def _stage(clause: str, vocabulary: ProseVocabulary) -> Stage | None:
-    for stage, pattern in vocabulary.stages:
-        if pattern.search(clause):
-            return stage
-    return None
+    """The stage a clause names: of the stages its words name (the vocabulary's priority order
+    breaking ties), one named as it happened before one the clause says was over ("after loading the
+    model, the first request OOMs" is serving's)."""
+    named: list[tuple[bool, int, Stage]] = []
+    for rank, (stage, pattern) in enumerate(vocabulary.stages):
+        for found in pattern.finditer(clause):
+            said = _shifted(stage, clause[: found.start()], clause[found.end() :], vocabulary)
+            if said is not None:
+                named.append((said[1], rank, said[0]))
+    return min(named)[2] if named else None
+
+
+def _shifted(stage: Stage, before: str, after: str, vocabulary: ProseVocabulary) -> tuple[Stage, bool] | None:
+    """The stage a stage word names where it stands, and whether the words beside it moved it: a
+    stage said to be over names the next one ("after loading", "加载完成后"), unless said not to be
+    finished ("还没加载完"); a step told before a "then" keeps its stage but gives way to one named
+    after it; a stage said not to have begun names the one before it ("before any request" is
+    start-up, "before the weights load" a worker setting up its device)."""
+    beside = {name: (preceding, following) for name, preceding, following in vocabulary.shifts}
+    preceding, following = beside["not_begun"]
+    if preceding.search(before) or following.search(after):
+        return stage_before(stage), True
+    preceding, following = beside["over"]
+    over = preceding.search(before) or following.search(after)
+    if over and not beside["unfinished"][0].search(before):
+        return stage_after(stage), True
+    return stage, beside["earlier"][1].search(after) is not None
 
 
 def _is_question(clause: str, said: Any, vocabulary: ProseVocabulary) -> bool:
@@ -134,26 +158,38 @@ def _named_only(clause: str, vocabulary: ProseVocabulary) -> str:
 
 
 def _affirms(clause: str, vocabulary: ProseVocabulary) -> bool:
-    clause = _named_only(clause, vocabulary)
-    said = vocabulary.said.search(clause)
-    if said is None or _is_question(clause, said, vocabulary):
-        return False
-    return not _negates(clause, vocabulary) or _affirmed_beside(clause, vocabulary)
+    return _affirmed_part(clause, vocabulary) is not None
 
 
-def _affirmed_beside(clause: str, vocabulary: ProseVocabulary) -> bool:
-    """Whether a statement joined to a negated one by a comma and a conjunction ("the pod dies
-    suddenly, and I don't see any error") states a failure of its own: a plain "not" governs the
-    statement it stands in, not the one beside it. A negation of another kind anywhere in the clause
-    (a condition, a fix, "went away") still takes the whole clause back."""
+def _affirmed_part(clause: str, vocabulary: ProseVocabulary) -> str | None:
+    """What of `clause` states a failure: all of it when nothing takes the failure back, else the
+    statements beside a negated one that state their own (`_affirmed_beside`), else None."""
+    named = _named_only(clause, vocabulary)
+    said = vocabulary.said.search(named)
+    if said is None or _is_question(named, said, vocabulary):
+        return None
+    if not _negates(named, vocabulary):
+        return clause
+    return _affirmed_beside(named, vocabulary)
+
+
+def _affirmed_beside(clause: str, vocabulary: ProseVocabulary) -> str | None:
+    """The statements joined to a negated one by a comma and a conjunction ("the pod dies
+    suddenly, and I don't see any error") that state a failure of their own: a plain "not" governs
+    the statement it stands in, not the one beside it; a denial of what the failure is ("it's not an
+    OOM, the server just hangs") governs only its comma-bounded part. A negation of another kind
+    anywhere in the clause (a condition, a fix, "went away") still takes the whole clause back."""
     parts = _coordinated(clause, vocabulary)
+    if len(parts) < 2 and vocabulary.denial.search(clause):
+        parts = [p for p in re.split("[,，、]", clause) if p.strip()]
     if len(parts) < 2:
-        return False
+        return None
     for part in parts:
         found = vocabulary.negation.search(part)
         if found is not None and not vocabulary.plain_negator.match(found.group()):
-            return False
-    return any(vocabulary.said.search(p) is not None and not _negates(p, vocabulary) for p in parts)
+            return None
+    kept = [p.strip() for p in parts if vocabulary.said.search(p) is not None and not _negates(p, vocabulary)]
+    return ", ".join(kept) or None
 
 
 def _coordinated(clause: str, vocabulary: ProseVocabulary) -> list[str]:
@@ -233,17 +269,27 @@ def _affirmed(text: str, vocabulary: ProseVocabulary) -> list[ProseCue]:
     ran out, or the failure it names by what happened."""
     cues: list[ProseCue] = []
     for clause in _clauses(text, vocabulary):
-        if _affirms(clause, vocabulary):
-            stage, memory = _stage(clause, vocabulary), _memory(clause, vocabulary)
-            phase = _phase(clause, vocabulary, memory)
-            cues.append(ProseCue(0, stage, clause.strip(), memory, phase))
+        part = _affirmed_part(clause, vocabulary)
+        if part is not None:  # what ran out and when, read in the part that states it
+            stage, memory = _stage(part, vocabulary), _memory(part, vocabulary)
+            phase = _phase(part, vocabulary, memory)
+            cues.append(ProseCue(0, stage, part.strip(), memory, phase))
     return cues
+
+
+# An issue's title opens with its tracker's tags ("[Bug]: ", "[Usage][V1] ", "【求助】"): whatever
+# follows is the person's statement, however few its words ("[Bug]: 4090 爆显存 during loading").
+_TITLE_TAGS = re.compile(r"^\s*(?:\[[A-Za-z][\w /.-]{0,30}\]|【[^】]{1,12}】)+:?\s*\S")
+
+
+def _reads_as_words(line: Line) -> bool:
+    return is_prose(line) or (not line.source and not line.level and _TITLE_TAGS.match(line.text) is not None)
 
 
 def _read_line(line: Line, vocabulary: ProseVocabulary) -> list[ProseCue]:
     """A prose line's cues; a sentence that only looks like a log line for the message it quotes
     (`I get "…Tried to allocate 2.00 GiB…" while loading`) is read without the quote."""
-    if is_prose(line):
+    if _reads_as_words(line):
         return _affirmed(line.text, vocabulary)
     unquoted = _unquoted(line.text)
     if unquoted != line.text and is_prose(replace(line, text=unquoted)):
@@ -256,7 +302,7 @@ def is_sentence(line: Line) -> bool:
     (`I get "…Tried to allocate 2.00 GiB…"`)."""
     if line.source or line.level:
         return False
-    if is_prose(line):
+    if _reads_as_words(line):
         return True
     unquoted = _unquoted(line.text)
     return unquoted != line.text and is_prose(replace(line, text=unquoted))

@@ -17,7 +17,7 @@ from service.packs.loader import load_yaml_file
 from service.packs.signatures import Stage
 from service.schemas import Phase
 
-__all__ = ["ProseFile", "ProseVocabulary", "load_prose"]
+__all__ = ["ProseFile", "ProseVocabulary", "inflections", "load_prose", "stage_patterns"]
 
 
 class Cause(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -27,23 +27,50 @@ class Cause(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tru
     words: list[str]
 
 
+class StageWords(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """A stage's vocabulary: verbs naming it alone, verbs naming it beside one of its objects, and
+    its nouns and phrases (RE2)."""
+
+    verbs: list[str] = []
+    verbs_of: list[str] = []
+    objects: list[str] = []
+    words: list[str] = []
+
+
+class Beside(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """Words that stand before (`preceding`, ending at the stage word) or after (`following`) it."""
+
+    preceding: list[str]
+    following: list[str]
+
+
+class StageShift(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    over: Beside
+    unfinished: Beside
+    earlier: Beside
+    not_begun: Beside
+
+
 class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     clause_breaks: list[str]
     failure: list[str]
     out_of_memory: list[str]
     phases: dict[Phase, list[str]]
     host: list[str]
+    ended: list[str]
     either: list[str]
     device: list[str]
     question: list[str]
     presupposed: list[str]
     negation: list[str]
     conjunctions: list[str]
+    denials: list[str]
     plain_negators: list[str]
     supposing: list[str]
     naming: list[str]
     experienced: list[str]
-    stages: dict[Stage, list[str]]
+    stages: dict[Stage, StageWords]
+    stage_shift: StageShift
     causes: dict[Phase, Cause]
 
 
@@ -58,18 +85,23 @@ class ProseVocabulary:
     phases: tuple[tuple[Phase, Any], ...]
     said: Any
     host: Any
+    ended: Any  # a process something else ended ("got killed", 被杀, exit code 137)
     either: Any
     device: Any
     question: Any
     presupposed: Any
     negation: Any
     conjunction: Any
+    denial: Any  # a denial of what the failure is ("it's not an OOM, …"): it governs its comma part
     plain_negator: Any  # a negation that opens with one of these governs one verb, not a condition
     supposing: Any  # an introducer ("you may see:") that only supposes the block it shows
     naming: Any  # a failure word as a noun's modifier ("the error message"), naming a thing
     experienced: Any  # verbs saying the person met what a naming compound names ("got the error message")
-    stages: tuple[tuple[Stage, Any], ...]
+    stages: tuple[tuple[Stage, Any], ...]  # in priority order (rules/prose.yaml)
     any_stage: Any  # every stage's words together: which lines say what the person was doing
+    shifts: tuple[
+        tuple[str, Any, Any], ...
+    ]  # (over | unfinished | earlier | not_begun, preceding, following)
     causes: tuple[tuple[Phase, frozenset[Phase], Any], ...]  # (cause, the phases it explains, words)
     any_cause: Any
 
@@ -78,11 +110,55 @@ def _compile(patterns: list[str], where: str) -> Any:
     options = re2.Options()
     options.log_errors = False
     options.case_sensitive = False
-    joined = "|".join(f"(?:{p})" for p in patterns)
+    joined = "|".join(f"(?:{p})" for p in patterns) if patterns else r"[^\s\S]"  # none: never matches
     try:
         return re2.compile(joined, options)
     except re2.error as exc:
         raise PackError("prose.yaml", f"a pattern RE2 cannot compile ({exc})", path=where) from exc
+
+
+_SIBILANT_ENDS = ("s", "x", "z", "ch", "sh")
+
+
+def inflections(verb: str) -> list[str]:
+    """A verb's forms: its base, third person, past and present participle, by English's regular
+    rules (an entry with "|" lists its forms itself; a particle after the verb stays: "warm up").
+    Written here because the vocabulary's few dozen verbs do not justify a morphology library and its
+    word lists in the core; irregular verbs are spelled out in rules/prose.yaml."""
+    if "|" in verb:
+        return verb.split("|")
+    head, _, particle = verb.partition(" ")
+    if head.endswith("e"):
+        forms = [head, head + "s", head + "d", head[:-1] + "ing"]
+    elif head.endswith(_SIBILANT_ENDS):
+        forms = [head, head + "es", head + "ed", head + "ing"]
+    elif len(head) > 2 and head.endswith("y") and head[-2] not in "aeiou":
+        forms = [head, head[:-1] + "ies", head[:-1] + "ied", head + "ing"]
+    else:
+        forms = [head, head + "s", head + "ed", head + "ing"]
+    return [f"{form} {particle}" if particle else form for form in forms]
+
+
+def _alternation(words: list[str]) -> str:
+    return "|".join(f"(?:{w})" for w in words)
+
+
+def stage_patterns(words: StageWords) -> list[str]:
+    """One stage's vocabulary as RE2 patterns: its verbs in every form; its object-taking verbs with
+    one of its objects up to three words after them ("reading the model's weights") or before them
+    ("the checkpoint is being loaded", "KV cache allocation" is among `words`); its nouns."""
+    patterns = list(words.words)
+    if words.verbs:
+        patterns.append(rf"\b(?:{_alternation([f for v in words.verbs for f in inflections(v)])})\b")
+    if words.verbs_of and words.objects:
+        verbs = _alternation([f for v in words.verbs_of for f in inflections(v)])
+        objects = _alternation(words.objects)
+        gap = r"(?:[^\s.,;:!?]+\s+){0,3}?"
+        patterns.append(rf"\b(?:{verbs})\s+{gap}(?:{objects})\b")
+        patterns.append(
+            rf"\b(?:{objects})\s+(?:(?:is|are|was|were|being|been|be|get|gets|got|has|have|had)\s+){{0,2}}(?:{verbs})\b"
+        )
+    return patterns
 
 
 def load_prose(rules_dir: Path) -> ProseVocabulary:
@@ -98,18 +174,36 @@ def load_prose(rules_dir: Path) -> ProseVocabulary:
             "$.failure",
         ),
         host=_compile(data.host, "$.host"),
+        ended=_compile(data.ended, "$.ended"),
         either=_compile(data.either, "$.either"),
         device=_compile(data.device, "$.device"),
         question=_compile(data.question, "$.question"),
         presupposed=_compile(data.presupposed, "$.presupposed"),
         negation=_compile(data.negation, "$.negation"),
         conjunction=_compile(data.conjunctions, "$.conjunctions"),
+        denial=_compile(data.denials, "$.denials"),
         plain_negator=_compile(data.plain_negators, "$.plain_negators"),
         supposing=_compile(data.supposing, "$.supposing"),
         naming=_compile(data.naming, "$.naming"),
         experienced=_compile(data.experienced, "$.experienced"),
-        stages=tuple((stage, _compile(p, f"$.stages.{stage}")) for stage, p in data.stages.items()),
-        any_stage=_compile([p for ps in data.stages.values() for p in ps], "$.stages"),
+        stages=tuple(
+            (stage, _compile(stage_patterns(words), f"$.stages.{stage}"))
+            for stage, words in data.stages.items()
+        ),
+        any_stage=_compile([p for words in data.stages.values() for p in stage_patterns(words)], "$.stages"),
+        shifts=tuple(
+            (
+                name,
+                _compile(beside.preceding, f"$.stage_shift.{name}.preceding"),
+                _compile(beside.following, f"$.stage_shift.{name}.following"),
+            )
+            for name, beside in (
+                ("over", data.stage_shift.over),
+                ("unfinished", data.stage_shift.unfinished),
+                ("earlier", data.stage_shift.earlier),
+                ("not_begun", data.stage_shift.not_begun),
+            )
+        ),
         causes=tuple(
             (phase, frozenset(cause.of), _compile(cause.words, f"$.causes.{phase}.words"))
             for phase, cause in data.causes.items()

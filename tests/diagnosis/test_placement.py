@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from service.diagnosis.placement import Clue, weigh
+from service.diagnosis.placement import Clue, stage_after, stage_before, weigh
 from service.packs import PackError, RulePacks, load_packs
 from service.schemas import Diagnosis
 
@@ -156,3 +156,20 @@ def test_a_construction_frame_takes_its_stage_from_the_process_timeline(run_clas
         ]
     )
     assert run_classify(log).phase == "warmup_oom"
+
+
+def test_the_stage_after_one_is_the_next_step_of_start_up_and_after_start_up_is_serving() -> None:
+    assert [stage_after(s) for s in ("loading", "profiling", "kv_cache", "warmup", "serving")] == [
+        "profiling",
+        "kv_cache",
+        "warmup",
+        "serving",
+        "serving",
+    ]
+    assert stage_after("init") == "serving"
+
+
+def test_the_stage_before_serving_is_start_up_and_before_loading_the_device_set_up() -> None:
+    assert stage_before("serving") == "init"
+    assert stage_before("loading") == "device"
+    assert stage_before("warmup") == "kv_cache"
