@@ -176,6 +176,14 @@ FIX_GAPS = {
         "a V1 EngineCore traceback cut at the compile_or_warm_up_model call under _initialize_kv_caches,"
         " misread as a KV-capacity failure (a known_miss): no figure sizes the capacity recipes"
     ),
+    "gh11-ascend7308-v0.15-910b-two-services-one-card-util-0.3-available-kv-minus-1.33gb-chinese-words": (
+        "vllm-ascend's negative KV budget told in Chinese words around a quoted message: no max_model_len"
+        " or per-token size stated for a KV recipe to size"
+    ),
+    "gh11-sonar486-aphrodite-colab-gguf-iq2-wants-8192-ctx-loads-only-4096-short-on-vram-words": (
+        "only part of the context fitting, said in words over a notebook's settings: no KV figure or"
+        " max_model_len flag for a KV recipe to size"
+    ),
     "gh10-curator298-pr-v0-gpu-executor-initialize-cache-init-cache-engine-cache-engine-frames-cut": (
         "a V0 traceback cut inside the cache engine's set-up before its error line: no out-of-memory"
         " finding tells the allocation recipes it ran out, and no figure sizes the capacity recipes"
