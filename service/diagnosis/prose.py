@@ -19,7 +19,7 @@ import msgspec
 
 from service.diagnosis.blocks import code_lines
 from service.diagnosis.normalize import MEMO_LINES, Document, Line, is_prose
-from service.diagnosis.placement import stage_after, stage_before
+from service.diagnosis.placement import STAGE_PHASE, stage_after, stage_before
 from service.packs.derived import per_pack
 from service.packs.prose import ProseVocabulary
 from service.packs.signatures import Stage
@@ -37,6 +37,10 @@ __all__ = [
     "stages_said",
 ]
 
+# The stage a phase's failure happens in, where one stage alone has it (the KV cache's own check).
+_STAGE_OF: dict[Phase, Stage] = {
+    phase: stage for stage, phase in STAGE_PHASE.items() if list(STAGE_PHASE.values()).count(phase) == 1
+}
 # Whose memory a clause says ran out: the host's RAM, the GPU's, or it does not say.
 Memory = Literal["host", "device", "unstated"]
 _SUBCLAUSE = (",", "，", "、")
@@ -239,12 +243,13 @@ def line_memory(text: str, vocabulary: ProseVocabulary) -> Memory | None:
 def _phase(clause: str, vocabulary: ProseVocabulary, memory: Memory | None) -> Phase | None:
     """The failure the clause names by what happened. Where it also says memory ran out, the named
     failure holds only when its words contain that saying ("not enough memory at startup" is the
-    start-up check, more than a bare "not enough memory")."""
+    start-up check, more than a bare "not enough memory"), or when it is memory's own shortfall
+    (`memory_phases`: "only 4096 context fits, I'm short on VRAM")."""
     for phase, pattern in vocabulary.phases:
         found = pattern.search(clause)
         if found is None:
             continue
-        if memory is None:
+        if memory is None or phase in vocabulary.memory_phases:
             return phase
         ran_out = vocabulary.out_of_memory.search(clause)
         if ran_out is not None and found.start() <= ran_out.start() and ran_out.end() <= found.end():
@@ -276,6 +281,8 @@ def _affirmed(text: str, vocabulary: ProseVocabulary) -> list[ProseCue]:
         if part is not None:  # what ran out and when, read in the part that states it
             stage, memory = _stage(part, vocabulary), _memory(part, vocabulary)
             phase = _phase(part, vocabulary, memory)
+            if stage is None and phase in vocabulary.memory_phases:
+                stage = _STAGE_OF.get(phase)  # "causes KV cache OOM" names the cache's own stage
             cues.append(ProseCue(0, stage, part.strip(), memory, phase))
     return cues
 

@@ -86,6 +86,7 @@ PROBES = [
         "prose_probes_second.yaml",
         "prose_probes_third.yaml",
         "prose_probes_fourth.yaml",
+        "prose_probes_fifth.yaml",
     )
     for p in _probes(name)
 ]

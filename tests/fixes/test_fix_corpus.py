@@ -172,6 +172,18 @@ FIX_GAPS = {
         "an EngineCore traceback cut after its header, right after the --kv-cache-memory-bytes reservation:"
         " placed by that line, but no max_model_len or per-token size for the capacity recipes to size"
     ),
+    "gh11-24814-v1-8x-a100-qwen3-235b-cut-in-compile-or-warm-up-model-oom-title": (
+        "a V1 EngineCore traceback cut at the compile_or_warm_up_model call under _initialize_kv_caches,"
+        " misread as a KV-capacity failure (a known_miss): no figure sizes the capacity recipes"
+    ),
+    "gh11-ascend7308-v0.15-910b-two-services-one-card-util-0.3-available-kv-minus-1.33gb-chinese-words": (
+        "vllm-ascend's negative KV budget told in Chinese words around a quoted message: no max_model_len"
+        " or per-token size stated for a KV recipe to size"
+    ),
+    "gh11-sonar486-aphrodite-colab-gguf-iq2-wants-8192-ctx-loads-only-4096-short-on-vram-words": (
+        "only part of the context fitting, said in words over a notebook's settings: no KV figure or"
+        " max_model_len flag for a KV recipe to size"
+    ),
     "gh10-curator298-pr-v0-gpu-executor-initialize-cache-init-cache-engine-cache-engine-frames-cut": (
         "a V0 traceback cut inside the cache engine's set-up before its error line: no out-of-memory"
         " finding tells the allocation recipes it ran out, and no figure sizes the capacity recipes"
@@ -218,6 +230,10 @@ FIX_GAPS = {
     "gh10-qwen3vl831-v0-qwen25-vl-72b-awq-tp2-tp4-input-size-not-aligned-quantized-weight-shape-backticks": (
         "the AWQ shard-alignment refusal in backticks, read as a parallelism refusal (a known_miss): no"
         " head count, GPU count or command for a parallelism recipe to size"
+    ),
+    "gh11-ascend4404-v1-910b-second-instance-qwen2.5-vl-3b-available-memory-0-chinese": (
+        "an NPU worker's `Available memory: 0` line with no max_model_len, KV budget or utilisation stated:"
+        " placed by the line, but no figure sizes the capacity recipes"
     ),
 }
 CASES = sorted(p.stem for p in CORPUS.glob("*.log"))
