@@ -25,6 +25,8 @@ from typing import Literal
 
 import msgspec
 
+from service.first_use import first_use_re
+
 __all__ = ["Argument", "LaunchCommand", "LaunchForm", "canonical_flag", "parse_launch", "spelled_flag"]
 
 LaunchForm = Literal["shell", "python", "namespace", "env", "compose"]
@@ -32,19 +34,19 @@ LaunchForm = Literal["shell", "python", "namespace", "env", "compose"]
 # Flags that take no value whatever the history says (argparse store_true / BooleanOptionalAction).
 _SWITCH_PREFIXES = ("--enable-", "--disable-", "--no-")
 _SWITCHES = frozenset({"--enforce-eager", "--trust-remote-code", "--help", "--version"})
-_FLAG = re.compile(r"^--?[A-Za-z][A-Za-z0-9_.\-]*(=.*)?$")
-_ENV = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
-_ENV_LINE = re.compile(r"^\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=")
-_CALL = re.compile(r"\b(LLM|AsyncLLMEngine\.from_engine_args|EngineArgs|AsyncEngineArgs|Namespace)\s*\(")
-_COMPOSE_COMMAND = re.compile(r"^\s*command\s*:", re.MULTILINE)
-_VLLM_MODULE = re.compile(r"^vllm\.entrypoints\.(?:openai\.)?api_server$")
+_FLAG = first_use_re(r"^--?[A-Za-z][A-Za-z0-9_.\-]*(=.*)?$")
+_ENV = first_use_re(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+_ENV_LINE = first_use_re(r"^\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=")
+_CALL = first_use_re(r"\b(LLM|AsyncLLMEngine\.from_engine_args|EngineArgs|AsyncEngineArgs|Namespace)\s*\(")
+_COMPOSE_COMMAND = first_use_re(r"^\s*command\s*:", re.MULTILINE)
+_VLLM_MODULE = first_use_re(r"^vllm\.entrypoints\.(?:openai\.)?api_server$")
 # Another program's module that takes vLLM's engine arguments (`python -m fastchat.serve.vllm_worker
 # --tensor-parallel-size 4` adds AsyncEngineArgs' flags to its own parser): one named for vLLM.
-_WRAPPER_MODULE = re.compile(r"^(?:\w+\.)+\w*vllm\w*$|^\w*vllm\w*(?:\.\w+)+$")
-_SENTENCE_MARK = re.compile(r"[，。；！？、]")
-_VLLM_IMAGE = re.compile(r"^(?:[\w.\-]+/)*vllm-openai(?::\S+)?$")
+_WRAPPER_MODULE = first_use_re(r"^(?:\w+\.)+\w*vllm\w*$|^\w*vllm\w*(?:\.\w+)+$")
+_SENTENCE_MARK = first_use_re(r"[，。；！？、]")
+_VLLM_IMAGE = first_use_re(r"^(?:[\w.\-]+/)*vllm-openai(?::\S+)?$")
 # `Namespace(…)` repr holds values Python cannot read back (`<class …>`, `<function …>`).
-_UNREADABLE_REPR = re.compile(r"<[^<>]*>")
+_UNREADABLE_REPR = first_use_re(r"<[^<>]*>")
 # Namespace fields that are not flags: the subcommand and the positional model of `vllm serve`.
 _NAMESPACE_RENAMES = {"model_tag": "model"}
 _NAMESPACE_SKIPPED = frozenset({"subparser", "dispatch_function"})

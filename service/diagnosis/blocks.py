@@ -25,6 +25,7 @@ from typing import Any
 import re2
 
 from service.diagnosis.normalize import Document
+from service.first_use import first_use_re
 
 __all__ = ["code_lines"]
 
@@ -44,16 +45,16 @@ _MAX_BLOCK = 400  # lines one block is judged on (the work stays bounded; longer
 
 # A fence line: ``` or ~~~ at a line's start (after blanks or a quote's `>`), a language tag, or a
 # glued first line (Slack: "```INFO 05-02 …"); a fence ending a line closes its block there.
-_FENCE_OPEN = re.compile(r"^[ \t>]*(?P<mark>`{3,}|~{3,})[ \t]*(?P<rest>.*)$")
-_TAG = re.compile(r"[\w+\-.#]*")
-_FENCE_CLOSE_END = re.compile(r"\S.*?(?:`{3,}|~{3,})[ \t]*$")
+_FENCE_OPEN = first_use_re(r"^[ \t>]*(?P<mark>`{3,}|~{3,})[ \t]*(?P<rest>.*)$")
+_TAG = first_use_re(r"[\w+\-.#]*")
+_FENCE_CLOSE_END = first_use_re(r"\S.*?(?:`{3,}|~{3,})[ \t]*$")
 
 # What a line of source code, a diff, a config or a shell script looks like (after an optional diff
 # marker): a statement keyword, a definition, an import, an assignment, a call, a closing bracket, a
 # string literal going on, a YAML/JSON key (one word, lower-case first: a log's "Available KV cache
 # memory:" has spaces, a status such as `RESOURCE_EXHAUSTED:` is upper-case), a YAML list item, a
 # shell prompt or continuation.
-_CODE = re.compile(
+_CODE = first_use_re(
     r"""^[+\-]?[ \t]*(?:
       (?:async[ ]+)?def[ ]+\w+[ ]*\( | class[ ]+\w+[ ]*[(:]
     | (?:import[ ]+[\w.]+ | from[ ]+[\w.]+[ ]+import\b)
@@ -73,27 +74,27 @@ _CODE = re.compile(
     )""",
     re.VERBOSE,
 )
-_COMMENT = re.compile(r"^[+\-]?[ \t]*(?:\#(?!!)|//)")
-_NAMED_EXCEPTION = re.compile(r"\b(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):[ ]")
-_DIFF_HEADER = re.compile(
+_COMMENT = first_use_re(r"^[+\-]?[ \t]*(?:\#(?!!)|//)")
+_NAMED_EXCEPTION = first_use_re(r"\b(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):[ ]")
+_DIFF_HEADER = first_use_re(
     r"^(?:diff --git |index [0-9a-f]+\.\.|--- (?:a/|/dev/null)|\+\+\+ (?:b/|/dev/null))"
 )
 # A unified diff's hunk header (`@@ -231,4 +231,6 @@ def f(...)`): the lines after it that open with
 # a space, `+` or `-` are source code under review.
-_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
+_HUNK = first_use_re(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
 _HUNK_LINE = ("+", "-", " ", "\t", "\\")
 # An error a server answered with: a JSON body's `"error"`/`"detail"` key (OpenAI's and vLLM's error
 # bodies, RFC 9457 problem details), `"object": "error"`
-_ERROR_BODY = re.compile(r'"(?:error|detail|exception|traceback)"[ ]*:|"object"[ ]*:[ ]*"error"')
+_ERROR_BODY = first_use_re(r'"(?:error|detail|exception|traceback)"[ ]*:|"object"[ ]*:[ ]*"error"')
 _FRAME_STARTS = ("Traceback (most recent", 'File "')
-_EXCEPTION_LINE = re.compile(r"^[ \t]*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?::|$)")
+_EXCEPTION_LINE = first_use_re(r"^[ \t]*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?::|$)")
 
 # argparse's help: `usage: prog …`, an option line (`  -h, --help  show…`, `  --max-model-len
 # MAX_MODEL_LEN`), a group heading (`options:`, `CacheConfig:`), and help lines indented under them.
-_OPTION = re.compile(r"^[ ]{1,6}(?:-\w(?: \S+)?, )?--[a-z][\w-]*(?:[ =]\S+)*(?:[ ]{2,}\S.*)?$")
-_HEADING = re.compile(r"^[A-Za-z][\w ,/()\-]*:$")
+_OPTION = first_use_re(r"^[ ]{1,6}(?:-\w(?: \S+)?, )?--[a-z][\w-]*(?:[ =]\S+)*(?:[ ]{2,}\S.*)?$")
+_HEADING = first_use_re(r"^[A-Za-z][\w ,/()\-]*:$")
 # where help text may start, each found from its literal newline (a `^` is tried at every position)
-_HELP_START = re.compile(r"\n(?:usage: \S|[ ]{1,6}(?:-\w, )?--[a-z])")
+_HELP_START = first_use_re(r"\n(?:usage: \S|[ ]{1,6}(?:-\w, )?--[a-z])")
 
 
 def _may_hold() -> Any:
@@ -104,7 +105,7 @@ def _may_hold() -> Any:
 
 # where a hunk, an indented block or help text may start (after a newline)
 _MAY_HOLD = _may_hold()
-_INDENTED_BLOCK = re.compile(r"(?:\A|\n[ \t]*\n)(?=[ ]{4}[ ]*\S)")
+_INDENTED_BLOCK = first_use_re(r"(?:\A|\n[ \t]*\n)(?=[ ]{4}[ ]*\S)")
 
 
 def code_lines(doc: Document) -> frozenset[int]:

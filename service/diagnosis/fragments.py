@@ -10,7 +10,6 @@ with two different stand-ins, and a fact that changes with them was never stated
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections.abc import Iterator
 from difflib import SequenceMatcher
@@ -20,6 +19,7 @@ import msgspec
 from service.diagnosis.continued import record_text
 from service.diagnosis.normalize import Document, Line
 from service.diagnosis.scan import Hit, match_line
+from service.first_use import first_use_re
 from service.packs.fragments import (
     HOLE_WORD,
     LEVEL_RANK,
@@ -40,8 +40,8 @@ _STAND_INS: tuple[dict[str, str], dict[str, str]] = (
     {"int": "909092", "float": "9090.92", "size": "9090.92 GiB", "text": "909092"},
 )
 _MAX_HOLE = 120
-_FIRST_CHUNK = re.compile(r"\s*(\S+)")
-_LAST_CHUNK = re.compile(r"(\S+)\s*$")
+_FIRST_CHUNK = first_use_re(r"\s*(\S+)")
+_LAST_CHUNK = first_use_re(r"(\S+)\s*$")
 _TRIM = " \t()[]{}:,;'\"`"
 MIN_RUN = 2  # shorter runs of common words are chance, not the template
 # Less than this of a template is a coincidence of words (a command line's flag names), not its message
@@ -123,7 +123,7 @@ def find_fragments(
 
 
 # An exception line: the exception's (dotted) name and its message.
-_EXCEPTION_LINE = re.compile(
+_EXCEPTION_LINE = first_use_re(
     r"^\s*(?:\w+\.){0,6}(?P<name>[A-Z]\w{0,80}(?:Error|Exception)):[ \t]*(?P<message>\S.{0,200})$"
 )
 

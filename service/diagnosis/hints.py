@@ -15,14 +15,15 @@ import msgspec
 
 from service.budget import budget_from_facts, find_gpu, find_quantization
 from service.errors import InputError
+from service.first_use import first_use_re
 from service.packs.catalog import Catalog, fold_name
 from service.quantities import COUNT_WORD, count_word
 from service.schemas import Facts, Phase
 
 __all__ = ["budget_hint", "gpu_named", "gpus_counted", "model_params_billion", "weights_hint"]
 
-_PARAMS = re.compile(r"(?<![\w.])(?:(\d+)x)?(\d+(?:\.\d+)?)\s?[bB](?![a-zA-Z])")
-_GPU_GIB = re.compile(r"(\d{2,3})\s?(?:GB|GiB|G)\b", re.IGNORECASE)
+_PARAMS = first_use_re(r"(?<![\w.])(?:(\d+)x)?(\d+(?:\.\d+)?)\s?[bB](?![a-zA-Z])")
+_GPU_GIB = first_use_re(r"(\d{2,3})\s?(?:GB|GiB|G)\b", re.IGNORECASE)
 _DEFAULT_WIDTH = "bfloat16"  # what `--dtype auto` gives most checkpoints named without a config
 
 
@@ -69,7 +70,7 @@ def _gpu_gib(facts: dict[str, object], catalog: Catalog) -> float | None:
 
 
 _SHORT_NAME = 3
-_GPU_WORD = re.compile(r"\b(?:gpus?|cards?|nvidia|tesla|vram|cuda|colab)\b|显卡|卡", re.IGNORECASE)
+_GPU_WORD = first_use_re(r"\b(?:gpus?|cards?|nvidia|tesla|vram|cuda|colab)\b|显卡|卡", re.IGNORECASE)
 
 
 def _gpu_names(catalog: Catalog) -> re.Pattern[str]:
@@ -93,11 +94,11 @@ def gpu_named(texts: Iterable[str], catalog: Catalog) -> str | None:
 
 # How many of a named GPU: a count before it ("8x A100", "8 x H100", "two 3090s", "8块4090", "4张A100",
 # "dual RTX 4090") or after it ("A100 x 8", "4090*2"), the brand words between allowed.
-_COUNT_BEFORE = re.compile(
+_COUNT_BEFORE = first_use_re(
     rf"(?<![0-9A-Za-z.])({COUNT_WORD})\s*(?:[x×*]|块|张|片|个|台|卡)?\s*(?:(?:nvidia|geforce|rtx|tesla)\s*)*$",
     re.IGNORECASE,
 )
-_COUNT_AFTER = re.compile(r"^s?\s*[x×*]\s*(\d{1,3})(?![\w.])", re.IGNORECASE)
+_COUNT_AFTER = first_use_re(r"^s?\s*[x×*]\s*(\d{1,3})(?![\w.])", re.IGNORECASE)
 
 
 def gpus_counted(texts: Iterable[str], catalog: Catalog) -> int | None:

@@ -21,6 +21,7 @@ from typing import Any
 import re2
 
 from service.errors import BinaryLogError
+from service.first_use import first_use_re
 
 __all__ = [
     "MEMO_LINES",
@@ -41,17 +42,17 @@ __all__ = [
 # bounded (some MiB). A full memo is replaced, never cleared, so a pass still holding it reads it whole.
 MEMO_LINES = 16_384
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\x1b\[[0-9;]*$|\[(?:\d{1,3};)*\d{1,3}m")
-_SLACK_LINK = re.compile(r"<((?:https?|mailto|ftp)://?[^|<>\s]*)(?:\|([^<>]*))?>")
-_SLACK_REF = re.compile(r"<[@#!][^<>\s]*(?:\|([^<>]*))?>")
+_ANSI = first_use_re(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\x1b\[[0-9;]*$|\[(?:\d{1,3};)*\d{1,3}m")
+_SLACK_LINK = first_use_re(r"<((?:https?|mailto|ftp)://?[^|<>\s]*)(?:\|([^<>]*))?>")
+_SLACK_REF = first_use_re(r"<[@#!][^<>\s]*(?:\|([^<>]*))?>")
 # A fence's backticks; with the language tag when nothing else follows on its line. The whole line
 # goes when only blanks precede it (found from the backticks: a `^[ \t]*` lead costs a try per line).
-_FENCE = re.compile(r"```(?P<tag>[\w+\-.]*[ \t]*(?=\n|\Z))?")
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_FENCE = first_use_re(r"```(?P<tag>[\w+\-.]*[ \t]*(?=\n|\Z))?")
+_CONTROL = first_use_re(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # IPython 8 prints a frame as `File ~/envs/x/vllm/worker/worker.py:123, in Worker.load_model(self)`
 # (JupyterLab as a markdown link, `File [~/envs/x/vllm/worker/worker.py:123](http://…#line=122), in …`);
 # written the way Python's own traceback does, every frame rule and the call-graph table read it.
-_IPYTHON_FRAME = re.compile(
+_IPYTHON_FRAME = first_use_re(
     r"(?m)^(?P<lead>[ \t>]*)File \[?(?P<path>[^\s\"\[][^\s\"]*?\.py):(?P<line>\d+)(?:\]\([^\s)]*\))?, "
     r"in (?:[\w<>]+\.)*(?P<fn>[\w<>]+)(?:\(.*)?$"
 )
@@ -62,7 +63,7 @@ _DIALECT_TRIGGERS = (r"\.py(?::\d+(?: in |: in |\))| in [\w<>]+\()", r"\", line 
 _DIALECT_WORDS_PATTERN = "|".join(_DIALECT_TRIGGERS)
 # Slack escapes & < >; GitHub's HTML pages add quotes. One pass, so "&amp;lt;" becomes "&lt;".
 _ENTITIES = {"&lt;": "<", "&gt;": ">", "&amp;": "&", "&quot;": '"', "&#39;": "'", "&#x27;": "'"}
-_ENTITY = re.compile("|".join(re.escape(k) for k in _ENTITIES))
+_ENTITY = first_use_re("|".join(re.escape(k) for k in _ENTITIES))
 
 
 def _triggers() -> tuple[Any, ...]:
@@ -99,7 +100,7 @@ def _needs_cleaning(data: bytes) -> bool:
 
 
 # One alternation per prefix family; split_prefixes strips them repeatedly until none is left.
-_PREFIX = re.compile(
+_PREFIX = first_use_re(
     r"""^(?:
       (?P<quote>[>▎][ ]?|\*\*|[ ]*\|[ ]+|[ ]+(?=[A-Z(\[]))               # quote, bold, CI pipe, indent
     | (?P<piped>(?P<plevel>DEBUG|INFO|WARNING|ERROR|CRITICAL)[ ]+\|[ ](?:[\w.\-]+[ ]\|[ ]?)?)  # fastchat
@@ -154,7 +155,7 @@ _LEVEL_OF: dict[str, Callable[[re.Match[str]], str]] = {
 }
 
 
-_GLUED = re.compile(
+_GLUED = first_use_re(
     r"\((?:[A-Za-z_][\w\-]*(?: rank=\d+)? pid=\d+(?:, ip=[\w.:\-]+)?)\)[ ]*"
     r"(?=(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)[ ]+\d{2}-\d{2}[ ]+\d{2}:\d{2}:\d{2})"
 )
@@ -229,7 +230,7 @@ def _clean_once(text: str) -> str:
 
 # Where an IPython frame may be: its words, found from their literal start; the whole-line pattern
 # then runs on those lines only (its `^` would otherwise be tried at every position of the text).
-_IPYTHON_WORDS = re.compile(_IPYTHON_WORDS_PATTERN)
+_IPYTHON_WORDS = first_use_re(_IPYTHON_WORDS_PATTERN)
 _PYTHON_FRAME = r'\g<lead>File "\g<path>", line \g<line>, in \g<fn>'
 
 
@@ -258,21 +259,21 @@ def _python_frames(text: str) -> str:
 # dump (`File "x.py", line 12 in f`, no comma), py-spy's dump (`    load_model (vllm/worker/worker.py:123)`),
 # pytest's short traceback (`vllm/worker/worker.py:123: in load_model`) and IPython 7's
 # (`~/x/vllm/worker/worker.py in load_model(self)`, its line in the `-->` arrow below).
-_RICH_FRAME = re.compile(
+_RICH_FRAME = first_use_re(
     r"^(?P<lead>[^│\n]*)│[ ]?(?P<path>[^\s│][^│\n]*?\.py):(?P<line>\d+) in (?P<fn>[\w<>]+)[ ]*│?[ ]*$"
 )
-_RICH_ARROW = re.compile(r"^(?P<lead>[^│❱\n]*)│[ ]*❱[ ]*(?P<line>\d+)[ ]│(?P<code>[^\n]*?)[ ]*│?[ ]*$")
-_FAULTHANDLER = re.compile(
+_RICH_ARROW = first_use_re(r"^(?P<lead>[^│❱\n]*)│[ ]*❱[ ]*(?P<line>\d+)[ ]│(?P<code>[^\n]*?)[ ]*│?[ ]*$")
+_FAULTHANDLER = first_use_re(
     r'^(?P<lead>[^\n]*?)File "(?P<path>[^"\n]+)", line (?P<line>\d+) in (?P<fn>[\w<>]+)[ ]*$'
 )
-_PY_SPY = re.compile(
+_PY_SPY = first_use_re(
     r"^(?P<lead>(?:[^\n]*?[|)\]:][ ])?[ ]{2,})(?:[\w<>]+\.)*(?P<fn>[\w<>]+) "
     r"\((?P<path>[^()\s]+\.py):(?P<line>\d+)\)[ ]*$"
 )
-_PYTEST = re.compile(r'^(?P<lead>[ \t]*)(?P<path>[^\s:"]+\.py):(?P<line>\d+): in (?P<fn>[\w<>]+)[ ]*$')
-_IPYTHON7 = re.compile(r'^(?P<lead>[ \t]*)(?P<path>[^\s"]+\.py) in (?P<fn>[\w<>]+)\([^\n]*$')
-_IPYTHON7_ARROW = re.compile(r"^[ \t]*-+>[ ]*(?P<line>\d+)\b", re.MULTILINE)
-_DIALECT_WORDS = re.compile(_DIALECT_WORDS_PATTERN)
+_PYTEST = first_use_re(r'^(?P<lead>[ \t]*)(?P<path>[^\s:"]+\.py):(?P<line>\d+): in (?P<fn>[\w<>]+)[ ]*$')
+_IPYTHON7 = first_use_re(r'^(?P<lead>[ \t]*)(?P<path>[^\s"]+\.py) in (?P<fn>[\w<>]+)\([^\n]*$')
+_IPYTHON7_ARROW = first_use_re(r"^[ \t]*-+>[ ]*(?P<line>\d+)\b", re.MULTILINE)
+_DIALECT_WORDS = first_use_re(_DIALECT_WORDS_PATTERN)
 _DIALECT_LOOKAHEAD = 2000  # characters after an IPython 7 frame searched for its arrow's line number
 
 
@@ -555,7 +556,7 @@ def _unwrap(lines: list[str], points: set[int]) -> set[int]:
 
 
 # Starts of a new record even without a logger prefix: a traceback, a frame, an exception, a level.
-_RECORD = re.compile(
+_RECORD = first_use_re(
     r"(?:Traceback \(most recent call last\)|[ ]*File \""
     r"|(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning)\b"
     r"|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b)"
@@ -864,12 +865,12 @@ def hit_runs(data: bytes, pattern: Any) -> Iterator[tuple[int, int]]:
 # What a log line has and a person's sentence does not: a traceback, a frame, an exception name, a
 # progress bar, sizes to the decimal ("23.55 GiB"; people write "141GB"), a path. Used on lines
 # without any logger or process prefix (those are log lines by construction).
-_NOT_PROSE = re.compile(
+_NOT_PROSE = first_use_re(
     r"Traceback \(most recent|^\s*File \"|^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning)\b"
     r"|\d+\.\d+ ?(?:GiB|MiB|KiB|GB|MB)\b|\d+ bytes\b|\|\s*\d+/\d+|/\w+/\w+\.py\b|^\s*[\^~]+\s*$"
     r"|^\s*(?:\$|#|>>>|\.\.\.|-{2,}>)\s|^\s*[\[{(<]\S*$"
 )
-_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
+_WORD = first_use_re(r"[A-Za-z][A-Za-z'’-]*")
 # key=value pairs are a program's (an args dump, `Namespace(…)`, a record's `pid=12)`, HTML's
 # `class="…"`, `vllm==0.6.3`, a message's advice "consider passing CUDA_LAUNCH_BLOCKING=1") unless
 # each is a bare setting standing as its own word in a line a person wrote (in markdown backticks,
@@ -879,17 +880,17 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
 # --max-model-len 4096`), are a shell's.
 # A program's voice: a log level opening the line (inside a code span), advice addressed to the
 # reader ("Pass `add_to_git_credential=True` if you want…", "set `do_rescale=False`… you are trying")
-_PROGRAM_VOICE = re.compile(r"^\W*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b|\b(?:you|your)\b", re.IGNORECASE)
-_PERSON = re.compile(
+_PROGRAM_VOICE = first_use_re(r"^\W*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b|\b(?:you|your)\b", re.IGNORECASE)
+_PERSON = first_use_re(
     r"\b(?:I|I'm|I've|I'd|I'll|we|we're|we've|my|our|me|us)\b|我|^\s*\[[A-Za-z][\w /-]*\]:", re.IGNORECASE
 )
-_ASSIGNMENT = re.compile(r"\w+=\S")
-_INLINE_SETTING = re.compile(r"-{0,2}[A-Za-z_][\w.-]*=[\w.+/-]+")
+_ASSIGNMENT = first_use_re(r"\w+=\S")
+_INLINE_SETTING = first_use_re(r"-{0,2}[A-Za-z_][\w.-]*=[\w.+/-]+")
 _SETTING_WORD_ENDS = "`.,;:!?'\""
-_SETTING = re.compile(r"\w+=\S|(?<!\S)--?[A-Za-z]")
-_COMMAND_START = re.compile(r"^\s*(?:\w+=\S+\s+)+\S.*\s--?[A-Za-z]")
+_SETTING = first_use_re(r"\w+=\S|(?<!\S)--?[A-Za-z]")
+_COMMAND_START = first_use_re(r"^\s*(?:\w+=\S+\s+)+\S.*\s--?[A-Za-z]")
 _SETTING_SHARE = 0.25
-_CJK = re.compile(r"[\u4e00-\u9fff]")
+_CJK = first_use_re(r"[\u4e00-\u9fff]")
 _MIN_WORDS = 4
 _MIN_CJK = 4
 

@@ -33,6 +33,7 @@ import msgspec
 from service.diagnosis.fragments import stated_facts
 from service.diagnosis.normalize import Document
 from service.diagnosis.scan import Hit
+from service.first_use import first_use_re
 from service.packs.fragments import RETYPED_COMMON, FragmentIndex, RetypedToken
 from service.packs.signatures import CompiledRule
 
@@ -56,7 +57,7 @@ _COMPARISONS = frozenset(
 _SYMBOLS = (("<=", " less than "), (">=", " greater than "), ("<", " less than "), (">", " greater than "))
 # A token: a device name with its index (`cuda:0`, `npu:3`) is one word, a number keeps its decimal
 # point and thousands separators, a word is letters and underscores.
-_TOKEN = re.compile(
+_TOKEN = first_use_re(
     r"[a-z_][a-z0-9_]*:\d+"  # cuda:0
     r"|(?<![\w.])\d+(?:,\d{3})*(?:\.\d+)?(?=(?:[kmgt]i?b|bytes)\b|(?![\w.]*[a-z]))"  # 1,360 38.74 3.5GiB
     r"|[a-z0-9_.]*[a-z_][a-z0-9_]*",  # words, fp8, e5m2

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import re
-
 from service.diagnosis.interpret import Verdict
+from service.first_use import first_use_re
 from service.schemas import Facts, Phase
 
 __all__ = ["PHASE_TITLES", "describe", "error_head"]
@@ -66,18 +65,18 @@ def _number(value: object) -> str:
 
 
 # The exception a line names: `torch.distributed.DistBackendError: NCCL error …`, `RayTaskError(X)`.
-_EXCEPTION = re.compile(
+_EXCEPTION = first_use_re(
     r"(?:^|(?<=[\s:>'\"(\[{|]))(?P<name>(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)"
     r"|(?:[a-z_]\w*\.){2,}[A-Z][a-z]\w*(?=:\s))"
     r"(?P<inner>\([A-Z]\w*\))?(?::\s*(?P<message>.*))?"
 )
 # An OpenAI-compatible error body: {"object": "error", "message": "...", "type": "BadRequestError"}
-_BODY_FIELD = re.compile(
+_BODY_FIELD = first_use_re(
     r"""["'](?P<key>message|type)["']\s*:\s*(?P<q>["'])(?P<value>(?:\\.|(?!(?P=q)).){0,400})(?P=q)"""
 )
 HEAD_CHARS = 100
 # the tag an issue title starts with: `[Bug]: `, `[Usage] `
-_TITLE_TAG = re.compile(r"^\s*\[[^\]]{1,24}\]:?\s*")
+_TITLE_TAG = first_use_re(r"^\s*\[[^\]]{1,24}\]:?\s*")
 
 
 def _shorten(text: str) -> str:

@@ -13,39 +13,13 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterable
-from typing import Any
 
 import re2
 
+from service.first_use import OnFirstUse
 from service.packs.loader import remembered
 
 __all__ = ["OnFirstUse", "re2_build", "validated_before"]
-
-
-class OnFirstUse:
-    """Stands for the object `build()` returns, built when one of its attributes is first read.
-
-    Each attribute read is then kept on this object (a bound `search`, a `groupindex`), so a later
-    call costs what a call on the built object costs. Two threads racing on the first read build it
-    twice at worst; both builds are the same pattern.
-    """
-
-    def __init__(self, build: Callable[[], Any]) -> None:
-        self._build = build
-        self._built: Any = None
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):  # copy, pickle and friends probe dunders: not the RE2 object's
-            raise AttributeError(name)
-        built = self._built
-        if built is None:
-            built = self._built = self._build()
-        value = getattr(built, name)
-        self.__dict__[name] = value
-        return value
-
-    def __repr__(self) -> str:
-        return f"OnFirstUse({'built' if self._built is not None else 'not built'})"
 
 
 @functools.cache
