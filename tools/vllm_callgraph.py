@@ -81,6 +81,9 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
     # cache is allocated
     "warmup": (
         "capture_model",
+        # 0.2.7-0.3.3 `Worker.warm_up_model` (dispatched as `_run_workers("warm_up_model")` after the
+        # cache engine is built) captures the graphs the way `_warm_up_model` does from 0.4
+        "warm_up_model",
         "_capture_cudagraphs",
         "compile_or_warm_up_model",
         "warming_up_model",
@@ -136,6 +139,15 @@ CONSTRUCTORS = ("from_engine_args", "from_vllm_config", "_init_engine", "__init_
 # (`determine_available_memory`), sizes the cache and has the workers allocate it and warm up
 # (`initialize_from_config`). A traceback that stops in it failed during start-up, stage not shown.
 STARTUP_SEQUENCES = ("_initialize_kv_caches",)
+# Executors run a worker method named by a string (V0 `self._run_workers("load_model")`, the Ray
+# wrapper's `execute_method.remote("init_device")`, V1 `self.collective_rpc("compile_or_warm_up_model")`,
+# which the worker resolves through `run_method`). A dispatcher runs whichever stage's method it is
+# given, so its own frame says nothing and is left out of the table; the call it dispatches is an edge
+# to every method of that name (`DISPATCHED` in service/diagnosis/frames.py reads the same calls).
+DISPATCHERS = ("collective_rpc", "_run_workers", "execute_method", "run_method", "_run_workers_async")
+_DISPATCH = re.compile(
+    r"\b(?:" + "|".join(DISPATCHERS) + r")(?:\.remote)?\(\s*(?:method\s*=\s*)?[\"'](\w+)[\"']"
+)
 CONSTRUCTOR_FOLDERS = (
     "vllm/engine/",
     "vllm/v1/engine/",
@@ -250,6 +262,7 @@ class Function:
     self_calls: set[str] = field(default_factory=set)
     plain_calls: set[str] = field(default_factory=set)
     attr_calls: set[str] = field(default_factory=set)
+    dispatched: set[str] = field(default_factory=set)  # worker methods run by name (DISPATCHERS)
 
 
 _DEF = re.compile(r"^(\s*)(?:async\s+)?(def|class)\s+(\w+)")
@@ -302,6 +315,7 @@ def functions_in(path: Path, rel: str) -> list[Function]:
         function.self_calls.update(_SELF_CALL.findall(body))
         function.attr_calls.update(n for n in _ATTR_CALL.findall(body) if n not in COMMON)
         function.plain_calls.update(n for n in _PLAIN_CALL.findall(body) if n not in _KEYWORDS)
+        function.dispatched.update(_DISPATCH.findall(body))
     return functions
 
 
@@ -311,7 +325,7 @@ def _parse(item: tuple[Path, str]) -> list[Function]:
 
 def _extractor_digest() -> str:
     source = "".join(inspect.getsource(x) for x in (Function, functions_in))
-    source += " ".join(sorted(COMMON))
+    source += " ".join(sorted(COMMON)) + _DISPATCH.pattern
     return hashlib.blake2b(source.encode(), digest_size=8).hexdigest()
 
 
@@ -367,7 +381,7 @@ def stages_of(functions: list[Function]) -> dict[tuple[str, str], set[str]]:
                 out.append(module_level[(function.file, name)])
             else:
                 out.extend(f for f in by_name.get(name, ()) if f.owner is None)
-        for name in function.attr_calls:
+        for name in function.attr_calls | function.dispatched:
             out.extend(by_name.get(name, ()))
         return out
 
@@ -459,7 +473,7 @@ def build(cache: Path) -> dict[str, object]:
     for version in order:
         phases = with_helpers(per_release[version], own_phases)
         for (file, qualname), stages in stages_of(per_release[version]).items():
-            if len(stages) != 1:
+            if len(stages) != 1 or qualname.rsplit(".", 1)[-1] in DISPATCHERS:
                 continue
             # a constructor or start-up sequence runs every stage: only its own raises are its errors
             own = "init" in stages

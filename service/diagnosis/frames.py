@@ -64,6 +64,13 @@ _OTHER_CALL = re.compile(
     r"^\s*(?:[\w, \[\]]{1,120}=\s*)?(?:(?:return|await)\s+){0,2}(?:self\.|cls\.)?"
     r"[A-Za-z_]\w{0,120}(?:\.[A-Za-z_]\w{0,120})*\.(?P<function>[A-Za-z_]\w{0,120})\("
 )
+# A frame's source line that has an executor run a worker method by its name (V0
+# `self._run_workers("load_model",`, Ray's `execute_method.remote("init_device")`, V1
+# `self.collective_rpc("compile_or_warm_up_model")`: tools/vllm_callgraph.py DISPATCHERS): the
+# failure is inside that method, whichever process ran it; the dispatcher's own frames place nothing.
+_DISPATCHED = re.compile(
+    r"\b[A-Za-z_]\w{0,120}(?:\.remote)?\(\s*(?:method\s*=\s*)?[\"'](?P<function>[A-Za-z_]\w{0,120})[\"']"
+)
 # Phases a function raises from an `except` around its calls (`_dummy_sampler_run` turns an OOM in
 # `self.model.sample(` into "CUDA out of memory occurred when warming up sampler"): a failure inside
 # another object's call is still its error. Other phases are checks of values on its own lines.
@@ -188,6 +195,7 @@ def deepest_frame(
     if not table.by_file:
         return None
     deeper: str | None = None  # the function of the frame printed below, when one was
+    placed = False  # whether that frame was looked up itself (its own place already counted)
     # the innermost engine-construction frame (`init`: start-up, its stage not shown), returned only
     # when no frame above it names a stage: a constructor a stage's function calls (V0's
     # `CacheEngine(...)` under `Worker._init_cache_engine`) runs in that stage
@@ -202,7 +210,9 @@ def deepest_frame(
         called = _called_place(doc, table, number, place, version)
         if (
             called is not None
-            and (deeper is None or called.function.startswith(deeper))  # none, or its header cut
+            # none, or its header cut, or the dispatcher's frames that ran it by name
+            and (deeper is None or called.function.startswith(deeper) or _dispatches(doc, number))
+            and not (placed and called.function == deeper)  # printed in full: read as itself
             and (called.phase is not None or not with_phase)
         ):
             if called.stage != CONSTRUCTION or called.phase is not None:
@@ -226,6 +236,7 @@ def deepest_frame(
             # only vLLM's own frames: a library's wrapper printed between (torch's `decorate_context`
             # of `@torch.inference_mode()`) is not the function the frame above called
             deeper = frame.group("function")
+            placed = frame_place(table, line.text, number, version) is not None
     return construction
 
 
@@ -300,6 +311,11 @@ def stack_below(doc: Document, number: int) -> tuple[int, int, bool] | None:
 _DUMP_AFTER = 6  # a fatal error's own lines (`Fatal Python error: Aborted`, a blank) before its dump
 
 
+def _dispatches(doc: Document, number: int) -> bool:
+    """Whether the source line printed under frame `number` runs a worker method by its name."""
+    return _DISPATCHED.search(_code_line(doc, number)) is not None
+
+
 def _calls_another_object(doc: Document, number: int) -> bool:
     """Whether the source line printed under frame `number` calls a method of another object."""
     code = _code_line(doc, number)
@@ -369,7 +385,11 @@ def _called_place(
     if "File " in code:
         return None
     call = _CALL.match(code)
-    if call is not None:
+    dispatched = _DISPATCHED.search(code)
+    if dispatched is not None and (named := table.rows_named(dispatched.group("function"))):
+        function = dispatched.group("function")
+        rows = tuple(row for row in named if row.stage != CONSTRUCTION)
+    elif call is not None:
         function = call.group("function")
         if function == own:
             return None

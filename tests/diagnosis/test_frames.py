@@ -510,3 +510,140 @@ def test_headless_frames_without_any_logger_level_are_still_an_error(packs: Rule
     )
     log = "\n".join(["It stops here", "", *frames, *frames, f'  File "{SITE}/worker/wor'])
     assert classify_text(log + "\n", packs).phase == "not_memory"
+
+
+# Executors run a worker method by its name (tools/vllm_callgraph.py DISPATCHERS): a traceback cut in
+# the dispatcher is placed by the method the frame above names, not by the dispatcher's frames.
+@pytest.mark.parametrize(
+    ("frames", "stage"),
+    [
+        # V1 0.10: initialize_from_config -> collective_rpc("compile_or_warm_up_model"), cut in the RPC
+        (
+            (
+                (
+                    "v1/engine/core.py",
+                    "_initialize_kv_caches",
+                    "self.model_executor.initialize_from_config(c)",
+                ),
+                (
+                    "v1/executor/abstract.py",
+                    "initialize_from_config",
+                    'self.collective_rpc("compile_or_warm_up_model")',
+                ),
+                (
+                    "v1/executor/multiproc_executor.py",
+                    "collective_rpc",
+                    "result = get_response(w, dequeue_timeout)",
+                ),
+            ),
+            "warmup",
+        ),
+        # V1: determine_available_memory dispatched to the workers, cut in the uniproc executor
+        (
+            (
+                (
+                    "v1/engine/core.py",
+                    "_initialize_kv_caches",
+                    "available_gpu_memory = self.model_executor.determine_available_memory()",
+                ),
+                (
+                    "v1/executor/abstract.py",
+                    "determine_available_memory",
+                    'output = self.collective_rpc("determine_available_memory")',
+                ),
+                (
+                    "v1/executor/uniproc_executor.py",
+                    "collective_rpc",
+                    "answer = run_method(self.driver_worker, method, args, kwargs)",
+                ),
+            ),
+            "profiling",
+        ),
+        # V0 (0.5): the GPU executor's profiling through _run_workers, cut inside it
+        (
+            (
+                (
+                    "engine/llm_engine.py",
+                    "_initialize_kv_caches",
+                    "num_gpu_blocks, num_cpu_blocks = self.model_executor.determine_num_available_blocks()",
+                ),
+                (
+                    "executor/distributed_gpu_executor.py",
+                    "determine_num_available_blocks",
+                    'num_blocks = self._run_workers("determine_num_available_blocks", )',
+                ),
+                (
+                    "executor/ray_gpu_executor.py",
+                    "_run_workers",
+                    "driver_worker_output = self.driver_worker.execute_method(",
+                ),
+            ),
+            "profiling",
+        ),
+        # V0 Ray: the workers load the model through execute_method.remote
+        (
+            (
+                (
+                    "executor/ray_gpu_executor.py",
+                    "_init_workers_ray",
+                    'self._run_workers("load_model", max_concurrent_workers=workers)',
+                ),
+                (
+                    "executor/ray_gpu_executor.py",
+                    "_run_workers",
+                    "ray_worker_outputs = [worker.execute_method.remote(method, *args, **kwargs)",
+                ),
+            ),
+            "loading",
+        ),
+    ],
+)
+def test_a_traceback_cut_in_an_executors_dispatch_is_placed_by_the_method_it_names(
+    packs: RulePacks, frames: tuple[tuple[str, str, str], ...], stage: str
+) -> None:
+    doc = Document(_traceback(*frames))
+    cut = cut_traceback(doc)
+    assert cut is not None
+    place = deepest_frame(doc, packs.signatures.frames, cut[0], cut[1], source=cut[2])
+    assert place is not None and place.stage == stage
+
+
+@pytest.mark.parametrize(
+    ("file", "function"),
+    [
+        ("v1/executor/multiproc_executor.py", "collective_rpc"),
+        ("v1/executor/uniproc_executor.py", "collective_rpc"),
+        ("v1/serial_utils.py", "run_method"),
+        ("executor/ray_gpu_executor.py", "_run_workers"),
+    ],
+)
+def test_dispatchers_frames_place_nothing(packs: RulePacks, file: str, function: str) -> None:
+    assert frame_place(packs.signatures.frames, f'File "{SITE}/{file}", line 10, in {function}') is None
+
+
+def test_the_first_releases_warm_up_model_is_a_warm_up_frame(packs: RulePacks) -> None:
+    # 0.2.7-0.3.3 `Worker.warm_up_model` captures the CUDA graphs (the later `_warm_up_model`)
+    place = frame_place(
+        packs.signatures.frames,
+        f'File "{SITE}/worker/worker.py", line 10, in warm_up_model',
+        version=(0, 3, 3),
+    )
+    assert place is not None and place.stage == "warmup"
+
+
+def test_an_oom_titled_traceback_cut_in_the_warm_up_rpc_is_warmup_oom(packs: RulePacks) -> None:
+    log = "[Bug]: 8xH100 oom with a big MoE\n\n" + _traceback(
+        ("v1/engine/core.py", "__init__", "self._initialize_kv_caches(vllm_config)"),
+        (
+            "v1/engine/core.py",
+            "_initialize_kv_caches",
+            "self.model_executor.initialize_from_config(kv_cache_configs)",
+        ),
+        (
+            "v1/executor/abstract.py",
+            "initialize_from_config",
+            'self.collective_rpc("compile_or_warm_up_model")',
+        ),
+        ("v1/executor/multiproc_executor.py", "collective_rpc", "result = get_r"),
+    )
+    assert classify_text(log, packs).phase == "warmup_oom"
