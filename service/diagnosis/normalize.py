@@ -884,6 +884,28 @@ _PROGRAM_VOICE = first_use_re(r"^\W*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b|\b(?
 _PERSON = first_use_re(
     r"\b(?:I|I'm|I've|I'd|I'll|we|we're|we've|my|our|me|us)\b|我|^\s*\[[A-Za-z][\w /-]*\]:", re.IGNORECASE
 )
+# A sentence's own small words around its settings ("Loading Mixtral with tp=2 runs out of memory",
+# "Setting gpu_memory_utilization=0.95 OOMs on the first request", "tp=2 时加载就爆显存"): English
+# articles, prepositions, conjunctions and auxiliaries, or Chinese particles. An args dump or a
+# record's `key=value` body has none between its pairs.
+_FUNCTION_WORD = first_use_re(
+    r"\b(?:the|a|an|of|on|in|at|to|with|without|for|from|by|and|or|but|when|while|if|after|before|"
+    r"is|are|was|were|be|been|it|this|that|will|would|can|does|do|did|has|have|had|even|still|then)\b"
+    r"|[的了时就在也都吗呢]",
+    re.IGNORECASE,
+)
+# What a program's words around a setting look like even with small words in them: advice naming an
+# environment variable ("For debugging consider passing CUDA_LAUNCH_BLOCKING=1", "Set the
+# environment variable HYDRA_FULL_ERROR=1 for a complete stack trace"), or a record's field after
+# its message's last sentence ("…more KV cache memory. total_num_cumulative_preemption=1").
+_PROGRAM_SETTING = first_use_re(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]*=|[.!?]\s+[\w.-]+=\S")
+
+
+def _told_around(text: str) -> bool:
+    """Whether a line's settings stand in a sentence of its own words (`_FUNCTION_WORD`)."""
+    return _FUNCTION_WORD.search(text) is not None and _PROGRAM_SETTING.search(text) is None
+
+
 _ASSIGNMENT = first_use_re(r"\w+=\S")
 _INLINE_SETTING = first_use_re(r"-{0,2}[A-Za-z_][\w.-]*=[\w.+/-]+")
 _SETTING_WORD_ENDS = "`.,;:!?'\""
@@ -906,20 +928,33 @@ def _reads_as_settings(text: str, tokens: list[str], words: int) -> bool:
         if not _INLINE_SETTING.fullmatch(token.strip(_SETTING_WORD_ENDS)):
             return True
         quoted = quoted and "`" in token
-    if _PROGRAM_VOICE.search(text) or not (quoted or _PERSON.search(text)):
+    if _PROGRAM_VOICE.search(text) or not (quoted or _PERSON.search(text) or _told_around(text)):
         return True
     return len(_SETTING.findall(text)) > _SETTING_SHARE * words or _COMMAND_START.match(text) is not None
+
+
+# A link is one token of the sentence around it: a markdown link reads as its text, a bare URL as a
+# word (its path is no file a program printed, its query's `?utm_source=x&…` no settings).
+_LINK = first_use_re(r"\[([^\[\]\n]{0,200})\]\((?:https?|ftp)://[^\s()]*\)|(?:https?|ftp)://[^\s<>]+")
+
+
+def _link_word(match: re.Match[str]) -> str:
+    text = match.group(1)
+    return "link" if text is None else text
 
 
 def is_prose(line: Line) -> bool:
     """Whether a line is a person's sentence rather than something a program printed.
 
     A line with a logger, process or container prefix is a log line. Otherwise it is prose when it
-    has none of a log line's marks (a setting or two written inline are a sentence's) and reads as
-    words: at least four, most of its tokens, or at least four Chinese characters.
+    has none of a log line's marks (a setting or two written inline are a sentence's; a link is a
+    word) and reads as words: at least four, most of its tokens, or at least four Chinese characters.
     """
-    text = line.text
-    if line.source or line.level or not text or _NOT_PROSE.search(text):
+    if line.source or line.level or not line.text:
+        return False
+    # a link is one word of the sentence: a log line's marks and the words are read around it
+    text = _LINK.sub(_link_word, line.text) if "://" in line.text else line.text
+    if _NOT_PROSE.search(text):
         return False
     tokens = text.split()
     cjk = len(_CJK.findall(text))

@@ -52,8 +52,11 @@ _QUOTED_WORDS = 4
 _QUOTE_MARKS = ('"', "“", "「", "『", "`")
 
 
+_QUOTED_MESSAGE = " the message "
+
+
 def _quote(match: re.Match[str]) -> str:
-    return " the message " if len(match.group().split()) >= _QUOTED_WORDS else match.group()
+    return _QUOTED_MESSAGE if len(match.group().split()) >= _QUOTED_WORDS else match.group()
 
 
 def _unquoted(text: str) -> str:
@@ -432,7 +435,19 @@ def _negated(line: Line, vocabulary: ProseVocabulary) -> bool:
     # a failure word that only names a message ("improve the OOM error messages") takes back the
     # bare "OOM" a rule matched in it, like a negation does
     taken_back = any(_takes_back(c, vocabulary) or _named_only(c, vocabulary) != c for c in clauses)
-    return taken_back and not any(_affirms(c, vocabulary) for c in clauses)
+    return taken_back and not any(_affirms(c, vocabulary) or _met_quoted(c, vocabulary) for c in clauses)
+
+
+def _met_quoted(clause: str, vocabulary: ProseVocabulary) -> bool:
+    """Whether a clause says the person met the message it quotes ("I encountered the issue with
+    vLLM complaining `Input prompt … is too long`", "we get \"…\""): the quote is what the run printed,
+    so a later clause's "should avoid this problem" does not take the line back; one that takes it
+    back itself ("the `…` error no longer appears") met nothing."""
+    return (
+        _QUOTED_MESSAGE in clause
+        and vocabulary.experienced.search(clause) is not None
+        and not _takes_back(clause, vocabulary)
+    )
 
 
 _INTRODUCER_ENDS = (":", "：")

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from service.diagnosis.normalize import Line, is_prose
+from service.diagnosis.normalize import Document, Line, is_prose
+from service.diagnosis.prose import read_prose
+from service.packs import RulePacks
 from service.schemas import Diagnosis
 
 Classify = Callable[..., Diagnosis]
@@ -190,6 +192,22 @@ def test_a_sentence_alone_is_never_a_confident_verdict(run_classify: Classify) -
         ("For debugging consider passing CUDA_LAUNCH_BLOCKING=1.", False),
         ("Pass `add_to_git_credential=True` if you want to set the git credential as well.", False),
         ("Didn't receive health check response for Replica(id='r1', deployment='vLLM') after 10.0s", False),
+        ("Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.", False),
+        # a record's field after its message's last sentence is the record's
+        ("Requests are preempted for lack of KV cache space. total_num_cumulative_preemption=12", False),
+        # a sentence's own small words around an inline setting make it a sentence without "I"/"we"
+        ("Serving Qwen2.5-72B with tp=4 still runs out of memory on the first prompt", True),
+        ("With max_num_seqs=512 the engine dies during cuda graph capture", True),
+        ("Upgrading to 0.8.5 and keeping enforce_eager=True does not help", True),
+        ("设置 gpu_memory_utilization=0.95 之后第一个请求就爆显存了", True),
+        ("tp=2 时加载权重就 OOM", True),
+        ("model=qwen tp=2 pp=1 dtype=bfloat16 max_len=8192", False),
+        # a link is one word of the sentence: its path is no file a program printed, its query no settings
+        ("Same as [this report](https://example.org/t/oom/1?utm_source=chat.com&ref=x) here", True),
+        ("It dies on load, see https://github.com/o/r/blob/main/w/loader.py#L88 for the check", True),
+        ("The model crashes while loading, as described in https://example.com/a?b=1&c=2 too", True),
+        ("参考 https://example.cn/issue/42?from=share&lang=zh 的说明，加载时显存不足", True),
+        ("https://github.com/org/repo/issues/42", False),
     ],
 )
 def test_prose_is_told_from_log_lines(text: str, prose: bool) -> None:
@@ -591,3 +609,18 @@ def test_a_failure_word_naming_a_message_states_no_failure(run_classify: Classif
 
 def test_an_error_message_the_person_met_is_a_failure(run_classify: Classify) -> None:
     assert run_classify("I got an error message while loading the model and it exits").phase == "not_memory"
+
+
+def test_a_sentence_meeting_a_quoted_message_is_not_taken_back_by_a_later_clause(
+    run_classify: Callable[..., Diagnosis],
+) -> None:
+    log = (
+        "Training with the rollout we hit vLLM saying `Input prompt (9000 tokens) is too long and exceeds "
+        "limit of 8192`. Raising the limit in the config file should avoid this problem."
+    )
+    assert run_classify(log).phase == "request_too_long"
+
+
+def test_a_sentence_saying_a_step_aborts_states_a_failure(packs: RulePacks) -> None:
+    doc = Document("The memory check in the worker aborts the start when another process frees memory")
+    assert [cue.line for cue in read_prose(doc, packs.prose)] == [1]

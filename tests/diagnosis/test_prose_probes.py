@@ -87,6 +87,7 @@ PROBES = [
         "prose_probes_third.yaml",
         "prose_probes_fourth.yaml",
         "prose_probes_fifth.yaml",
+        "prose_probes_sixth.yaml",
     )
     for p in _probes(name)
 ]
