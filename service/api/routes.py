@@ -304,6 +304,9 @@ async def _answer_log(
         return msgspec.structs.replace(rest, log=decode_bytes(body))
 
     packs = ready.packs
+    raw: RawKey | None = request.state.get(_RAW_KEY)
+    if raw is None and ready.settings.cache_ttl_s:  # a query string new to the index: no body was read
+        raw = raw_key(packs.digest, endpoint, request.scope, body_read)
     return await _answer(
         ready,
         endpoint,
@@ -315,8 +318,7 @@ async def _answer_log(
         Diagnosis,
         large=len(body) > _THREAD_ABOVE_BYTES,
         computed=computed,
-        # the hook's key, else (a query string new to the index: the hook read no body) this one
-        raw=request.state.get(_RAW_KEY) or raw_key(packs.digest, endpoint, request.scope, body_read),
+        raw=raw,
     )
 
 
