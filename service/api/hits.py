@@ -26,10 +26,9 @@ __all__ = ["HitIndex", "RawKey", "raw_key"]
 RawKey = tuple[int, int]
 
 # Query strings that passed validation, per endpoint: few in practice (the hints a client sends);
-# past this many the oldest is forgotten and its next request takes the full path once.
+# past this many the oldest is forgotten and its next request takes the full path once. Each is
+# kept as its keyed hash, so a long `command` hint costs no more than a short one.
 _VALID_QUERIES = 1024
-# A query string longer than this is never remembered (each of the five hints is at most 4096 chars).
-_QUERY_BYTES = 24 * 1024
 
 
 def raw_key(digest: str, endpoint: str, scope: Scope, body: bytes) -> RawKey:
@@ -70,10 +69,15 @@ class HitIndex:
         self._canonical.put(raw, canonical)
 
     def query_valid(self, endpoint: str, query: bytes) -> bool:
-        """Whether `endpoint` has accepted this exact query string (validation depends on nothing else)."""
-        return (endpoint, query) in self._valid_queries
+        """Whether `endpoint` has accepted this query string (validation depends on nothing else).
+
+        By its hash: two query strings alike in hash (about 2^-64 a pair) would at most let an
+        invalid one's body be read before it is refused, as an answered request is never one of it.
+        """
+        return (endpoint, hash(query), len(query)) in self._valid_queries
 
     def accept_query(self, endpoint: str, query: bytes) -> None:
         """`endpoint` validated this query string (its handler ran)."""
-        if len(query) <= _QUERY_BYTES and (endpoint, query) not in self._valid_queries:
-            self._valid_queries.put((endpoint, query), True)
+        key = (endpoint, hash(query), len(query))
+        if key not in self._valid_queries:
+            self._valid_queries.put(key, True)

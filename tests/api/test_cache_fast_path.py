@@ -274,6 +274,9 @@ def test_the_hit_index_forgets_its_oldest_entries_past_its_cap() -> None:
         index.answered((n, 1), f"diagnose:{n}")
     assert [index.canonical((n, 1)) for n in range(3)] == [None, "diagnose:1", "diagnose:2"]
     index.accept_query("diagnose", b"top=1")
-    index.accept_query("diagnose", b"model=" + b"x" * 30000)  # longer than any valid query
-    assert index.query_valid("diagnose", b"top=1") and not index.query_valid("classify", b"top=1")
-    assert not index.query_valid("diagnose", b"model=" + b"x" * 30000)
+    assert index.query_valid("diagnose", b"top=1")
+    assert not index.query_valid("classify", b"top=1") and not index.query_valid("diagnose", b"top=2")
+    for n in range(2000):
+        index.accept_query("diagnose", b"top=1&model=m%d" % n)
+    assert not index.query_valid("diagnose", b"top=1")  # forgotten past 1,024 query strings
+    assert index.query_valid("diagnose", b"top=1&model=m1999")
