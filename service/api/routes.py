@@ -14,12 +14,15 @@ from typing import Annotated, Any, TypeVar
 
 import anyio.to_thread
 import msgspec
-from litestar import MediaType, Request, Response, get, post
+from litestar import Request, Response, get, post
 from litestar.datastructures import ResponseHeader, State, UploadFile
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 
 from service import core
+from service.api.access import admit
+from service.api.hits import RawKey, raw_key
+from service.api.json_bytes import JsonBytes
 from service.api.models import resolve_model
 from service.api.monitoring import count_diagnosis, count_preflight
 from service.api.openapi import EstimateBodyOperation, LogBodyOperation, PreflightBodyOperation
@@ -211,7 +214,15 @@ def _count(endpoint: str, type_: type[Diagnosis | Budget | Preflight], label: st
 
 def _json(body: bytes, status: str) -> Response[Any]:
     """The answer's JSON bytes as they are: a cache hit is sent without decoding it again."""
-    return Response(body, media_type=MediaType.JSON, headers={"X-Cache": status})
+    return JsonBytes(body, status)
+
+
+def _stored(cached: bytes | None) -> tuple[str, bytes] | None:
+    """A cache entry's metrics label and answer JSON (see `_answer`), or None for no usable entry."""
+    if cached is None:
+        return None
+    label, newline, body = cached.partition(b"\n")
+    return (label.decode(), body) if newline else None
 
 
 async def _answer(
@@ -224,6 +235,7 @@ async def _answer(
     large: bool = False,
     computed: Callable[[T], Awaitable[None]] | None = None,
     amend: Callable[[T], Awaitable[T]] | None = None,
+    raw: RawKey | None = None,
 ) -> Response[Any]:
     """The cached answer for an identical request, else compute it and cache it.
 
@@ -231,15 +243,19 @@ async def _answer(
     diagnosing it again; only the answer, computed from the redacted request, is stored: its
     metrics label, a newline (msgspec's JSON never holds a raw one), its JSON. A hit is sent as
     those bytes, unless `amend` adds what is not cached (calibration notes). `computed` sees each
-    answer that was computed, not one served from the cache.
+    answer that was computed, not one served from the cache. `raw` (the raw request's key, see
+    service/api/hits.py) is remembered as answered by this entry, so its next repeat is a hit
+    before the handler's parsing (`_answered_before`).
     """
     ttl_s = ready.settings.cache_ttl_s
     key = _cache_key(ready.shared, endpoint, ready.packs, *key_parts) if ttl_s else None
-    cached = await ready.shared.cached(key) if key else None
-    label, newline, body = cached.partition(b"\n") if cached is not None else (b"", b"", b"")
-    if newline:
+    stored = _stored(await ready.shared.cached(key)) if key else None
+    if stored is not None:
         status = "hit"
-        _count(endpoint, type_, label.decode())
+        label, body = stored
+        _count(endpoint, type_, label)
+        if raw is not None and key:
+            ready.hits.answered(raw, key)
         if amend is None:
             return _json(body, status)
         result = msgspec.json.decode(body, type=type_)
@@ -251,6 +267,8 @@ async def _answer(
         body = msgspec.json.encode(result)
         if key:
             await ready.shared.store(key, _label(result).encode() + b"\n" + body, ttl_s)
+            if raw is not None:
+                ready.hits.answered(raw, key)
         _count(endpoint, type_, _label(result))
         if computed is not None:
             await computed(result)
@@ -267,7 +285,10 @@ async def _answer_log(
     run: Callable[[DiagnoseRequest, RulePacks], Diagnosis],
     computed: Callable[[Diagnosis], Awaitable[None]] | None = None,
 ) -> Response[Any]:
-    body = await request.body()
+    ready = loaded(state)
+    # the handler runs: Litestar validated this query string
+    ready.hits.accept_query(endpoint, request.scope["query_string"])
+    body = body_read = await request.body()
     content_type = request.headers.get("content-type")
     if _media_type(content_type) == "multipart/form-data":
         body, hints = await _uploaded_log(request, hints)
@@ -282,8 +303,10 @@ async def _answer_log(
             return parsed
         return msgspec.structs.replace(rest, log=decode_bytes(body))
 
-    ready = loaded(state)
     packs = ready.packs
+    raw: RawKey | None = request.state.get(_RAW_KEY)
+    if raw is None and ready.settings.cache_ttl_s:  # a query string new to the index: no body was read
+        raw = raw_key(packs.digest, endpoint, request.scope, body_read)
     return await _answer(
         ready,
         endpoint,
@@ -295,7 +318,42 @@ async def _answer_log(
         Diagnosis,
         large=len(body) > _THREAD_ABOVE_BYTES,
         computed=computed,
+        raw=raw,
     )
+
+
+_RAW_KEY = "vramdoc_raw_key"  # the raw request's key, in the request's state (hook -> handler)
+
+
+def _answered_before(endpoint: str) -> Callable[[Request[Any, Any, Any]], Awaitable[Response[Any] | None]]:
+    """The `before_request` hook of a log endpoint: `admit`, then the stored answer of a repeat.
+
+    A request whose raw form (content type, query string, body) was answered before is sent the
+    stored bytes without parsing its parameters, running the handler or building a request
+    (Litestar skips both when the hook returns a response). It reads the body only when the query
+    string is one the endpoint validated before, so anything the full path refuses before reading
+    the body (a bad `top`) it still refuses first; the body is read with the same size limit, under
+    the same stalled-body guard, and a refused or failing request never reaches the index. Anything
+    else returns None, and the full path answers, with the raw key kept for it to remember.
+    """
+
+    async def before_request(request: Request[Any, Any, Any]) -> Response[Any] | None:
+        await admit(request)
+        ready = loaded(request.app.state)
+        scope = request.scope
+        if not ready.settings.cache_ttl_s or not ready.hits.query_valid(endpoint, scope["query_string"]):
+            return None
+        raw = raw_key(ready.packs.digest, endpoint, scope, await request.body())
+        key = ready.hits.canonical(raw)
+        stored = _stored(await ready.shared.cached(key)) if key is not None else None
+        if stored is None:
+            request.state[_RAW_KEY] = raw
+            return None
+        label, body = stored
+        count_diagnosis(endpoint, label)
+        return _json(body, "hit")
+
+    return before_request
 
 
 _CACHE_HEADER = ResponseHeader(
@@ -320,6 +378,7 @@ _LOG_ROUTE: dict[str, Any] = {
         "Send a JSON DiagnoseRequest, or the raw log in any other content type with the hints as "
         "query parameters, e.g. `curl --data-binary @vllm.log '/v1/diagnose?model=Qwen/Qwen2.5-7B'`."
     ),
+    before_request=_answered_before("diagnose"),
     **_LOG_ROUTE,
 )
 async def diagnose(
@@ -346,6 +405,7 @@ async def diagnose(
     "/classify",
     summary="Classify a vLLM log: failing phase, evidence and facts only (no budget, no fixes)",
     description="Same body as /v1/diagnose; faster when only the phase and the stated numbers are needed.",
+    before_request=_answered_before("classify"),
     **_LOG_ROUTE,
 )
 async def classify(

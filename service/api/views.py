@@ -15,6 +15,7 @@ import anyio
 import msgspec
 from litestar.datastructures import State
 
+from service.api.hits import HitIndex
 from service.api.settings import Settings
 from service.api.stores import SharedState
 from service.calibration_store import CalibrationStore
@@ -107,6 +108,8 @@ class Loaded:
     large_logs: anyio.CapacityLimiter = field(
         default_factory=lambda: anyio.CapacityLimiter(LARGE_LOGS_AT_ONCE)
     )
+    # raw requests answered so far and the query strings accepted: a repeat is a hit before parsing
+    hits: HitIndex = field(default_factory=lambda: HitIndex(4096))
 
     @classmethod
     def build(
@@ -121,7 +124,16 @@ class Loaded:
     ) -> Loaded:
         models, gpus, rules = _catalog_views(packs)
         return cls(
-            settings, packs, shared, models, gpus, rules, clock=clock, memory=memory, calibration=calibration
+            settings,
+            packs,
+            shared,
+            models,
+            gpus,
+            rules,
+            clock=clock,
+            memory=memory,
+            calibration=calibration,
+            hits=HitIndex(settings.cache_max_entries),
         )
 
 
