@@ -57,7 +57,7 @@ def test_fork_and_plugin_stage_lines_after_a_titled_oom_place_it(run_classify: C
         [
             "[Bug]: torch.OutOfMemoryError: CUDA out of memory.",
             "INFO 01-01 00:00:01 [runner.py:1] Model runner: Model loaded successfully.",
-            "INFO 01-01 00:00:02 [worker.py:1] Worker 0: Process-scoped GPU memory after model loading: 19.56 GiB.",
+            "INFO 01-01 00:00:02 [worker.py:1] Worker 0: GPU memory after model loading: 19.56 GiB.",
             "INFO 01-01 00:00:03 [engine.py:1] dummy run to warm up the model",
         ]
     )
