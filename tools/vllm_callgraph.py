@@ -291,7 +291,9 @@ def functions_in(path: Path, rel: str) -> list[Function]:
             continue
         indent = len(line) - len(stripped)
         starts_block = stripped.startswith(("def ", "async def ", "class "))
-        if starts_block or indent == 0:
+        # a line opening with a closing bracket continues the statement above it (the ") -> None:"
+        # ending a signature spread over lines): it closes no def, whatever its indentation
+        if starts_block or (indent == 0 and stripped[0] not in ")]}"):
             while scope and scope[-1][0] >= indent:
                 scope.pop()
             current = next((f for _, _, f in reversed(scope) if f is not None), None)

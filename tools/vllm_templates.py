@@ -463,6 +463,21 @@ def _snippet(lines: list[str], index: int, column: int) -> tuple[str, int] | Non
     return None
 
 
+def _header_end(lines: list[str], index: int, column: int) -> int:
+    """The index after the header of the def/class at lines[index]. A signature spread over lines
+    ends in a line such as ") -> None:" at the def's own indentation, which is no new statement and
+    must not close the def's scope; the header ends where it parses, with a body added if need be."""
+    for end in range(index + 1, min(len(lines), index + _MAX_LINES) + 1):
+        header = "\n".join(line[column:] for line in lines[index:end])
+        for text in (header, header + "\n pass"):  # "def f(): return x" holds its own body
+            try:
+                ast.parse(text)
+            except SyntaxError:
+                continue
+            return end
+    return index + 1
+
+
 def templates_in(source: str) -> list[tuple[str, Found]]:
     """Templates of one module. Only the statements that can print a message (and the message
     variables assigned before them) are parsed, not the whole module: parsing every release's
@@ -486,7 +501,7 @@ def templates_in(source: str) -> list[tuple[str, Found]]:
                 scope.pop()
         if definition:
             scope.append((indent, definition.group(3)))
-            index += 1
+            index = _header_end(lines, index, indent)
             continue
         statement = _STATEMENT.search(line)
         assign = None if statement else _MESSAGE_ASSIGN.match(line)
@@ -516,7 +531,17 @@ def releases(cache: Path) -> list[str]:
 
 def _extractor_digest() -> str:
     """Changes whenever the extraction code changes, so cached results are never stale."""
-    parts = [Renderer, Collector, percent_parts, format_parts, join, _hole, _stringish, templates_in]
+    parts = [
+        Renderer,
+        Collector,
+        percent_parts,
+        format_parts,
+        join,
+        _hole,
+        _stringish,
+        _header_end,
+        templates_in,
+    ]
     source = "".join(inspect.getsource(part) for part in parts)
     return hashlib.blake2b(source.encode(), digest_size=8).hexdigest()
 

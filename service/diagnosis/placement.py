@@ -275,11 +275,14 @@ def stage_after_end(ctx: StageLookup, before: int, source: str) -> tuple[Stage, 
     return (following[0], last) if following else None
 
 
-def _marker_after(ctx: StageLookup, after: int, printed: bool = False) -> Clue | None:
+def _marker_after(ctx: StageLookup, after: int, printed: bool = False, source: str = "") -> Clue | None:
     """The furthest stage a running engine reached after line `after` (a failure stated above its
     log, or a console that lists the newest line first). When the failure is a line a program
     printed inside the log (`printed`; not a title or a sentence), the run it stopped showed that
-    stage: an OOM is fatal, so it struck no earlier (`marker_after_log`, above the person's words)."""
+    stage: an OOM is fatal, so it struck no earlier (`marker_after_log`, above the person's words).
+    A failure a process printed under its prefix (`source`) is placed by that process's markers
+    only: another process (a plugin's scheduler, the API server) reaching a stage says nothing of
+    when this one failed."""
     best: Hit | None = None
     high = len(ctx.doc.lines)
     # walking back from the end, a marker of the last stage is never replaced (only a further stage
@@ -288,7 +291,7 @@ def _marker_after(ctx: StageLookup, after: int, printed: bool = False) -> Clue |
         low = max(after + 1, high - _WALK + 1)
         for hit in reversed(ctx.markers(low, high)):
             stage = hit.compiled.rule.stage
-            if not is_marker(hit) or stage not in _ENGINE_STAGES:
+            if not is_marker(hit) or stage not in _ENGINE_STAGES or (source and hit.line.source != source):
                 continue
             assert stage is not None
             if best is None or _ORDER[stage] > _ORDER[best.compiled.rule.stage or "config"]:
@@ -351,7 +354,7 @@ def gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) ->
         for stage, basis, number in ctx.prose_stages():
             clues.append(Clue("prose", stage, basis, number))
     if not strong:
-        after_clue = _marker_after(ctx, line.number, _printed_in_log(ctx.doc, line))
+        after_clue = _marker_after(ctx, line.number, _printed_in_log(ctx.doc, line), line.source)
         if after_clue is not None:
             clues.append(after_clue)
     # the person's other sentences are read only when no frame, marker or sentence of theirs about

@@ -38,6 +38,32 @@ def test_another_process_serving_does_not_place_a_workers_loading_oom(run_classi
     assert diagnosis.confidence < 0.8  # the other process's line still counts a little
 
 
+def test_another_process_reaching_serving_after_a_printed_oom_does_not_place_it(
+    run_classify: Classify,
+) -> None:
+    # the failing process printed no stage of its own: another process's later "ready" says nothing
+    log = "\n".join(
+        [
+            f"(EngineCore_DP0 pid=11) ERROR 01-01 00:00:01 [core.py:1] {OOM}",
+            "(APIServer pid=12) INFO 01-01 00:00:02 [launcher.py:1] Application startup complete.",
+        ]
+    )
+    assert run_classify(log).phase != "runtime_oom"
+
+
+def test_fork_and_plugin_stage_lines_after_a_titled_oom_place_it(run_classify: Classify) -> None:
+    # the weights-loaded and warm-up wordings of forks and plugins (rules/signatures/stages.yaml)
+    log = "\n".join(
+        [
+            "[Bug]: torch.OutOfMemoryError: CUDA out of memory.",
+            "INFO 01-01 00:00:01 [runner.py:1] Model runner: Model loaded successfully.",
+            "INFO 01-01 00:00:02 [worker.py:1] Worker 0: GPU memory after model loading: 19.56 GiB.",
+            "INFO 01-01 00:00:03 [engine.py:1] dummy run to warm up the model",
+        ]
+    )
+    assert run_classify(log).phase == "warmup_oom"
+
+
 def test_the_api_server_ready_after_the_engines_graph_capture_places_a_runtime_oom(
     run_classify: Classify,
 ) -> None:

@@ -111,3 +111,46 @@ def test_every_minor_release_is_fetched_with_its_latest_patch() -> None:
     assert [str(v) for v in sources.latest_patch_per_minor(versions)] == ["0.2.7", "0.6.4.post1", "0.20.2"]
     # 0.20.x ships only manylinux_2_35 wheels: a platform list without it fetched no 0.20 release
     assert "manylinux_2_35_x86_64" in sources.PLATFORMS
+
+
+_SIGNATURE_OVER_LINES = """
+def check_enough_kv_cache_memory(
+    vllm_config,
+    needed,
+) -> None:
+    raise ValueError(f"{needed} GiB KV cache is needed, more than available")
+
+
+def one_line(): return 1
+def after_one_line():
+    logger.warning("free memory is less than %s GiB", 3)
+
+
+class Worker:
+    def determine_available_memory(
+        self,
+    ) -> int:
+        raise RuntimeError("no memory left for the cache blocks")
+"""
+
+
+def test_a_template_is_filed_under_its_def_when_the_signature_spans_lines() -> None:
+    # the ") -> None:" closing a signature at the def's indentation closes no scope
+    functions = [name for name, _ in TEMPLATES.templates_in(_SIGNATURE_OVER_LINES)]
+    assert functions == [
+        "check_enough_kv_cache_memory",
+        "after_one_line",
+        "Worker.determine_available_memory",
+    ]
+
+
+def test_call_graph_keeps_a_body_after_a_signature_over_lines(tmp_path: Path) -> None:
+    callgraph = _tool("vllm_callgraph")
+    path = tmp_path / "kv_cache_utils.py"
+    path.write_text(
+        "def get_kv_cache_configs(\n    vllm_config,\n) -> list:\n"
+        "    check_enough_kv_cache_memory(vllm_config)\n"
+    )
+    (function,) = callgraph.functions_in(path, "v1/core/kv_cache_utils.py")
+    assert function.qualname == "get_kv_cache_configs"
+    assert "check_enough_kv_cache_memory" in function.plain_calls
