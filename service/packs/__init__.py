@@ -18,8 +18,9 @@ import msgspec
 import re2
 
 from service.errors import PackError
+from service.first_use import OnFirstUse
 from service.packs.catalog import Catalog, load_catalog
-from service.packs.compiled import OnFirstUse, validated_before
+from service.packs.compiled import validated_before
 from service.packs.evidence import EvidenceWeights, load_evidence
 from service.packs.fixes import FixPack, load_fix_recipes
 from service.packs.fragments import FragmentIndex, empty_fragments, load_fragments

@@ -16,10 +16,9 @@ from collections.abc import Callable, Iterable
 
 import re2
 
-from service.first_use import OnFirstUse
 from service.packs.loader import remembered
 
-__all__ = ["OnFirstUse", "re2_build", "validated_before"]
+__all__ = ["re2_build", "validated_before"]
 
 
 @functools.cache

@@ -14,7 +14,8 @@ import msgspec
 import re2
 
 from service.errors import PackError
-from service.packs.compiled import OnFirstUse, validated_before
+from service.first_use import OnFirstUse
+from service.packs.compiled import validated_before
 from service.packs.loader import load_yaml_file
 from service.packs.signatures import Stage
 from service.schemas import Phase

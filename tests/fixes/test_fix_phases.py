@@ -591,6 +591,24 @@ def test_kv_preemption_raises_utilization_into_the_headroom_the_snapshot_shows(p
     assert passes_startup(7.4 + 0.9 * 79.19, 79.19, 0.98)
 
 
+# The failing worker is the one listed process holding PyTorch's reserve and more (service.processes,
+# shared with the diagnosis): never offered as a process to free.
+def test_the_fixes_do_not_offer_to_free_the_failing_worker(pack: FixPack) -> None:
+    facts = Facts(
+        free_gib=0.05,
+        total_gib=44.35,
+        tried_to_allocate_gib=0.11,
+        torch_allocated_gib=37.38,
+        torch_reserved_unallocated_gib=0.26921875,
+        other_processes=[OtherProcess(pid=3663367, used_gib=44.28)],
+    )
+    fixes = rank_fixes(FixRequest(phase="weights_oom", facts=facts, engine_version="0.6.3", top=10), pack)
+    assert all("3663367" not in f.change for f in fixes)
+    stated = msgspec.structs.replace(facts, process_in_use_gib=40.0)
+    fixes = rank_fixes(FixRequest(phase="weights_oom", facts=stated, engine_version="0.6.3", top=10), pack)
+    assert any("3663367" in f.change for f in fixes)
+
+
 def test_vllm_itself_listed_as_a_process_in_a_container_is_not_called_another_process(pack: FixPack) -> None:
     # torch OOM from a container: "Process 29144 has 44.16 GiB memory in use" is the worker itself
     # (43.79 GiB allocated by PyTorch + 0.06 reserved + its CUDA context)

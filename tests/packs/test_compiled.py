@@ -8,7 +8,8 @@ import pytest
 import re2
 
 from service.errors import PackError
-from service.packs.compiled import OnFirstUse, validated_before
+from service.first_use import OnFirstUse
+from service.packs.compiled import validated_before
 
 
 def test_the_object_is_built_on_the_first_attribute_read_and_only_once() -> None:

@@ -14,8 +14,8 @@ import re2
 from service.diagnosis.normalize import Document
 from service.diagnosis.scan import scan
 from service.errors import PackError
+from service.first_use import OnFirstUse
 from service.packs import load_packs, signatures
-from service.packs.compiled import OnFirstUse
 from service.packs.frames import CompiledFrames, FrameGroup, FrameRow, load_frames
 from service.packs.loader import CACHE_ENTRIES, decode_yaml, pack_cache_dir
 from service.packs.signatures import Regexes, SignaturePackFile, pack_files
