@@ -32,6 +32,7 @@ __all__ = [
     "clean_text",
     "decode_bytes",
     "is_prose",
+    "is_record",
     "run_of",
     "split_prefixes",
     "starts_record",
@@ -870,6 +871,25 @@ _NOT_PROSE = first_use_re(
     r"|\d+\.\d+ ?(?:GiB|MiB|KiB|GB|MB)\b|\d+ bytes\b|\|\s*\d+/\d+|/\w+/\w+\.py\b|^\s*[\^~]+\s*$"
     r"|^\s*(?:\$|#|>>>|\.\.\.|-{2,}>)\s|^\s*[\[{(<]\S*$"
 )
+# A program's record anywhere in a line, whatever tag a fork, a plugin or a collector put before it
+# (`[Stage-1] INFO 03-12 08:22:28 [model_runner.py:133] Model loading took …`, uvicorn's
+# `INFO:     10.0.0.7:5123 - "POST …"`), and a shell's prompt before a command (`(venv)
+# user@host:~/work$ python -m vllm…`): vLLM's logger header (a level, then the month-day time), a
+# logger's `file.py:N]` location, a level glued to its colon at the line's start, a prompt's
+# `user@host:path$`. Such a line is what ran, not the person's words.
+_PRINTED_RECORD = first_use_re(
+    r"\b(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d{1,2}-\d{1,2}\s+\d{1,2}:\d{2}:\d{2}\b"
+    r"|\b[\w.-]+\.py:\d+\]|^\W{0,3}(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):(?:\s|\w+:)"
+    r"|^\s*(?:\([\w.-]+\)\s*)?[\w.-]+@[\w.-]+:\S*[$#]\s"
+)
+
+
+def is_record(text: str) -> bool:
+    """Whether a line's text holds a program's record or a shell prompt (`_PRINTED_RECORD`), under whatever
+    tag came before it: never a person's sentence, however many words it has."""
+    return _PRINTED_RECORD.search(text) is not None
+
+
 _WORD = first_use_re(r"[A-Za-z][A-Za-z'’-]*")
 # key=value pairs are a program's (an args dump, `Namespace(…)`, a record's `pid=12)`, HTML's
 # `class="…"`, `vllm==0.6.3`, a message's advice "consider passing CUDA_LAUNCH_BLOCKING=1") unless
@@ -954,7 +974,7 @@ def is_prose(line: Line) -> bool:
         return False
     # a link is one word of the sentence: a log line's marks and the words are read around it
     text = _LINK.sub(_link_word, line.text) if "://" in line.text else line.text
-    if _NOT_PROSE.search(text):
+    if _NOT_PROSE.search(text) or _PRINTED_RECORD.search(text):
         return False
     tokens = text.split()
     cjk = len(_CJK.findall(text))

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import msgspec
 
 from service.diagnosis.blocks import code_lines
-from service.diagnosis.normalize import MEMO_LINES, Document, Line, is_prose
+from service.diagnosis.normalize import MEMO_LINES, Document, Line, is_prose, is_record
 from service.diagnosis.placement import STAGE_PHASE, stage_after, stage_before
 from service.packs.derived import per_pack
 from service.packs.prose import ProseVocabulary
@@ -101,21 +101,35 @@ def _stage(clause: str, vocabulary: ProseVocabulary) -> Stage | None:
     named: list[tuple[bool, int, Stage]] = []
     for rank, (stage, pattern) in enumerate(vocabulary.stages):
         for found in pattern.finditer(clause):
-            said = _shifted(stage, clause[: found.start()], clause[found.end() :], vocabulary)
+            said = _shifted(
+                stage,
+                clause[: found.start()],
+                clause[found.start() :],
+                found.end() - found.start(),
+                vocabulary,
+            )
             if said is not None:
                 named.append((said[1], rank, said[0]))
     return min(named)[2] if named else None
 
 
-def _shifted(stage: Stage, before: str, after: str, vocabulary: ProseVocabulary) -> tuple[Stage, bool] | None:
-    """The stage a stage word names where it stands, and whether the words beside it moved it: a
-    stage said to be over names the next one ("after loading", "加载完成后"), unless said not to be
-    finished ("还没加载完"); a step told before a "then" keeps its stage but gives way to one named
-    after it; a stage said not to have begun names the one before it ("before any request" is
-    start-up, "before the weights load" a worker setting up its device)."""
+def _shifted(
+    stage: Stage, before: str, rest: str, length: int, vocabulary: ProseVocabulary
+) -> tuple[Stage, bool] | None:
+    """The stage a stage word (the first `length` characters of `rest`, `before` it) names where it
+    stands, and whether the words beside it moved it: a stage said to be over names the next one
+    ("after loading", "加载完成后"), unless said not to be finished ("还没加载完"); a step told before
+    a "then" keeps its stage but gives way to one named after it; a stage said not to have begun
+    names the one before it ("before any request" is start-up, "before the weights load" a worker
+    setting up its device), unless said not to have run to its end ("before the weights are fully
+    loaded" is during loading)."""
     beside = {name: (preceding, following) for name, preceding, following in vocabulary.shifts}
+    after = rest[length:]
     preceding, following = beside["not_begun"]
     if preceding.search(before) or following.search(after):
+        done_before, done_from = beside["until_done"]
+        if done_before.search(before) or done_from.search(rest):
+            return stage, False
         return stage_before(stage), True
     preceding, following = beside["over"]
     over = preceding.search(before) or following.search(after)
@@ -296,7 +310,12 @@ _TITLE_TAGS = re.compile(r"^\s*(?:\[[A-Za-z][\w /.-]{0,30}\]|【[^】]{1,12}】)
 
 
 def _reads_as_words(line: Line) -> bool:
-    return is_prose(line) or (not line.source and not line.level and _TITLE_TAGS.match(line.text) is not None)
+    """A sentence, or a title after its tracker's tags; a program's record under a tag of its own
+    (`[Stage-1] INFO 03-12 …`) is neither."""
+    if is_prose(line):
+        return True
+    titled = not line.source and not line.level and _TITLE_TAGS.match(line.text) is not None
+    return titled and not is_record(line.text)
 
 
 def _read_line(line: Line, vocabulary: ProseVocabulary) -> list[ProseCue]:

@@ -52,6 +52,7 @@ class StageShift(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
     unfinished: Beside
     earlier: Beside
     not_begun: Beside
+    until_done: Beside
 
 
 class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -105,7 +106,7 @@ class ProseVocabulary(msgspec.Struct, frozen=True):
     any_stage: Any  # every stage's words together: which lines say what the person was doing
     shifts: tuple[
         tuple[str, Any, Any], ...
-    ]  # (over | unfinished | earlier | not_begun, preceding, following)
+    ]  # (over | unfinished | earlier | not_begun | until_done, preceding, following)
     causes: tuple[tuple[Phase, frozenset[Phase], Any], ...]  # (cause, the phases it explains, words)
     any_cause: Any
 
@@ -150,7 +151,8 @@ def _alternation(words: list[str]) -> str:
 def stage_patterns(words: StageWords) -> list[str]:
     """One stage's vocabulary as RE2 patterns: its verbs in every form; its object-taking verbs with
     one of its objects up to three words after them ("reading the model's weights") or before them
-    ("the checkpoint is being loaded", "KV cache allocation" is among `words`); its nouns."""
+    ("the checkpoint is being loaded", "the weights are fully loaded"; "KV cache allocation" is among
+    `words`); its nouns."""
     patterns = list(words.words)
     if words.verbs:
         patterns.append(rf"\b(?:{_alternation([f for v in words.verbs for f in inflections(v)])})\b")
@@ -160,7 +162,8 @@ def stage_patterns(words: StageWords) -> list[str]:
         gap = r"(?:[^\s.,;:!?]+\s+){0,3}?"
         patterns.append(rf"\b(?:{verbs})\s+{gap}(?:{objects})\b")
         patterns.append(
-            rf"\b(?:{objects})\s+(?:(?:is|are|was|were|being|been|be|get|gets|got|has|have|had)\s+){{0,2}}(?:{verbs})\b"
+            rf"\b(?:{objects})\s+(?:(?:is|are|was|were|being|been|be|get|gets|got|has|have|had)\s+){{0,2}}"
+            rf"(?:[a-z]+ly\s+)?(?:{verbs})\b"
         )
     return patterns
 
@@ -220,6 +223,7 @@ def _vocabulary(data: ProseFile, build: Callable[[list[str], str], Any]) -> Pros
                 ("unfinished", data.stage_shift.unfinished),
                 ("earlier", data.stage_shift.earlier),
                 ("not_begun", data.stage_shift.not_begun),
+                ("until_done", data.stage_shift.until_done),
             )
         ),
         causes=tuple(

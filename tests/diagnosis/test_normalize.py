@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.diagnosis.normalize import Document, clean_text, decode_bytes, split_prefixes
+from service.diagnosis.normalize import (
+    Document,
+    clean_text,
+    decode_bytes,
+    is_prose,
+    is_record,
+    split_prefixes,
+)
 from service.errors import BinaryLogError
 
 
@@ -182,3 +190,23 @@ def test_a_rejoined_wrap_says_which_lines_it_emptied() -> None:
     doc = Document(f"{wide}\nrest of the first\n{wide}\nrest of the second\nshort")
     assert doc.moved == frozenset({2, 4})
     assert doc.lines[1] == "" and doc.lines[0].endswith("rest of the first")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[Stage-1] INFO 03-12 08:22:28 [model_runner.py:133] Model loading took 26.47 GiB and 13.1 seconds",
+        "[2026-03-12T13:32:52Z] [Stage-0] INFO 03-12 13:32:52 [worker.py:138] Model loaded successfully.",
+        'INFO:     10.0.0.7:51234 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error',
+        "(venv) user@gpu-box:~/work$ python -m vllm.entrypoints.openai.api_server --model m --max-num-seqs 8",
+    ],
+)
+def test_a_programs_record_under_a_tag_of_its_own_is_no_sentence(text: str) -> None:
+    assert is_record(text)
+    assert not is_prose(Document(text).line(1))
+
+
+def test_a_sentence_naming_a_file_is_still_a_sentence() -> None:
+    line = Document("I see the error in model_runner.py while loading and then it crashes").line(1)
+    assert not is_record(line.text)
+    assert is_prose(line)

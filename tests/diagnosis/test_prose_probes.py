@@ -66,7 +66,7 @@ def _probes(name: str) -> list[Probe]:
 
 def paste(probe: Probe) -> str:
     """The paste a probe's sentence stands in."""
-    if probe.with_ == "alone":
+    if probe.with_ in ("alone", "log"):  # a log: the paste is the text itself, a program's lines in it
         return probe.text
     after = {
         "bare_oom": BARE_OOM,
@@ -88,6 +88,8 @@ PROBES = [
         "prose_probes_fourth.yaml",
         "prose_probes_fifth.yaml",
         "prose_probes_sixth.yaml",
+        "prose_probes_seventh.yaml",
+        "prose_probes_eighth.yaml",
     )
     for p in _probes(name)
 ]
