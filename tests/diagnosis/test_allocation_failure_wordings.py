@@ -16,32 +16,46 @@ from service.packs import RulePacks
 from service.schemas import DiagnoseRequest
 
 V1 = "(EngineCore_DP0 pid=4121) "
+V1_SITE = "/usr/local/lib/python3.12/dist-packages/vllm"
+V0_SITE = "/opt/conda/lib/python3.10/site-packages/vllm"
+
+
+def _at(site: str, path: str, line: int, function: str) -> str:
+    return f'File "{site}/{path}", line {line}, in {function}'
+
+
 LINEAR_RAISE = (
     "RuntimeError: Failed to create unquantized linear weights. "
     "This may be caused by insufficient memory to allocate the weight."
 )
 LOAD_FRAMES = [
-    'File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 2602, in load_model',
+    _at(V1_SITE, "v1/worker/gpu_model_runner.py", 2602, "load_model"),
     "    self.model = model_loader.load_model(",
-    'File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/model_loader/base_loader.py", line 45, in load_model',
+    _at(V1_SITE, "model_executor/model_loader/base_loader.py", 45, "load_model"),
     "    model = initialize_model(",
-    'File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/linear.py", line 1302, in __init__',
+    _at(V1_SITE, "model_executor/layers/linear.py", 1302, "__init__"),
     "    self.quant_method.create_weights(",
-    'File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/linear.py", line 203, in create_weights',
+    _at(V1_SITE, "model_executor/layers/linear.py", 203, "create_weights"),
     "    torch.empty(",
 ]
 PROFILE_FRAMES_V0 = [
-    'File "/opt/conda/lib/python3.10/site-packages/vllm/worker/worker.py", line 229, in determine_num_available_blocks',
+    _at(V0_SITE, "worker/worker.py", 229, "determine_num_available_blocks"),
     "    self.model_runner.profile_run()",
-    'File "/opt/conda/lib/python3.10/site-packages/vllm/worker/model_runner.py", line 1318, in profile_run',
+    _at(V0_SITE, "worker/model_runner.py", 1318, "profile_run"),
     "    self.execute_model(model_input, kv_caches, intermediate_tensors)",
-    'File "/opt/conda/lib/python3.10/site-packages/vllm/model_executor/layers/activation.py", line 84, in forward_cuda',
+    _at(V0_SITE, "model_executor/layers/activation.py", 84, "forward_cuda"),
     "    out = torch.empty(output_shape, dtype=x.dtype, device=x.device)",
 ]
-NVML_R = 'RuntimeError: NVML_SUCCESS == r INTERNAL ASSERT FAILED at "/pytorch/c10/cuda/CUDACachingAllocator.cpp":1131, please report a bug to PyTorch. '
+NVML_R = (
+    "RuntimeError: NVML_SUCCESS == r INTERNAL ASSERT FAILED at "
+    '"/pytorch/c10/cuda/CUDACachingAllocator.cpp":1131, please report a bug to '
+    "PyTorch. "
+)
 NVML_HANDLE = (
-    "RuntimeError: NVML_SUCCESS == DriverAPI::get()->nvmlDeviceGetHandleByPciBusId_v2_( pci_id, &nvml_device) "
-    'INTERNAL ASSERT FAILED at "../c10/cuda/CUDACachingAllocator.cpp":838, please report a bug to PyTorch. '
+    "RuntimeError: NVML_SUCCESS == "
+    "DriverAPI::get()->nvmlDeviceGetHandleByPciBusId_v2_( pci_id, &nvml_device) "
+    'INTERNAL ASSERT FAILED at "../c10/cuda/CUDACachingAllocator.cpp":838, '
+    "please report a bug to PyTorch. "
 )
 NVML_INIT = (
     "RuntimeError: NVML_SUCCESS == DriverAPI::get()->nvmlInit_v2_() INTERNAL ASSERT FAILED at "
@@ -62,7 +76,11 @@ PHASES = {
     # vLLM 0.11.0's own words for a layer that could not allocate its weights
     "linear-raise-v1-log": "\n".join(
         [
-            V1 + "INFO 10-14 09:12:01 [gpu_model_runner.py:2598] Starting to load model Qwen/Qwen2.5-32B-Instruct...",
+            V1
+            + (
+                "INFO 10-14 09:12:01 [gpu_model_runner.py:2598] Starting to load model "
+                "Qwen/Qwen2.5-32B-Instruct..."
+            ),
             V1 + "ERROR 10-14 09:12:09 [core.py:708] EngineCore failed to start.",
             _traceback(LOAD_FRAMES, LINEAR_RAISE, V1 + "ERROR 10-14 09:12:09 [core.py:708] "),
             "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
@@ -71,11 +89,14 @@ PHASES = {
     "linear-raise-chinese-issue": "部署微调后的 Qwen2.5-14B 到一张 4090 上，vllm 0.11.0 启动时报错：\n"
     + LINEAR_RAISE
     + "\n请问是显卡不够吗？",
-    "linear-raise-wrapped-in-a-fence": "Tried `vllm serve ./merged --dtype bfloat16` on our L4 box and got\n\n```\n"
+    "linear-raise-wrapped-in-a-fence": "Tried `vllm serve ./merged --dtype bfloat16` "
+    "on our L4 box and got\n\n```\n"
     "RuntimeError: Failed to create unquantized linear weights.\n"
     "This may be caused by insufficient memory to allocate the weight.\n```\n",
     # PyTorch's allocator failing an NVML assert while it builds its OOM message
-    "nvml-assert-under-create-weights": _traceback(LOAD_FRAMES, NVML_R, V1 + "ERROR 03-02 11:40:55 [core.py:700] "),
+    "nvml-assert-under-create-weights": _traceback(
+        LOAD_FRAMES, NVML_R, V1 + "ERROR 03-02 11:40:55 [core.py:700] "
+    ),
     "nvml-assert-in-the-profile-run": "\n".join(
         [
             "INFO 06-11 08:01:44 model_runner.py:1099] Loading model weights took 14.2466 GB",
@@ -88,9 +109,9 @@ PHASES = {
             'INFO:     10.0.0.7:51234 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
             _traceback(
                 [
-                    'File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 254, in step',
+                    _at(V1_SITE, "v1/engine/core.py", 254, "step"),
                     "    model_output = self.execute_model(scheduler_output)",
-                    'File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 1421, in execute_model',
+                    _at(V1_SITE, "v1/worker/gpu_model_runner.py", 1421, "execute_model"),
                     "    hidden_states = self.model(",
                 ],
                 NVML_INIT,
@@ -99,13 +120,16 @@ PHASES = {
         ]
     ),
     # a message introduced by a label is the message shown, not only named
-    "label-quotes-the-startup-check": "## Known errors\n\n### OOM while serving\n\nLower `--max-model-len`.\n\n"
+    "label-quotes-the-startup-check": "## Known errors\n\n### OOM while "
+    "serving\n\nLower `--max-model-len`.\n\n"
     f"### Startup\n\nError message: `ValueError: {STARTUP_CHECK}`\n\nFix: `--gpu-memory-utilization 0.2`.\n",
     "label-quotes-the-kv-check": "We run Llama-3.1-8B on a 24 GB card.\n"
-    "The full error message: \"ValueError: The model's max seq len (131072) is larger than the maximum number "
+    "The full error message: \"ValueError: The model's max seq len (131072) is "
+    "larger than the maximum number "
     "of tokens that can be stored in KV cache (43040). Try increasing `gpu_memory_utilization` or decreasing "
     '`max_model_len` when initializing the engine."\n',
-    "label-in-bold-quotes-the-startup-check": f"**Error message:** `{STARTUP_CHECK}`\n\nThe server never started.",
+    "label-in-bold-quotes-the-startup-check": f"**Error message:** `{STARTUP_CHECK}`\n\n"
+    "The server never started.",
 }
 
 TWINS = {  # (paste, the phase it must not be read as)
@@ -113,7 +137,10 @@ TWINS = {  # (paste, the phase it must not be read as)
     "other-internal-assert": (
         _traceback(
             LOAD_FRAMES,
-            'RuntimeError: device >= 0 && device < num_gpus INTERNAL ASSERT FAILED at "../aten/src/ATen/cuda/CUDAContext.cpp":50, please report a bug to PyTorch.',
+            (
+                "RuntimeError: device >= 0 && device < num_gpus INTERNAL ASSERT FAILED at "
+                '"../aten/src/ATen/cuda/CUDAContext.cpp":50, please report a bug to PyTorch.'
+            ),
         ),
         "weights_oom",
     ),
@@ -149,14 +176,17 @@ FACTS = {
         22.01,
     ),
     "this-process-wrapped-to-its-own-line": (
-        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB. GPU 0 has a total capacity of\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB. GPU 0 "
+        "has a total capacity of\n"
         "79.19 GiB of which 1.02 GiB is free. Including non-PyTorch memory, this\n"
         "process has 78.16 GiB memory in use.\n",
         "process_in_use_gib",
         78.16,
     ),
     "process-has-lower-case-cut": (
-        "RuntimeError: CUDA out of memory. Tried to allocate 64.00 MiB. GPU 3 has a total capacity of 39.39 GiB of which 8.38 MiB is free. Including non-PyTorch memory, this\n"
+        "RuntimeError: CUDA out of memory. Tried to allocate 64.00 MiB. GPU 3 has a "
+        "total capacity of 39.39 GiB of which 8.38 MiB is free. Including non-PyTorch "
+        "memory, this\n"
         "process has 39.37 GiB memory in use.",
         "process_in_use_gib",
         39.37,
@@ -170,7 +200,8 @@ FACTS = {
     ),
     "model-loading-took-cut-log-line": (
         "INFO 05-02 10:11:12 [gpu_model_runner.py:1595] Model loading took 7.1 GiB\n"
-        "ERROR 05-02 10:11:30 [core.py:396] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.",
+        "ERROR 05-02 10:11:30 [core.py:396] torch.OutOfMemoryError: CUDA out of memory. "
+        "Tried to allocate 1.00 GiB.",
         "model_weights_gib",
         7.1,
     ),
@@ -181,11 +212,12 @@ FACTS = {
     ),
 }
 
-FACT_TWINS = {  # (paste, the phase it must not be read as)
+FACT_TWINS = {
     "process-with-pid-is-another": (
-        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of "
-        "23.55 GiB of which 5.81 MiB is free. Process 5121 has 9.40 GiB memory in use. Including non-PyTorch "
-        "memory, this process has 14.12 GiB memory in use.",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 "
+        "has a total capacity of 23.55 GiB of which 5.81 MiB is free. Process 5121 has "
+        "9.40 GiB memory in use. Including non-PyTorch memory, this process has 14.12 GiB "
+        "memory in use.",
         "process_in_use_gib",
         14.12,
     ),
@@ -225,7 +257,9 @@ def test_a_twin_is_not_read_as_the_memory_failure(packs: RulePacks, log: str, ph
     assert classify(DiagnoseRequest(log=log), packs).phase != phase
 
 
-@pytest.mark.parametrize(("log", "fact", "value"), [*FACTS.values(), *FACT_TWINS.values()], ids=[*FACTS, *FACT_TWINS])
+@pytest.mark.parametrize(
+    ("log", "fact", "value"), [*FACTS.values(), *FACT_TWINS.values()], ids=[*FACTS, *FACT_TWINS]
+)
 def test_a_figure_line_cut_or_retyped_short_still_states_its_figure(
     packs: RulePacks, log: str, fact: str, value: float | None
 ) -> None:
