@@ -76,6 +76,8 @@ class ProseCue(msgspec.Struct, frozen=True):
     text: str
     memory: Memory | None = None
     phase: Phase | None = None  # a failure the words name by what happened (a prompt too long)
+    # told in the past as the state before a change: in a paste describing a change, the bug it removes
+    before_change: bool = False
 
 
 def _utf8(text: str) -> str | bytes:
@@ -307,21 +309,20 @@ def _prose_lines(doc: Document, pattern: Any) -> Iterator[tuple[Line, int]]:
             yield doc.line(number), repeats
 
 
-def _affirmed(text: str, vocabulary: ProseVocabulary, changing: bool = False) -> list[ProseCue]:
+def _affirmed(text: str, vocabulary: ProseVocabulary) -> list[ProseCue]:
     """The failure clauses a prose line affirms (as cues of line 0), with the stage each names, what
-    ran out, or the failure it names by what happened; in a paste describing a change (`changing`),
-    not those telling the state before it."""
+    ran out, or the failure it names by what happened, and whether each tells the state before a
+    change."""
     cues: list[ProseCue] = []
     for clause in _clauses(text, vocabulary):
         part = _affirmed_part(clause, vocabulary)
-        if part is not None and changing and _before_change(part, vocabulary):
-            continue  # the bug the change removes, told in the past
         if part is not None:  # what ran out and when, read in the part that states it
             stage, memory = _stage(part, vocabulary), _memory(part, vocabulary)
             phase = _phase(part, vocabulary, memory)
             if stage is None and phase in vocabulary.memory_phases:
                 stage = _STAGE_OF.get(phase)  # "causes KV cache OOM" names the cache's own stage
-            cues.append(ProseCue(0, stage, part.strip(), memory, phase))
+            before = _before_change(part, vocabulary)
+            cues.append(ProseCue(0, stage, part.strip(), memory, phase, before))
     return cues
 
 
@@ -339,14 +340,14 @@ def _reads_as_words(line: Line) -> bool:
     return titled and not is_record(line.text)
 
 
-def _read_line(line: Line, vocabulary: ProseVocabulary, changing: bool) -> list[ProseCue]:
+def _read_line(line: Line, vocabulary: ProseVocabulary) -> list[ProseCue]:
     """A prose line's cues; a sentence that only looks like a log line for the message it quotes
     (`I get "…Tried to allocate 2.00 GiB…" while loading`) is read without the quote."""
     if _reads_as_words(line):
-        return _affirmed(line.text, vocabulary, changing)
+        return _affirmed(line.text, vocabulary)
     unquoted = _unquoted(line.text)
     if unquoted != line.text and is_prose(replace(line, text=unquoted)):
-        return _affirmed(unquoted, vocabulary, changing)
+        return _affirmed(unquoted, vocabulary)
     return []
 
 
@@ -402,17 +403,15 @@ def _remember(vocabulary: ProseVocabulary, kind: str, text: str, found: tuple[An
 def read_prose(doc: Document, vocabulary: ProseVocabulary) -> list[ProseCue]:
     """Every affirmative failure clause in the document's prose lines, in line order."""
     cues: list[ProseCue] = []
-    changing = False
-    for index, (line, repeats) in enumerate(_prose_lines(doc, vocabulary.said)):
-        if not index:
-            changing = describes_change(doc, vocabulary)
-        kind = "cues in a change" if changing else "cues"
-        read = _reading(vocabulary, kind, line.text)
+    for line, repeats in _prose_lines(doc, vocabulary.said):
+        read = _reading(vocabulary, "cues", line.text)
         if read is None:
-            read = tuple(_read_line(line, vocabulary, changing))
-            _remember(vocabulary, kind, line.text, read)
+            read = tuple(_read_line(line, vocabulary))
+            _remember(vocabulary, "cues", line.text, read)
         for number in range(line.number, line.number + repeats):
             cues.extend(msgspec.structs.replace(cue, line=number) for cue in read)
+    if any(c.before_change for c in cues) and describes_change(doc, vocabulary):
+        return [c for c in cues if not c.before_change]  # the bug the change removes, told in the past
     return cues
 
 
@@ -482,13 +481,14 @@ def is_negated_prose(doc: Document, number: int, vocabulary: ProseVocabulary) ->
     OOM?"). Words the person quotes
     (`"RuntimeError: … to avoid this error."`) are the program's, not theirs, and are not read."""
     raw = doc.lines[number - 1]  # identical lines read alike, in this paste and in later ones
-    changing = describes_change(doc, vocabulary)
-    kind = "negated in a change" if changing else "negated"
-    known = _reading(vocabulary, kind, raw)
-    if known is None:
-        known = (_negated(doc.line(number), vocabulary, changing),)
-        _remember(vocabulary, kind, raw, known)
-    return bool(known[0])
+    known = _reading(vocabulary, "negated", raw)
+    if known is None:  # as read alone, and as read in a paste describing a change
+        line = doc.line(number)
+        known = (_negated(line, vocabulary), _negated(line, vocabulary, changing=True))
+        _remember(vocabulary, "negated", raw, known)
+    if known[0] == known[1]:
+        return bool(known[0])
+    return bool(known[1] if describes_change(doc, vocabulary) else known[0])
 
 
 def _negated(line: Line, vocabulary: ProseVocabulary, changing: bool = False) -> bool:
