@@ -864,11 +864,13 @@ def hit_runs(data: bytes, pattern: Any) -> Iterator[tuple[int, int]]:
 
 
 # What a log line has and a person's sentence does not: a traceback, a frame, an exception name, a
-# progress bar, sizes to the decimal ("23.55 GiB"; people write "141GB"), a path. Used on lines
-# without any logger or process prefix (those are log lines by construction).
+# progress bar, sizes to the decimal ("23.55 GiB"; people write "141GB", and a size they mark as
+# approximate, "~1.3 GB", "≈ 48.5 GiB", "about 2.5 GB", is their estimate, not a measurement), a
+# path. Used on lines without any logger or process prefix (those are log lines by construction).
 _NOT_PROSE = first_use_re(
     r"Traceback \(most recent|^\s*File \"|^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning)\b"
-    r"|\d+\.\d+ ?(?:GiB|MiB|KiB|GB|MB)\b|\d+ bytes\b|\|\s*\d+/\d+|/\w+/\w+\.py\b|^\s*[\^~]+\s*$"
+    r"|(?<![~≈\d.])(?<![~≈] )(?<!about )(?<!around )(?<!roughly )\d+\.\d+ ?(?:GiB|MiB|KiB|GB|MB)\b"
+    r"|\d+ bytes\b|\|\s*\d+/\d+|/\w+/\w+\.py\b|^\s*[\^~]+\s*$"
     r"|^\s*(?:\$|#|>>>|\.\.\.|-{2,}>)\s|^\s*[\[{(<]\S*$"
 )
 # A program's record anywhere in a line, whatever tag a fork, a plugin or a collector put before it

@@ -55,6 +55,15 @@ class StageShift(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
     until_done: Beside
 
 
+class Change(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """How a paste describing a change (a pull request, a commit, a release note) speaks: clauses whose
+    subject is the change, clauses telling the state before it, and words saying a failure persists."""
+
+    subjects: list[str]
+    before: list[str]
+    persists: list[str]
+
+
 class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     clause_breaks: list[str]
     failure: list[str]
@@ -74,6 +83,7 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     supposing: list[str]
     naming: list[str]
     experienced: list[str]
+    change: Change
     stages: dict[Stage, StageWords]
     stage_shift: StageShift
     causes: dict[Phase, Cause]
@@ -102,6 +112,10 @@ class ProseVocabulary(msgspec.Struct, frozen=True):
     supposing: Any  # an introducer ("you may see:") that only supposes the block it shows
     naming: Any  # a failure word as a noun's modifier ("the error message"), naming a thing
     experienced: Any  # verbs saying the person met what a naming compound names ("got the error message")
+    change_named: Any  # `change` unanchored: which lines may hold such a clause (one RE2 pass)
+    change: Any  # a clause whose subject is the change ("This PR fixes…", "we reduce…", 本 PR 修复…)
+    before_change: Any  # the state before the change (a past-tense failure, "before this fix")
+    persists: Any  # a failure a change left ("still OOMs", 还是)
     stages: tuple[tuple[Stage, Any], ...]  # in priority order (rules/prose.yaml)
     any_stage: Any  # every stage's words together: which lines say what the person was doing
     shifts: tuple[
@@ -208,6 +222,10 @@ def _vocabulary(data: ProseFile, build: Callable[[list[str], str], Any]) -> Pros
         supposing=build(data.supposing, "$.supposing"),
         naming=build(data.naming, "$.naming"),
         experienced=build(data.experienced, "$.experienced"),
+        change_named=build([p.removeprefix("^") for p in data.change.subjects], "$.change.subjects"),
+        change=build(data.change.subjects, "$.change.subjects"),
+        before_change=build(data.change.before, "$.change.before"),
+        persists=build(data.change.persists, "$.change.persists"),
         stages=tuple(
             (stage, build(stage_patterns(words), f"$.stages.{stage}")) for stage, words in data.stages.items()
         ),
