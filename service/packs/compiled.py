@@ -76,20 +76,28 @@ class LineFinder:
     line, is the one the search finds.
     """
 
-    __slots__ = ("match", "pattern")
+    __slots__ = ("_spans", "match", "pattern")
 
     def __init__(self, alternation: str, options: Any) -> None:
         if not options.never_nl:
             raise ValueError("a LineFinder's patterns must be compiled with never_nl")
         self.pattern = alternation
-        self.match = re2.compile(f"\\C*?(?:{alternation})", options).match
+        regex = re2.compile(f"\\C*?(?:{alternation})", options)
+        self.match = regex.match
+        # RE2's own anchored match on bytes: its spans, without the wrapper's generator and Match
+        self._spans = functools.partial(regex._regexp.Match, re2._re2.RE2.Anchor.ANCHOR_START)
 
     def search(self, text: AnyStr, pos: int = 0, endpos: int | None = None) -> LineHit | None:
         """The line of the leftmost match in `text[pos:endpos]` (UTF-8 bytes, or str), or None."""
-        found = self.match(text, pos) if endpos is None else self.match(text, pos, endpos)
-        if found is None:
+        size = len(text)
+        pos, endpos = max(0, min(pos, size)), size if endpos is None else max(0, min(endpos, size))
+        if isinstance(text, bytes):
+            end = self._spans(text, pos, endpos)[0][1] if pos <= endpos else -1
+        else:
+            found = self.match(text, pos, endpos)
+            end = -1 if found is None else found.end()
+        if end < 0:
             return None
-        end = found.end()
         # a match is never empty in practice; an empty one right after a newline is in the next line
         last = text[end - 1] if end > pos else NEWLINES[0]
         return LineHit(end if last in NEWLINES else end - 1)
@@ -138,8 +146,8 @@ class CheckedSet:
     def Match(self, text: AnyStr) -> list[int] | None:  # noqa: N802 (RE2's own name, as re2.Set has it)
         """Indexes of the exact forms matching somewhere in `text`, or None (as re2.Set.Match)."""
         found: list[int] | None = self._set.Match(text)
-        if not found or not self._exact:
-            return found
         exact = self._exact
+        if not found or exact.keys().isdisjoint(found):
+            return found
         kept = [i for i in found if i not in exact or self._check(i).search(text) is not None]
         return kept or None
