@@ -47,6 +47,14 @@ ONE_PHASE_STAGES: dict[str, Phase] = {"kv_cache": "kv_cache_capacity"}
 # The call graph's stage of engine construction (tools/vllm_callgraph.py CONSTRUCTORS): start-up,
 # the stage not shown.
 CONSTRUCTION = "init"
+# A run of path separators holding a backslash (Windows', doubled by `repr` or a JSON string): one `/`.
+_SEPARATORS = re.compile(r"[\\/]*\\[\\/]*")
+# A traceback held in one line as an escaped string (a JSON log record's `"exception": "Traceback
+# (most recent call last):\n  File \"…\", line 12, in load_model\n …"`, an HTTP error body's
+# `"detail"`): its frames are the escaped `File \"` ones; read as the lines they stand for.
+_HELD_FRAME = re.compile(r'File \\+"')
+_ESCAPE = re.compile(r'\\+(?P<char>["n\\/])')
+_ESCAPED = {"n": "\n", '"': '"', "/": "/"}  # not `\t`: a Windows path's `\torch\`
 _FRAME = re.compile(r'File "(?P<path>[^"\n]{1,600})", line \d+, in (?P<function>[\w<>]{1,200})')
 _FRAME_START = re.compile(r'\s*File "[^"\n]{0,600}(?:"(?:, line \d*(?:, in ?)?)?)?$')
 # A frame's source line that calls a function of its own module: `raise_if_cache_size_invalid(…`,
@@ -111,8 +119,9 @@ _PLUGIN = re.compile(r"(?:^|/)vllm_[a-z][a-z0-9_]{0,40}/(?P<rest>[\w/]{1,300}\.p
 
 
 def vllm_file(path: str) -> str | None:
-    """The path inside vLLM of a frame's file (after `vllm/`, or a platform plugin's package), or None."""
-    path = path.replace("\\", "/")
+    """The path inside vLLM of a frame's file (after `vllm/`, or a platform plugin's package), or None.
+    Windows separators count as `/`, doubled ones too (a path printed through `repr` or JSON)."""
+    path = _SEPARATORS.sub("/", path) if "\\" in path else path
     cut = path.rfind("/vllm/")
     if cut >= 0:
         return path[cut + len("/vllm/") :]
@@ -181,6 +190,20 @@ def _is_plugin(path: str) -> bool:
     return "/vllm/" not in path and not path.startswith("vllm/")
 
 
+def held_traceback(text: str) -> Document | None:
+    """The lines a traceback held in one line as an escaped string stands for (its `\\n`, `\\"` and
+    doubled backslashes unescaped, however many times the string was escaped), or None when the line
+    holds no escaped frame."""
+    if "\\" not in text or _HELD_FRAME.search(text) is None:
+        return None
+
+    def unescape(found: re.Match[str]) -> str:
+        char = found.group("char")
+        return "\\" if char == "\\" else _ESCAPED[char]
+
+    return Document(_ESCAPE.sub(unescape, text))
+
+
 def deepest_frame(
     doc: Document,
     table: FrameTable,
@@ -205,6 +228,12 @@ def deepest_frame(
         if source is not None and line.source != source:
             continue
         if "File " not in line.text:
+            continue
+        held = held_traceback(line.text)
+        if held is not None:
+            inner = deepest_frame(held, table, 1, len(held.lines), version=version, with_phase=with_phase)
+            if inner is not None:
+                return msgspec.structs.replace(inner, line=number)
             continue
         place = frame_place(table, line.text, number, version)
         called = _called_place(doc, table, number, place, version)
@@ -457,6 +486,9 @@ def cut_traceback(doc: Document) -> tuple[int, int, str] | None:
     header = next((n for n in range(total, 0, -1) if TRACEBACK in doc.line(n).text), None)
     if header is not None:
         source = doc.line(header).source
+        held = held_traceback(doc.line(header).text)
+        if held is not None:
+            return (header, header, source) if _held_cut(held) else None
     else:
         start = _frames_run_start(doc)
         if start is None:
@@ -485,6 +517,15 @@ def cut_traceback(doc: Document) -> tuple[int, int, str] | None:
     if after and (after[-1] == last or not tail.endswith(":")):
         return header, last, source
     return None
+
+
+def _held_cut(held: Document) -> bool:
+    """Whether a traceback held in one line ends after a frame, before any exception line."""
+    frames = [n for n in range(1, len(held.lines) + 1) if _is_frame(held.line(n).text)]
+    if not frames:
+        return False
+    after = (held.line(n).text.strip() for n in range(frames[-1] + 1, len(held.lines) + 1))
+    return not any(_EXCEPTION.match(text) for text in after)
 
 
 _AFTER_FRAME = 3

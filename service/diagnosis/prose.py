@@ -250,12 +250,14 @@ def line_memory(text: str, vocabulary: ProseVocabulary) -> Memory | None:
     """Whose memory a line says ran out, read clause by clause like a sentence but whatever the line
     looks like (a title with identifiers, a quoted platform message): the host's only when a clause
     names host memory and none names the device's; None when no clause says memory ran out."""
-    sides = {m for c in _clauses(text, vocabulary) if (m := _memory(c, vocabulary)) is not None}
-    if not sides:
-        return None
-    if "device" in sides:
-        return "device"
-    return "host" if "host" in sides else "unstated"
+    read = _reading(vocabulary, "memory", text)  # every OOM placed asks of its line, as each request does
+    if read is None:
+        sides = {m for c in _clauses(text, vocabulary) if (m := _memory(c, vocabulary)) is not None}
+        side = "device" if "device" in sides else "host" if "host" in sides else "unstated"
+        read = (side if sides else None,)
+        _remember(vocabulary, "memory", text, read)
+    memory: Memory | None = read[0]
+    return memory
 
 
 def names_memory_only(text: str, vocabulary: ProseVocabulary) -> bool:

@@ -9,6 +9,7 @@ from service.diagnosis import classify_text
 from service.diagnosis.fragments import loudest_printing
 from service.diagnosis.normalize import Document
 from service.packs import RulePacks
+from service.packs.inventory import template_regex
 
 # vllm/engine/arg_utils.py _raise_or_fallback (0.8.x), logger.warning: printed on every V0 fallback
 FALLBACK = (
@@ -56,3 +57,18 @@ def test_a_logger_prefix_picks_the_eras_printing_of_a_wording(packs: RulePacks) 
     raised = Document(f"ValueError: {PLACEMENT}").line(1)
     assert loudest_printing(warned, levels) == 2
     assert loudest_printing(raised, levels) == 3
+
+
+def test_the_levels_a_line_shows_are_its_templates_as_re_reads_them(packs: RulePacks) -> None:
+    # printed_at reads a rule's templates as one RE2 set; each template's regex (`template_regex`,
+    # lazy holes) as `re` searches it must say the same of every template's own first line
+    table = packs.fragments.table
+    rules = sorted({t.rule for t in table.templates if t.rule})
+    assert rules
+    for rule in rules:
+        templates = [t for t in table.templates if t.rule == rule]
+        regexes = [(template_regex(t.text), t.level) for t in templates]
+        firsts = {t.text.split("\n", 1)[0] for t in templates}
+        for line in firsts | {f"ERROR x {first} (y)" for first in firsts}:
+            expected = frozenset(level for regex, level in regexes if regex.search(line))
+            assert packs.fragments.printed_at(rule, line) == expected, (rule, line)
