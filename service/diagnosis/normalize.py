@@ -913,7 +913,7 @@ _PERSON = first_use_re(
 _FUNCTION_WORD = first_use_re(
     r"\b(?:the|a|an|of|on|in|at|to|with|without|for|from|by|and|or|but|when|while|if|after|before|"
     r"is|are|was|were|be|been|it|this|that|will|would|can|does|do|did|has|have|had|even|still|then)\b"
-    r"|[的了时就在也都吗呢]",
+    r"|[的了时就在也都吗呢是被把和]|因为|所以|但是|如果",
     re.IGNORECASE,
 )
 # What a program's words around a setting look like even with small words in them: advice naming an
@@ -937,6 +937,7 @@ _SETTING_SHARE = 0.25
 _CJK = first_use_re(r"[\u4e00-\u9fff]")
 _MIN_WORDS = 4
 _MIN_CJK = 4
+_CJK_RUN = first_use_re(r"[\s\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]+")
 
 
 def _reads_as_settings(text: str, tokens: list[str], words: int) -> bool:
@@ -980,8 +981,11 @@ def is_prose(line: Line) -> bool:
         return False
     tokens = text.split()
     cjk = len(_CJK.findall(text))
-    # a Chinese sentence has few spaces: two of its characters count as a word
-    if "=" in text and _reads_as_settings(text, tokens, len(tokens) + cjk // 2):
+    # a Chinese sentence has few spaces: two of its characters count as a word, and a setting glued
+    # to them ("vllm参数中tensor_parallel_size=1，加载模型时") stands as a word of its own
+    if "=" in text and _reads_as_settings(
+        text, _CJK_RUN.split(text) if cjk else tokens, len(tokens) + cjk // 2
+    ):
         return False
     if cjk >= _MIN_CJK:
         return True

@@ -34,6 +34,7 @@ __all__ = [
     "is_sentence",
     "line_memory",
     "memory_side",
+    "names_memory_only",
     "read_prose",
     "stages_said",
 ]
@@ -277,16 +278,26 @@ def line_memory(text: str, vocabulary: ProseVocabulary) -> Memory | None:
     return memory
 
 
+def names_memory_only(text: str, vocabulary: ProseVocabulary) -> bool:
+    """Whether every word of `text` saying memory ran out only names a thing (`naming`: "invisible
+    to dmesg OOM detection"), so that the line says nothing ran out."""
+    clauses = _clauses(text, vocabulary)
+    said = [c for c in clauses if _memory(c, vocabulary) is not None]
+    return bool(said) and all(_memory(_named_only(c, vocabulary), vocabulary) is None for c in said)
+
+
 def _phase(clause: str, vocabulary: ProseVocabulary, memory: Memory | None) -> Phase | None:
     """The failure the clause names by what happened. Where it also says memory ran out, the named
     failure holds only when its words contain that saying ("not enough memory at startup" is the
-    start-up check, more than a bare "not enough memory"), or when it is memory's own shortfall
-    (`memory_phases`: "only 4096 context fits, I'm short on VRAM")."""
+    start-up check, more than a bare "not enough memory"), when it is memory's own shortfall
+    (`memory_phases`: "only 4096 context fits, I'm short on VRAM"), or a refusal vLLM raises before
+    it allocates anything (`refusals`: "I thought it was OOM, but at TP 8 the weights cannot be split
+    evenly")."""
     for phase, pattern in vocabulary.phases:
         found = pattern.search(clause)
         if found is None:
             continue
-        if memory is None or phase in vocabulary.memory_phases:
+        if memory is None or phase in vocabulary.memory_phases or phase in vocabulary.refusals:
             return phase
         ran_out = vocabulary.out_of_memory.search(clause)
         if ran_out is not None and found.start() <= ran_out.start() and ran_out.end() <= found.end():
@@ -317,7 +328,8 @@ def _affirmed(text: str, vocabulary: ProseVocabulary) -> list[ProseCue]:
     for clause in _clauses(text, vocabulary):
         part = _affirmed_part(clause, vocabulary)
         if part is not None:  # what ran out and when, read in the part that states it
-            stage, memory = _stage(part, vocabulary), _memory(part, vocabulary)
+            # a failure word naming a thing ("dmesg OOM detection") says nothing ran out
+            stage, memory = _stage(part, vocabulary), _memory(_named_only(part, vocabulary), vocabulary)
             phase = _phase(part, vocabulary, memory)
             if stage is None and phase in vocabulary.memory_phases:
                 stage = _STAGE_OF.get(phase)  # "causes KV cache OOM" names the cache's own stage
@@ -340,15 +352,34 @@ def _reads_as_words(line: Line) -> bool:
     return titled and not is_record(line.text)
 
 
-def _read_line(line: Line, vocabulary: ProseVocabulary) -> list[ProseCue]:
-    """A prose line's cues; a sentence that only looks like a log line for the message it quotes
-    (`I get "…Tried to allocate 2.00 GiB…" while loading`) is read without the quote."""
+# The exception a sentence shows after its own words, unquoted ("加载模型时…导致出现报错：torch.cuda.
+# OutOfMemoryError: CUDA out of memory…", "while loading it dies with torch.OutOfMemoryError: …"): a
+# class name ending in Error or Exception, with its module path
+_SHOWN_EXCEPTION = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b")
+
+
+def _spoken(line: Line) -> str | None:
+    """The person's words of a line: all of it when it reads as words; without the message it
+    quotes (`I get "…Tried to allocate 2.00 GiB…" while loading`); or the sentence before the
+    exception it shows unquoted, when that reads as words (the message is the program's, cut or
+    whole); None when no part of it is a sentence."""
     if _reads_as_words(line):
-        return _affirmed(line.text, vocabulary)
+        return line.text
     unquoted = _unquoted(line.text)
     if unquoted != line.text and is_prose(replace(line, text=unquoted)):
-        return _affirmed(unquoted, vocabulary)
-    return []
+        return unquoted
+    shown = _SHOWN_EXCEPTION.search(line.text)
+    if shown is not None and shown.start() > 0:
+        head = line.text[: shown.start()].rstrip()
+        if is_prose(replace(line, text=head)):
+            return head
+    return None
+
+
+def _read_line(line: Line, vocabulary: ProseVocabulary) -> list[ProseCue]:
+    """A prose line's cues, read in its person's words (`_spoken`)."""
+    spoken = _spoken(line)
+    return [] if spoken is None else _affirmed(spoken, vocabulary)
 
 
 def _opens_with_change(line: Line, vocabulary: ProseVocabulary) -> bool:
@@ -371,14 +402,11 @@ def describes_change(doc: Document, vocabulary: ProseVocabulary) -> bool:
 
 
 def is_sentence(line: Line) -> bool:
-    """Whether `line` is a person's sentence, also when the message it quotes has a log line's marks
-    (`I get "…Tried to allocate 2.00 GiB…"`)."""
+    """Whether `line` is a person's sentence, also when the message it quotes or shows after its
+    words has a log line's marks (`I get "…Tried to allocate 2.00 GiB…"`)."""
     if line.source or line.level:
         return False
-    if _reads_as_words(line):
-        return True
-    unquoted = _unquoted(line.text)
-    return unquoted != line.text and is_prose(replace(line, text=unquoted))
+    return _spoken(line) is not None
 
 
 @per_pack()

@@ -70,6 +70,7 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     out_of_memory: list[str]
     phases: dict[Phase, list[str]]
     memory_phases: list[Phase]
+    refusals: list[Phase]
     host: list[str]
     ended: list[str]
     either: list[str]
@@ -98,6 +99,7 @@ class ProseVocabulary(msgspec.Struct, frozen=True):
     out_of_memory: Any
     phases: tuple[tuple[Phase, Any], ...]
     memory_phases: frozenset[Phase]  # their words hold beside a saying that memory ran out
+    refusals: frozenset[Phase]  # raised before any memory is used: they hold beside it, and come first
     said: Any
     host: Any
     ended: Any  # a process something else ended ("got killed", 被杀, exit code 137)
@@ -205,6 +207,7 @@ def _vocabulary(data: ProseFile, build: Callable[[list[str], str], Any]) -> Pros
         out_of_memory=build(data.out_of_memory, "$.out_of_memory"),
         phases=tuple((phase, build(p, f"$.phases.{phase}")) for phase, p in data.phases.items()),
         memory_phases=frozenset(data.memory_phases),
+        refusals=frozenset(data.refusals),
         said=build(
             [*data.failure, *data.out_of_memory, *(p for ps in data.phases.values() for p in ps)],
             "$.failure",
