@@ -20,6 +20,7 @@ import peer run with bytecode (as an installed package does), written to a scrat
     python bench/service.py                      # 1000 per round, 20k for memory
     python bench/service.py --requests 100000    # a longer memory check
     python bench/service.py --in-process         # only the in-process split
+    python bench/service.py --trace-memory 512 --requests 3000   # where memory grows, traced
 """
 
 from __future__ import annotations
@@ -348,6 +349,69 @@ def print_split(spent: dict[str, list[float]]) -> None:
     )
 
 
+def trace_memory(log: str, requests: int, cap: int) -> None:
+    """Where memory grows once the response cache is full: the memory run's mix, called as ASGI in
+    this process with a response cache of `cap` entries, traced from the first request (so every
+    entry the cache evicts was traced too), then tracemalloc snapshots diffed over `requests`."""
+    import gc
+    import tracemalloc
+
+    from service import core
+    from service.api.app import create_app
+    from service.api.settings import Settings
+    from service.diagnosis import normalize
+
+    packs = core.load_rules()
+    app = create_app(Settings(rate_limit=None, cache_max_entries=cap), packs=packs)
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    loop.run_until_complete(_asgi_started(app))
+    query = b"model=Qwen/Qwen2.5-0.5B-Instruct"
+
+    async def mixed(first: int, count: int) -> None:  # 1 in 8 distinct diagnoses, as memory_run
+        for i in range(first, first + count):
+            if i % 8 == 0:
+                await _asgi_post(app, "/v1/diagnose", query, f"{log}# bench request {i:08d}\n".encode())
+            elif i % 8 <= 4:
+                body = json.dumps(
+                    {"model": "Qwen/Qwen2.5-0.5B-Instruct", "gpu": "A100-80GB", "max_model_len": i}
+                )
+                await _asgi_post(app, "/v1/estimate", b"", body.encode(), b"application/json")
+            else:
+                await _asgi_post(app, "/v1/diagnose", query, f"{log}# bench request {0:08d}\n".encode())
+
+    def memos() -> dict[str, int]:
+        sizes = {
+            f"{name}.{key}": len(memo)
+            for name in ("eager", "lazy")
+            for key, memo in getattr(packs.signatures, name).memo.items()
+        }
+        sizes["split_prefixes"] = normalize._split_once.cache_info().currsize
+        return sizes
+
+    tracemalloc.start(6)
+    loop.run_until_complete(mixed(0, 2 * cap))  # 5 new cache entries in 8 requests: full
+    loop.run_until_complete(mixed(2 * cap, requests))
+    gc.collect()
+    before, memos_before = tracemalloc.take_snapshot(), memos()
+    loop.run_until_complete(mixed(2 * cap + requests, requests))
+    gc.collect()
+    after, memos_after = tracemalloc.take_snapshot(), memos()
+    diff = after.compare_to(before, "traceback")
+    print(
+        f"traced growth over {requests} mixed requests, cache cap {cap}: "
+        f"{sum(d.size_diff for d in diff) / 1024:+.1f} KiB"
+    )
+    print(
+        "memo entries: " + ", ".join(f"{k} {memos_before.get(k, 0)} -> {v}" for k, v in memos_after.items())
+    )
+    for d in diff[:8]:
+        print(
+            f"{d.size_diff / 1024:+9.1f} KiB {d.count_diff:+6d} blocks  "
+            + " <- ".join(f"{f.filename.rsplit('/', 2)[-1]}:{f.lineno}" for f in reversed(d.traceback[-3:]))
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -358,7 +422,13 @@ def main() -> None:
     parser.add_argument(
         "--in-process", action="store_true", help="only the in-process split of HTTP layer and diagnosis"
     )
+    parser.add_argument(
+        "--trace-memory", type=int, metavar="CAP", help="only the in-process tracemalloc diff (cache cap CAP)"
+    )
     args = parser.parse_args()
+    if args.trace_memory:
+        trace_memory(log_300_lines(), args.requests, args.trace_memory)
+        return
     if args.in_process:
         print_split(in_process_split(log_300_lines(), "model=Qwen/Qwen2.5-0.5B-Instruct", args.per_row))
         return

@@ -25,7 +25,10 @@ from service.packs.inventory import load_inventories  # noqa: E402
 def fresh_table(rules_dir: Path) -> str:
     """The table's text as built from the inventories and rules under `rules_dir`."""
     packs = load_packs(rules_dir)
-    inventories = list(load_inventories(rules_dir).values())
+    # vLLM's and the allocators' wordings only: the plugins' (plugins.yaml) are matched by their rules
+    # whole; their runs of words ("KV cache", "max_model_len") put prose about a PR or a question into
+    # the KV-capacity phase (gh9-39976, gh11-pr44594 when they were included)
+    inventories = [inv for name, inv in load_inventories(rules_dir).items() if name != "plugins.yaml"]
     return dump_fragments(build_fragments(inventories, packs.signatures.by_id))
 
 

@@ -7,6 +7,11 @@ binaries. The generators (templates, call graph) read these folders; nothing her
     python tools/vllm_sources.py fetch            # the latest patch of every minor 0.2 .. newest
     python tools/vllm_sources.py fetch 0.9.2 0.33.0
     python tools/vllm_sources.py list             # what the cache holds
+    python tools/vllm_sources.py plugins          # the platform plugins' and forks' releases (PLUGINS)
+
+Platform plugins and forks that are published on pip print their own messages and run their own
+workers and model runners (`PLUGINS`, data): their pinned releases are cached the same way, only the
+`.py` files of the packages named, under `<cache>/plugins/<distribution>/<version>/`.
 """
 
 from __future__ import annotations
@@ -68,6 +73,85 @@ PLATFORMS = (
 PYTHONS = ("3.10", "3.12")
 
 
+# Distribution on pip -> (the packages (folders) inside its wheel whose sources are kept, the pinned
+# releases: the newest and one or two older). Their sources are what tools/vllm_templates.py and
+# tools/vllm_callgraph.py read for the plugins' inventory and frame table (`--plugins`). Releases are
+# pinned so that a rerun on a fresh machine gives the committed data; vllm-neuron 0.1.0 (an empty
+# placeholder), vllm-gaudi and vllm-metal (not on pip) and vllm-xpu-kernels (compiled kernels, no
+# engine code) are left out.
+PLUGINS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "vllm-ascend": (("vllm_ascend",), ("0.9.1", "0.13.0", "0.18.0")),
+    "tpu-inference": (("tpu_inference",), ("0.11.1", "0.22.1", "0.32.0")),
+    "vllm-spyre": (("vllm_spyre",), ("1.0.0", "1.10.0")),
+    "vllm-rbln": (("vllm_rbln",), ("0.9.4", "0.12.0")),
+    "vllm-omni": (("vllm_omni",), ("0.18.0", "0.30.0")),
+    "vllm-hpu-extension": (("vllm_hpu_extension",), ("0.1",)),
+    "optimum-neuron": (("optimum/neuron/vllm",), ("0.3.0", "0.4.5")),
+    "ipex-llm": (("ipex_llm/vllm",), ("2.1.0", "2.2.0")),
+    "aphrodite-engine": (("aphrodite",), ("0.6.5", "0.24.1")),
+}
+# Plugins for accelerators hosted on aarch64 (Ascend) publish some releases for it only.
+PLUGIN_PLATFORMS = (
+    *PLATFORMS,
+    "manylinux_2_28_aarch64",
+    "manylinux_2_24_aarch64",
+    "manylinux_2_17_aarch64",
+    "manylinux2014_aarch64",
+)
+
+
+def plugins_dir(root: Path) -> Path:
+    return root / "plugins"
+
+
+def _download_plugin(dist: str, version: str, into: str) -> None:
+    """A pure-Python wheel where there is one, else the wheel of any platform above (only its .py
+    files are kept, so the platform does not matter); never an sdist, which pip would build."""
+    attempts: list[list[str]] = [[]]
+    attempts += [
+        ["--platform", tag, "--python-version", py, "--implementation", "cp"]
+        for py in ("3.11", "3.10")
+        for tag in PLUGIN_PLATFORMS
+    ]
+    done = None
+    for extra in attempts:
+        args = [sys.executable, "-m", "pip", "download", f"{dist}=={version}", "--no-deps"]
+        args += ["--only-binary=:all:", *extra, "-q", "-d", into]
+        done = subprocess.run(args, capture_output=True, text=True)
+        if done.returncode == 0:
+            return
+    assert done is not None
+    raise subprocess.CalledProcessError(done.returncode, done.args, done.stdout, done.stderr)
+
+
+def fetch_plugin(dist: str, version: str, root: Path) -> Path:
+    packages, _ = PLUGINS[dist]
+    target = plugins_dir(root) / dist / version
+    if (target / ".complete").exists():
+        return target
+    with tempfile.TemporaryDirectory() as tmp:
+        _download_plugin(dist, version, tmp)
+        wheel = next(Path(tmp).glob("*.whl"))
+        if target.exists():
+            shutil.rmtree(target)
+        with zipfile.ZipFile(wheel) as archive:
+            for name in archive.namelist():
+                if name.endswith(".py") and name.startswith(tuple(f"{p}/" for p in packages)):
+                    archive.extract(name, target)
+    (target / ".complete").write_text(version + "\n")
+    return target
+
+
+def plugin_releases(root: Path) -> dict[str, list[str]]:
+    """Distribution -> its cached releases (of those PLUGINS pins), oldest first."""
+    out: dict[str, list[str]] = {}
+    for dist, (_, versions) in PLUGINS.items():
+        cached = [v for v in versions if (plugins_dir(root) / dist / v / ".complete").exists()]
+        if cached:
+            out[dist] = sorted(cached, key=Version)
+    return out
+
+
 def _download_wheel(version: str, into: str) -> None:
     platforms = [arg for tag in PLATFORMS for arg in ("--platform", tag)]
     for python in PYTHONS:
@@ -120,9 +204,20 @@ def main(argv: list[str] | None = None) -> int:
     fetch_cmd = sub.add_parser("fetch", help="download and extract releases into the cache")
     fetch_cmd.add_argument("versions", nargs="*", help="default: the latest patch of every minor since 0.2")
     sub.add_parser("list", help="print the cached releases")
+    sub.add_parser("plugins", help="download and extract the pinned releases of PLUGINS")
     args = parser.parse_args(argv)
     root = cache_dir()
     root.mkdir(parents=True, exist_ok=True)
+    if args.command == "plugins":
+        missed = []
+        for dist, (_, versions) in PLUGINS.items():
+            for version in versions:
+                try:
+                    print(f"{dist} {version}: {fetch_plugin(dist, version, root)}", flush=True)
+                except (subprocess.CalledProcessError, StopIteration) as exc:
+                    print(f"{dist} {version}: not fetched ({exc})", file=sys.stderr, flush=True)
+                    missed.append(version)
+        return 1 if missed else 0
     if args.command == "list":
         for folder in sorted(
             (p for p in root.iterdir() if (p / ".complete").exists()), key=lambda p: Version(p.name)

@@ -15,6 +15,11 @@ placeholder values and run through the signature packs, and the rule that matche
 
     python tools/vllm_templates.py            # rewrite rules/inventory/vllm.yaml from the cache
     python tools/vllm_templates.py --check    # exit 1 when the committed inventory is stale
+    python tools/vllm_templates.py --plugins  # rules/inventory/plugins.yaml from the plugins' releases
+
+`--plugins` reads the platform plugins and forks `vllm_sources.py plugins` cached (PLUGINS) the same
+way: their files are named by their package (`vllm_ascend/worker/worker.py`), their `versions` are the
+plugin's own releases, and the folder filter reads a plugin's module as vLLM's of the same path.
 
 A new release is one `vllm_sources.py fetch` and one rerun. Decisions a person made by hand (a
 `gap` reason, an `irrelevant` reason overriding the filter) are kept across reruns, keyed by the
@@ -33,7 +38,7 @@ import re
 import string
 import sys
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
-from vllm_sources import cache_dir  # noqa: E402
+from vllm_sources import PLUGINS, cache_dir, plugin_releases, plugins_dir  # noqa: E402
 
 from service.packs import load_packs  # noqa: E402
 from service.packs.inventory import (  # noqa: E402
@@ -58,6 +63,7 @@ from service.packs.inventory import (  # noqa: E402
 )
 
 OUTPUT = ROOT / "rules" / "inventory" / "vllm.yaml"
+PLUGIN_OUTPUT = ROOT / "rules" / "inventory" / "plugins.yaml"
 LOG_LEVELS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal"}
 LOGGER_NAMES = re.compile(r"^_?(?:logger|log|LOGGER|_LOGGER)$")
 
@@ -551,7 +557,24 @@ def _parse_file(path: Path) -> list[tuple[str, Found]]:
 
 
 def walk(cache: Path, versions: list[str]) -> Iterator[tuple[str, str, str, Found]]:
-    """Every template of every release. A file is parsed once per content (most files are unchanged
+    """Every template of every release (see `walk_trees`)."""
+    yield from walk_trees(cache, [(v, cache / v, ("vllm",)) for v in versions])
+
+
+Tree = tuple[str, Path, tuple[str, ...]]  # (release, its folder, the package folders inside it)
+
+
+def plugin_trees(cache: Path) -> list[Tree]:
+    """The cached releases of the platform plugins and forks (tools/vllm_sources.py PLUGINS)."""
+    return [
+        (version, plugins_dir(cache) / dist / version, PLUGINS[dist][0])
+        for dist, versions in plugin_releases(cache).items()
+        for version in versions
+    ]
+
+
+def walk_trees(cache: Path, trees: list[Tree]) -> Iterator[tuple[str, str, str, Found]]:
+    """Every template of every tree. A file is parsed once per content (most files are unchanged
     between releases), in parallel, and the result is kept in the source cache for the next rerun."""
     store = cache / f".templates-{_extractor_digest()}.pickle"
     known: dict[bytes, list[tuple[str, Found]]] = {}
@@ -559,13 +582,13 @@ def walk(cache: Path, versions: list[str]) -> Iterator[tuple[str, str, str, Foun
         known = pickle.loads(store.read_bytes())
     files: list[tuple[str, str, bytes]] = []
     todo: dict[bytes, Path] = {}
-    for version in versions:
-        base = cache / version
-        for path in sorted((base / "vllm").rglob("*.py")):
-            digest = hashlib.blake2b(path.read_bytes(), digest_size=16).digest()
-            files.append((version, path.relative_to(base).as_posix(), digest))
-            if digest not in known:
-                todo.setdefault(digest, path)
+    for version, base, packages in trees:
+        for package in packages:
+            for path in sorted((base / package).rglob("*.py")):
+                digest = hashlib.blake2b(path.read_bytes(), digest_size=16).digest()
+                files.append((version, path.relative_to(base).as_posix(), digest))
+                if digest not in known:
+                    todo.setdefault(digest, path)
     if todo:
         with multiprocessing.Pool() as pool:
             for digest, found in zip(todo, pool.imap(_parse_file, todo.values(), chunksize=32), strict=True):
@@ -574,6 +597,22 @@ def walk(cache: Path, versions: list[str]) -> Iterator[tuple[str, str, str, Foun
     for version, rel, digest in files:
         for function, found in known[digest]:
             yield version, rel, function, found
+
+
+def plugin_package(file: str) -> tuple[str, str] | None:
+    """(distribution, package) of a plugin's file (`vllm_ascend/worker/worker.py`), or None."""
+    for dist, (packages, _) in PLUGINS.items():
+        for package in packages:
+            if file.startswith(package + "/"):
+                return dist, package
+    return None
+
+
+def engine_path(file: str) -> str:
+    """The path a file's folder is judged by: a plugin's module as vLLM's of the same path
+    (`vllm_ascend/distributed/kv_transfer/x.py` -> `vllm/distributed/kv_transfer/x.py`)."""
+    owner = plugin_package(file)
+    return "vllm/" + file[len(owner[1]) + 1 :] if owner else file
 
 
 # --- relevance and mapping -------------------------------------------------------------------------
@@ -598,7 +637,7 @@ def classify(entry: Entry) -> tuple[list[str], str | None]:
     host = HOST_SUBJECT in subjects and re.search(SIGNALS["host memory failure"], literal)
     if subjects == [HOST_SUBJECT] and not host:
         return [], "names host memory but states no host memory failure"
-    folder = NOT_ENGINE_PATH.match(entry.file)
+    folder = NOT_ENGINE_PATH.match(engine_path(entry.file))
     if folder and not host:
         return [], f"printed by {folder.group(0)}, a subsystem other than the engine's memory"
     other = NOT_ENGINE.search(literal)
@@ -632,12 +671,51 @@ GAP = "no rule matches this wording yet"
 
 def build(cache: Path, previous: InventoryFile | None, record_gaps: bool = False) -> InventoryFile:
     order = releases(cache)
+    return _inventory(
+        walk(cache, order),
+        lambda _file: order,
+        previous,
+        record_gaps,
+        source="vLLM wheels (tools/vllm_sources.py), extracted with tools/vllm_templates.py",
+        listed=order,
+    )
+
+
+def build_plugins(cache: Path, previous: InventoryFile | None, record_gaps: bool = False) -> InventoryFile:
+    """The plugins' inventory: each template's versions are its plugin's releases."""
+    cached = plugin_releases(cache)
+
+    def order(file: str) -> list[str]:
+        owner = plugin_package(file)
+        assert owner is not None
+        return cached[owner[0]]
+
+    return _inventory(
+        walk_trees(cache, plugin_trees(cache)),
+        order,
+        previous,
+        record_gaps,
+        source="platform plugins' and forks' wheels (tools/vllm_sources.py PLUGINS), extracted with "
+        "tools/vllm_templates.py --plugins",
+        listed=[f"{dist} {v}" for dist, versions in cached.items() for v in versions],
+    )
+
+
+def _inventory(
+    found: Iterator[tuple[str, str, str, Found]],
+    order_of: Callable[[str], list[str]],
+    previous: InventoryFile | None,
+    record_gaps: bool,
+    *,
+    source: str,
+    listed: list[str],
+) -> InventoryFile:
     entries: dict[tuple[str, str, str, str], Entry] = {}
-    for version, rel, function, found in walk(cache, order):
-        key = (found.text, rel, function, found.level)
+    for version, rel, function, item in found:
+        key = (item.text, rel, function, item.level)
         entry = entries.get(key)
         if entry is None:
-            entry = entries[key] = Entry(found.level, found.exception, found.text, found.kinds, rel, function)
+            entry = entries[key] = Entry(item.level, item.exception, item.text, item.kinds, rel, function)
         if entry.versions[-1:] != [version]:
             entry.versions.append(version)
     kept = {(d.text, d.file, d.function): d for d in previous.templates} if previous else {}
@@ -653,7 +731,7 @@ def build(cache: Path, previous: InventoryFile | None, record_gaps: bool = False
             exception=entry.exception,
             file=entry.file,
             function=entry.function,
-            versions=ranges(entry.versions, order),
+            versions=ranges(entry.versions, order_of(entry.file)),
             subjects=subjects,
         )
         decision: Decision
@@ -671,8 +749,8 @@ def build(cache: Path, previous: InventoryFile | None, record_gaps: bool = False
                 decision = Decision(gap=GAP) if record_gaps else Decision()
         templates.append(msgspec.structs.replace(template, decision=decision))
     return InventoryFile(
-        source="vLLM wheels (tools/vllm_sources.py), extracted with tools/vllm_templates.py",
-        releases=order,
+        source=source,
+        releases=listed,
         templates=[t for t in templates if not t.decision.irrelevant],
         irrelevant=summarize_irrelevant(templates),
     )
@@ -692,7 +770,10 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--check", action="store_true", help="exit 1 when the committed inventory is stale")
-    parser.add_argument("--output", type=Path, default=OUTPUT)
+    parser.add_argument("--output", type=Path, default=None)
+    parser.add_argument(
+        "--plugins", action="store_true", help="the platform plugins' and forks' inventory (PLUGINS)"
+    )
     parser.add_argument(
         "--record-gaps",
         action="store_true",
@@ -707,8 +788,15 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    args.output = args.output or (PLUGIN_OUTPUT if args.plugins else OUTPUT)
+    if args.plugins and not plugin_releases(cache):
+        print(
+            f"no plugin releases under {plugins_dir(cache)}; run: python tools/vllm_sources.py plugins",
+            file=sys.stderr,
+        )
+        return 2
     previous = read_inventory(args.output) if args.output.is_file() else None
-    inventory = build(cache, previous, args.record_gaps)
+    inventory = (build_plugins if args.plugins else build)(cache, previous, args.record_gaps)
     text = dump_inventory(inventory)
     if args.check:
         stale = not args.output.is_file() or args.output.read_text(encoding="utf-8") != text

@@ -33,6 +33,7 @@ from service.diagnosis.prose import (
     is_sentence,
     line_memory,
     memory_side,
+    names_memory_only,
     read_prose,
     shown_not_run,
     stages_said,
@@ -311,7 +312,9 @@ def _words_verdict(ctx: Context, hint: HintFn) -> Verdict | None:
     """A failure only the person's words state: memory ran out (the host's or the GPU's, placed by
     every clue around the sentence) or one they name by what happened (a prompt too long), never
     more sure than a sentence can make it."""
-    said = next((c for c in ctx.prose_cues() if c.memory is not None or c.phase is not None), None)
+    stated = [c for c in ctx.prose_cues() if c.memory is not None or c.phase is not None]
+    # a refusal of the layout comes before any memory is used: the root, wherever it is told
+    said = next((c for c in stated if c.phase in ctx.prose.refusals), stated[0] if stated else None)
     if said is None:
         return None
     quoted = f'the person\'s words only ("{said.text[:80]}")'
@@ -322,6 +325,15 @@ def _words_verdict(ctx: Context, hint: HintFn) -> Verdict | None:
     placement = place_line(ctx, ctx.doc.line(said.line), "warmup_oom", hint, ctx.weights)
     confidence = min(placement.confidence, _PROSE_ONLY)
     return Verdict(placement.phase, confidence, None, f"{quoted}; {placement.basis}")
+
+
+def _oom_word_only_named(ctx: Context, decisive: list[Hit]) -> frozenset[int]:
+    """Lines of sentences whose OOM hit is only a word naming a thing (`naming`: "OOM detection"):
+    the person's clauses on the line affirm a failure, and every word of theirs saying memory ran
+    out stands in such a name."""
+    lines = {h.line.number for h in decisive if h.compiled.rule.kind == "oom" and is_prose(h.line)}
+    cued = {c.line for c in ctx.prose_cues() if c.line in lines} if lines else set()
+    return frozenset(n for n in cued if names_memory_only(ctx.doc.lines[n - 1], ctx.prose))
 
 
 def _failure_said(ctx: Context) -> Verdict | None:
@@ -381,6 +393,12 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
         if h.line.number in away or is_negated_prose(ctx.doc, h.line.number, ctx.prose)
     )
     decisive = [h for h in decisive if h.line.number not in taken_back]
+    # a bare OOM word in a sentence the words channel reads as a failure of another kind ("the crash
+    # turned out to be a divide-by-zero, invisible to dmesg OOM detection"): the word names a thing
+    unsaid = _oom_word_only_named(ctx, decisive)
+    if unsaid:
+        taken_back |= unsaid
+        decisive = [h for h in decisive if h.line.number not in unsaid]
     # by hit, not by line: a program's own wording (Ray's "how to address the out of memory issue"
     # advice) on a line that also reads as a sentence still decides, only the bare OOM word is said
     said = {id(h) for h in decisive if h.compiled.rule.kind == "oom" and is_prose(h.line)}

@@ -864,11 +864,13 @@ def hit_runs(data: bytes, pattern: Any) -> Iterator[tuple[int, int]]:
 
 
 # What a log line has and a person's sentence does not: a traceback, a frame, an exception name, a
-# progress bar, sizes to the decimal ("23.55 GiB"; people write "141GB"), a path. Used on lines
-# without any logger or process prefix (those are log lines by construction).
+# progress bar, sizes to the decimal ("23.55 GiB"; people write "141GB", and a size they mark as
+# approximate, "~1.3 GB", "≈ 48.5 GiB", "about 2.5 GB", is their estimate, not a measurement), a
+# path. Used on lines without any logger or process prefix (those are log lines by construction).
 _NOT_PROSE = first_use_re(
     r"Traceback \(most recent|^\s*File \"|^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning)\b"
-    r"|\d+\.\d+ ?(?:GiB|MiB|KiB|GB|MB)\b|\d+ bytes\b|\|\s*\d+/\d+|/\w+/\w+\.py\b|^\s*[\^~]+\s*$"
+    r"|(?<![~≈\d.])(?<![~≈] )(?<!about )(?<!around )(?<!roughly )\d+\.\d+ ?(?:GiB|MiB|KiB|GB|MB)\b"
+    r"|\d+ bytes\b|\|\s*\d+/\d+|/\w+/\w+\.py\b|^\s*[\^~]+\s*$"
     r"|^\s*(?:\$|#|>>>|\.\.\.|-{2,}>)\s|^\s*[\[{(<]\S*$"
 )
 # A program's record anywhere in a line, whatever tag a fork, a plugin or a collector put before it
@@ -911,7 +913,7 @@ _PERSON = first_use_re(
 _FUNCTION_WORD = first_use_re(
     r"\b(?:the|a|an|of|on|in|at|to|with|without|for|from|by|and|or|but|when|while|if|after|before|"
     r"is|are|was|were|be|been|it|this|that|will|would|can|does|do|did|has|have|had|even|still|then)\b"
-    r"|[的了时就在也都吗呢]",
+    r"|[的了时就在也都吗呢是被把和]|因为|所以|但是|如果",
     re.IGNORECASE,
 )
 # What a program's words around a setting look like even with small words in them: advice naming an
@@ -935,6 +937,7 @@ _SETTING_SHARE = 0.25
 _CJK = first_use_re(r"[\u4e00-\u9fff]")
 _MIN_WORDS = 4
 _MIN_CJK = 4
+_CJK_RUN = first_use_re(r"[\s\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]+")
 
 
 def _reads_as_settings(text: str, tokens: list[str], words: int) -> bool:
@@ -978,8 +981,11 @@ def is_prose(line: Line) -> bool:
         return False
     tokens = text.split()
     cjk = len(_CJK.findall(text))
-    # a Chinese sentence has few spaces: two of its characters count as a word
-    if "=" in text and _reads_as_settings(text, tokens, len(tokens) + cjk // 2):
+    # a Chinese sentence has few spaces: two of its characters count as a word, and a setting glued
+    # to them ("vllm参数中tensor_parallel_size=1，加载模型时") stands as a word of its own
+    if "=" in text and _reads_as_settings(
+        text, _CJK_RUN.split(text) if cjk else tokens, len(tokens) + cjk // 2
+    ):
         return False
     if cjk >= _MIN_CJK:
         return True

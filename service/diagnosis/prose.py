@@ -29,10 +29,12 @@ __all__ = [
     "Memory",
     "ProseCue",
     "cause_said",
+    "describes_change",
     "is_negated_prose",
     "is_sentence",
     "line_memory",
     "memory_side",
+    "names_memory_only",
     "read_prose",
     "stages_said",
 ]
@@ -75,6 +77,8 @@ class ProseCue(msgspec.Struct, frozen=True):
     text: str
     memory: Memory | None = None
     phase: Phase | None = None  # a failure the words name by what happened (a prompt too long)
+    # told in the past as the state before a change: in a paste describing a change, the bug it removes
+    before_change: bool = False
 
 
 def _utf8(text: str) -> str | bytes:
@@ -185,9 +189,24 @@ def _affirms(clause: str, vocabulary: ProseVocabulary) -> bool:
     return _affirmed_part(clause, vocabulary) is not None
 
 
+def _changes(clause: str, vocabulary: ProseVocabulary) -> bool:
+    """Whether the clause's subject is a change ("This PR fixes the OOM in…", "we reduce peak
+    memory…", "本 PR 修复了…"): it tells what the change does to a failure, unless it says the
+    failure persists ("this PR still OOMs")."""
+    return vocabulary.change.search(clause) is not None and vocabulary.persists.search(clause) is None
+
+
+def _before_change(clause: str, vocabulary: ProseVocabulary) -> bool:
+    """Whether the clause tells the state before a change in the past ("the engine OOMed during
+    capture", "before this fix", 原来…): in a paste describing a change, the bug it removes."""
+    return vocabulary.before_change.search(clause) is not None and vocabulary.persists.search(clause) is None
+
+
 def _affirmed_part(clause: str, vocabulary: ProseVocabulary) -> str | None:
     """What of `clause` states a failure: all of it when nothing takes the failure back, else the
     statements beside a negated one that state their own (`_affirmed_beside`), else None."""
+    if _changes(clause, vocabulary):
+        return None
     named = _named_only(clause, vocabulary)
     said = vocabulary.said.search(named)
     if said is None or _is_question(named, said, vocabulary):
@@ -230,7 +249,7 @@ def _coordinated(clause: str, vocabulary: ProseVocabulary) -> list[str]:
 
 
 def _takes_back(clause: str, vocabulary: ProseVocabulary) -> bool:
-    if _negates(clause, vocabulary):
+    if _negates(clause, vocabulary) or _changes(clause, vocabulary):
         return True
     said = vocabulary.said.search(clause)
     return said is not None and _is_question(clause, said, vocabulary)
@@ -259,16 +278,26 @@ def line_memory(text: str, vocabulary: ProseVocabulary) -> Memory | None:
     return memory
 
 
+def names_memory_only(text: str, vocabulary: ProseVocabulary) -> bool:
+    """Whether every word of `text` saying memory ran out only names a thing (`naming`: "invisible
+    to dmesg OOM detection"), so that the line says nothing ran out."""
+    clauses = _clauses(text, vocabulary)
+    said = [c for c in clauses if _memory(c, vocabulary) is not None]
+    return bool(said) and all(_memory(_named_only(c, vocabulary), vocabulary) is None for c in said)
+
+
 def _phase(clause: str, vocabulary: ProseVocabulary, memory: Memory | None) -> Phase | None:
     """The failure the clause names by what happened. Where it also says memory ran out, the named
     failure holds only when its words contain that saying ("not enough memory at startup" is the
-    start-up check, more than a bare "not enough memory"), or when it is memory's own shortfall
-    (`memory_phases`: "only 4096 context fits, I'm short on VRAM")."""
+    start-up check, more than a bare "not enough memory"), when it is memory's own shortfall
+    (`memory_phases`: "only 4096 context fits, I'm short on VRAM"), or a refusal vLLM raises before
+    it allocates anything (`refusals`: "I thought it was OOM, but at TP 8 the weights cannot be split
+    evenly")."""
     for phase, pattern in vocabulary.phases:
         found = pattern.search(clause)
         if found is None:
             continue
-        if memory is None or phase in vocabulary.memory_phases:
+        if memory is None or phase in vocabulary.memory_phases or phase in vocabulary.refusals:
             return phase
         ran_out = vocabulary.out_of_memory.search(clause)
         if ran_out is not None and found.start() <= ran_out.start() and ran_out.end() <= found.end():
@@ -293,16 +322,19 @@ def _prose_lines(doc: Document, pattern: Any) -> Iterator[tuple[Line, int]]:
 
 def _affirmed(text: str, vocabulary: ProseVocabulary) -> list[ProseCue]:
     """The failure clauses a prose line affirms (as cues of line 0), with the stage each names, what
-    ran out, or the failure it names by what happened."""
+    ran out, or the failure it names by what happened, and whether each tells the state before a
+    change."""
     cues: list[ProseCue] = []
     for clause in _clauses(text, vocabulary):
         part = _affirmed_part(clause, vocabulary)
         if part is not None:  # what ran out and when, read in the part that states it
-            stage, memory = _stage(part, vocabulary), _memory(part, vocabulary)
+            # a failure word naming a thing ("dmesg OOM detection") says nothing ran out
+            stage, memory = _stage(part, vocabulary), _memory(_named_only(part, vocabulary), vocabulary)
             phase = _phase(part, vocabulary, memory)
             if stage is None and phase in vocabulary.memory_phases:
                 stage = _STAGE_OF.get(phase)  # "causes KV cache OOM" names the cache's own stage
-            cues.append(ProseCue(0, stage, part.strip(), memory, phase))
+            before = _before_change(part, vocabulary)
+            cues.append(ProseCue(0, stage, part.strip(), memory, phase, before))
     return cues
 
 
@@ -320,26 +352,61 @@ def _reads_as_words(line: Line) -> bool:
     return titled and not is_record(line.text)
 
 
-def _read_line(line: Line, vocabulary: ProseVocabulary) -> list[ProseCue]:
-    """A prose line's cues; a sentence that only looks like a log line for the message it quotes
-    (`I get "…Tried to allocate 2.00 GiB…" while loading`) is read without the quote."""
+# The exception a sentence shows after its own words, unquoted ("加载模型时…导致出现报错：torch.cuda.
+# OutOfMemoryError: CUDA out of memory…", "while loading it dies with torch.OutOfMemoryError: …"): a
+# class name ending in Error or Exception, with its module path
+_SHOWN_EXCEPTION = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b")
+
+
+def _spoken(line: Line) -> str | None:
+    """The person's words of a line: all of it when it reads as words; without the message it
+    quotes (`I get "…Tried to allocate 2.00 GiB…" while loading`); or the sentence before the
+    exception it shows unquoted, when that reads as words (the message is the program's, cut or
+    whole); None when no part of it is a sentence."""
     if _reads_as_words(line):
-        return _affirmed(line.text, vocabulary)
+        return line.text
     unquoted = _unquoted(line.text)
     if unquoted != line.text and is_prose(replace(line, text=unquoted)):
-        return _affirmed(unquoted, vocabulary)
-    return []
+        return unquoted
+    shown = _SHOWN_EXCEPTION.search(line.text)
+    if shown is not None and shown.start() > 0:
+        head = line.text[: shown.start()].rstrip()
+        if is_prose(replace(line, text=head)):
+            return head
+    return None
+
+
+def _read_line(line: Line, vocabulary: ProseVocabulary) -> list[ProseCue]:
+    """A prose line's cues, read in its person's words (`_spoken`)."""
+    spoken = _spoken(line)
+    return [] if spoken is None else _affirmed(spoken, vocabulary)
+
+
+def _opens_with_change(line: Line, vocabulary: ProseVocabulary) -> bool:
+    clauses = _clauses(_unquoted(line.text), vocabulary)
+    return is_sentence(line) and any(vocabulary.change.search(c) for c in clauses)
+
+
+def describes_change(doc: Document, vocabulary: ProseVocabulary) -> bool:
+    """Whether the paste describes a change rather than a run: one of its sentences has the change
+    as its subject ("This PR adds…", "we reduce…", "本 PR 修复了…", a title opening "Implement…").
+    Log lines it shows still decide; only its words telling the state before the change in the
+    past are then read as the bug it removes (cached per document)."""
+    key = ("describes a change", id(vocabulary), "")
+    known = doc.memo.get(key)
+    if not isinstance(known, bool):
+        known = doc.memo[key] = any(
+            _opens_with_change(line, vocabulary) for line, _ in _prose_lines(doc, vocabulary.change_named)
+        )
+    return known
 
 
 def is_sentence(line: Line) -> bool:
-    """Whether `line` is a person's sentence, also when the message it quotes has a log line's marks
-    (`I get "…Tried to allocate 2.00 GiB…"`)."""
+    """Whether `line` is a person's sentence, also when the message it quotes or shows after its
+    words has a log line's marks (`I get "…Tried to allocate 2.00 GiB…"`)."""
     if line.source or line.level:
         return False
-    if _reads_as_words(line):
-        return True
-    unquoted = _unquoted(line.text)
-    return unquoted != line.text and is_prose(replace(line, text=unquoted))
+    return _spoken(line) is not None
 
 
 @per_pack()
@@ -371,6 +438,8 @@ def read_prose(doc: Document, vocabulary: ProseVocabulary) -> list[ProseCue]:
             _remember(vocabulary, "cues", line.text, read)
         for number in range(line.number, line.number + repeats):
             cues.extend(msgspec.structs.replace(cue, line=number) for cue in read)
+    if any(c.before_change for c in cues) and describes_change(doc, vocabulary):
+        return [c for c in cues if not c.before_change]  # the bug the change removes, told in the past
     return cues
 
 
@@ -441,13 +510,16 @@ def is_negated_prose(doc: Document, number: int, vocabulary: ProseVocabulary) ->
     (`"RuntimeError: … to avoid this error."`) are the program's, not theirs, and are not read."""
     raw = doc.lines[number - 1]  # identical lines read alike, in this paste and in later ones
     known = _reading(vocabulary, "negated", raw)
-    if known is None:
-        known = (_negated(doc.line(number), vocabulary),)
+    if known is None:  # as read alone, and as read in a paste describing a change
+        line = doc.line(number)
+        known = (_negated(line, vocabulary), _negated(line, vocabulary, changing=True))
         _remember(vocabulary, "negated", raw, known)
-    return bool(known[0])
+    if known[0] == known[1]:
+        return bool(known[0])
+    return bool(known[1] if describes_change(doc, vocabulary) else known[0])
 
 
-def _negated(line: Line, vocabulary: ProseVocabulary) -> bool:
+def _negated(line: Line, vocabulary: ProseVocabulary, changing: bool = False) -> bool:
     asks = line.text.rstrip().endswith(("?", "？"))
     if line.source or line.level or not (asks or is_sentence(line)):
         return False
@@ -455,8 +527,14 @@ def _negated(line: Line, vocabulary: ProseVocabulary) -> bool:
     clauses = _clauses(_unquoted(line.text), vocabulary)
     # a failure word that only names a message ("improve the OOM error messages") takes back the
     # bare "OOM" a rule matched in it, like a negation does
-    taken_back = any(_takes_back(c, vocabulary) or _named_only(c, vocabulary) != c for c in clauses)
-    return taken_back and not any(_affirms(c, vocabulary) or _met_quoted(c, vocabulary) for c in clauses)
+    # in a paste describing a change, a failure told in the past is the bug it removes
+    read = [(c, changing and _before_change(c, vocabulary)) for c in clauses]
+    taken_back = any(
+        past or _takes_back(c, vocabulary) or _named_only(c, vocabulary) != c for c, past in read
+    )
+    return taken_back and not any(
+        (_affirms(c, vocabulary) and not past) or _met_quoted(c, vocabulary) for c, past in read
+    )
 
 
 def _met_quoted(clause: str, vocabulary: ProseVocabulary) -> bool:

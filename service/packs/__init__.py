@@ -20,14 +20,21 @@ import re2
 from service.errors import PackError
 from service.first_use import OnFirstUse
 from service.packs.catalog import Catalog, load_catalog
-from service.packs.compiled import validated_before
+from service.packs.compiled import CheckedSet, LineFinder, validated_before
 from service.packs.evidence import EvidenceWeights, load_evidence
 from service.packs.fixes import FixPack, load_fix_recipes
 from service.packs.fragments import FragmentIndex, empty_fragments, load_fragments
 from service.packs.frames import FrameTable, empty_frames, load_frames
 from service.packs.misleading import LoggingBugs, load_misleading
 from service.packs.prose import ProseVocabulary, load_prose
-from service.packs.signatures import COMBINED_OPTIONS, LINE_OPTIONS, CompiledRule, compile_pack, pack_files
+from service.packs.signatures import (
+    COMBINED_OPTIONS,
+    LINE_OPTIONS,
+    CompiledRule,
+    compile_pack,
+    pack_files,
+    unbounded_form,
+)
 
 __all__ = [
     "LAZY_KINDS",
@@ -105,16 +112,12 @@ def _digest(root: Path, files: list[Path]) -> str:
 
 def _prefilter(rules: tuple[CompiledRule, ...]) -> Any:
     alternation = "|".join(f"(?:{p})" for r in rules for p in r.prefilter)
-    return re2.compile(f"(?m){alternation}", LINE_OPTIONS)
+    return LineFinder(f"(?m:{alternation})", LINE_OPTIONS)
 
 
-def _pattern_set(rules: tuple[CompiledRule, ...]) -> Any:
-    pattern_set = re2.Set.SearchSet(COMBINED_OPTIONS)
-    for compiled in rules:
-        for pattern in compiled.set_forms:
-            pattern_set.Add(pattern)
-    pattern_set.Compile()
-    return pattern_set
+def _pattern_set(rules: tuple[CompiledRule, ...], *, check_now: bool = False) -> Any:
+    forms = ((form, unbounded_form(form)) for compiled in rules for form in compiled.set_forms)
+    return CheckedSet(forms, COMBINED_OPTIONS, check_now=check_now)
 
 
 def _pattern_index(rules: tuple[CompiledRule, ...], *, now: bool) -> PatternIndex:
@@ -123,7 +126,7 @@ def _pattern_index(rules: tuple[CompiledRule, ...], *, now: bool) -> PatternInde
     if not owner:
         return PatternIndex(rules=rules, prefilter=None, pattern_set=re2.Set.SearchSet(COMBINED_OPTIONS))
     if now:
-        prefilter, pattern_set = _prefilter(rules), _pattern_set(rules)
+        prefilter, pattern_set = _prefilter(rules), _pattern_set(rules, check_now=True)
     else:
         prefilter = OnFirstUse(functools.partial(_prefilter, rules))
         pattern_set = OnFirstUse(functools.partial(_pattern_set, rules))

@@ -55,12 +55,22 @@ class StageShift(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
     until_done: Beside
 
 
+class Change(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """How a paste describing a change (a pull request, a commit, a release note) speaks: clauses whose
+    subject is the change, clauses telling the state before it, and words saying a failure persists."""
+
+    subjects: list[str]
+    before: list[str]
+    persists: list[str]
+
+
 class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     clause_breaks: list[str]
     failure: list[str]
     out_of_memory: list[str]
     phases: dict[Phase, list[str]]
     memory_phases: list[Phase]
+    refusals: list[Phase]
     host: list[str]
     ended: list[str]
     either: list[str]
@@ -74,6 +84,7 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     supposing: list[str]
     naming: list[str]
     experienced: list[str]
+    change: Change
     stages: dict[Stage, StageWords]
     stage_shift: StageShift
     causes: dict[Phase, Cause]
@@ -88,6 +99,7 @@ class ProseVocabulary(msgspec.Struct, frozen=True):
     out_of_memory: Any
     phases: tuple[tuple[Phase, Any], ...]
     memory_phases: frozenset[Phase]  # their words hold beside a saying that memory ran out
+    refusals: frozenset[Phase]  # raised before any memory is used: they hold beside it, and come first
     said: Any
     host: Any
     ended: Any  # a process something else ended ("got killed", 被杀, exit code 137)
@@ -102,6 +114,10 @@ class ProseVocabulary(msgspec.Struct, frozen=True):
     supposing: Any  # an introducer ("you may see:") that only supposes the block it shows
     naming: Any  # a failure word as a noun's modifier ("the error message"), naming a thing
     experienced: Any  # verbs saying the person met what a naming compound names ("got the error message")
+    change_named: Any  # `change` unanchored: which lines may hold such a clause (one RE2 pass)
+    change: Any  # a clause whose subject is the change ("This PR fixes…", "we reduce…", 本 PR 修复…)
+    before_change: Any  # the state before the change (a past-tense failure, "before this fix")
+    persists: Any  # a failure a change left ("still OOMs", 还是)
     stages: tuple[tuple[Stage, Any], ...]  # in priority order (rules/prose.yaml)
     any_stage: Any  # every stage's words together: which lines say what the person was doing
     shifts: tuple[
@@ -191,6 +207,7 @@ def _vocabulary(data: ProseFile, build: Callable[[list[str], str], Any]) -> Pros
         out_of_memory=build(data.out_of_memory, "$.out_of_memory"),
         phases=tuple((phase, build(p, f"$.phases.{phase}")) for phase, p in data.phases.items()),
         memory_phases=frozenset(data.memory_phases),
+        refusals=frozenset(data.refusals),
         said=build(
             [*data.failure, *data.out_of_memory, *(p for ps in data.phases.values() for p in ps)],
             "$.failure",
@@ -208,6 +225,10 @@ def _vocabulary(data: ProseFile, build: Callable[[list[str], str], Any]) -> Pros
         supposing=build(data.supposing, "$.supposing"),
         naming=build(data.naming, "$.naming"),
         experienced=build(data.experienced, "$.experienced"),
+        change_named=build([p.removeprefix("^") for p in data.change.subjects], "$.change.subjects"),
+        change=build(data.change.subjects, "$.change.subjects"),
+        before_change=build(data.change.before, "$.change.before"),
+        persists=build(data.change.persists, "$.change.persists"),
         stages=tuple(
             (stage, build(stage_patterns(words), f"$.stages.{stage}")) for stage, words in data.stages.items()
         ),

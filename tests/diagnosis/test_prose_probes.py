@@ -90,6 +90,7 @@ PROBES = [
         "prose_probes_sixth.yaml",
         "prose_probes_seventh.yaml",
         "prose_probes_eighth.yaml",
+        "prose_probes_ninth.yaml",
     )
     for p in _probes(name)
 ]

@@ -235,6 +235,15 @@ FIX_GAPS = {
         "an NPU worker's `Available memory: 0` line with no max_model_len, KV budget or utilisation stated:"
         " placed by the line, but no figure sizes the capacity recipes"
     ),
+    "gh12-ascend5153-qwen3-next-80b-cannot-start-256k-max-model-len-question-chinese-words": (
+        "a question saying the server cannot start at a 256K length, in words only: no max_model_len flag or"
+        " KV figure for a capacity recipe to size"
+    ),
+    "gh12-zhuhai1-v0.9.2-8x-a100-40gb-qwen3-235b-gptq-int4-tp8-size-k-not-divisible-by-block-size-k"
+    "-moe-chinese": (
+        "a blog saying the MoE weights do not divide at TP 8, in words only: no head or expert count for"
+        " fix-tensor-parallel-size"
+    ),
 }
 CASES = sorted(p.stem for p in CORPUS.glob("*.log"))
 FIX_CASES = [

@@ -77,7 +77,11 @@ def _rendered(template: Template) -> tuple[str, dict[int, float]]:
 def _cases() -> list[Template]:
     seen: set[str] = set()
     cases: list[Template] = []
-    for inventory in load_inventories(default_rules_dir()).values():
+    # vLLM's and the allocators' own wordings; the plugins' (plugins.yaml) are held to their rules by
+    # test_inventory.py, their numbers not yet read as facts (tests/corpus/REALWORLD.md, plugins4)
+    for name, inventory in load_inventories(default_rules_dir()).items():
+        if name == "plugins.yaml":
+            continue
         for template in inventory.templates:
             if not template.decision.rules or template.text in seen:
                 continue

@@ -101,7 +101,11 @@ def _excused(template: Template, index: int) -> bool:
 def _cases() -> list[Template]:
     seen: set[str] = set()
     cases: list[Template] = []
-    for inventory in load_inventories(default_rules_dir()).values():
+    # vLLM's and the allocators' own wordings; the plugins' (plugins.yaml) are held to their rules by
+    # test_inventory.py, their numbers not yet read as facts (tests/corpus/REALWORLD.md, plugins4)
+    for name, inventory in load_inventories(default_rules_dir()).items():
+        if name == "plugins.yaml":
+            continue
         for template in inventory.templates:
             if template.decision.rules and template.text not in seen and _rendered(template)[1]:
                 seen.add(template.text)

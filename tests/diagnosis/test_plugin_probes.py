@@ -1,0 +1,44 @@
+"""The platform plugins' and forks' own messages (tests/diagnosis/plugin_probes.yaml): a paste built from a
+plugin's template with the numbers a run prints is placed in the phase its meaning says (a plugin's "not
+enough memory for the KV cache" is the KV-capacity failure, its device allocator's out-of-memory the OOM of
+the stage it occurs in), and its healthy lines flag nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+import pytest
+import yaml
+
+from service.schemas import Diagnosis, Phase
+
+Classify = Callable[..., Diagnosis]
+HERE = Path(__file__).resolve().parent
+
+
+class Probe(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    text: str
+    phase: Phase
+    known_gap: str | None = None
+
+
+def _probes() -> list[Probe]:
+    data = yaml.safe_load((HERE / "plugin_probes.yaml").read_text(encoding="utf-8"))
+    return msgspec.convert(data["probes"], list[Probe])
+
+
+_PROBES = _probes()
+
+
+@pytest.mark.parametrize(
+    "probe",
+    [
+        pytest.param(p, marks=pytest.mark.xfail(reason=p.known_gap, strict=False) if p.known_gap else ())
+        for p in _PROBES
+    ],
+    ids=[f"{i}-{p.phase}" for i, p in enumerate(_PROBES)],
+)
+def test_plugin_message_is_placed_by_its_meaning(run_classify: Classify, probe: Probe) -> None:
+    assert run_classify(probe.text).phase == probe.phase
