@@ -721,6 +721,7 @@ def _inventory(
     kept = {(d.text, d.file, d.function): d for d in previous.templates} if previous else {}
     compiled = load_packs(ROOT / "rules").signatures.rules
     templates: list[Template] = []
+    filtered: list[Template] = []  # irrelevant by the filter: counted by reason, not listed
     for entry in sorted(entries.values(), key=lambda e: (e.file, e.function, e.text)):
         subjects, reason = classify(entry)
         old = kept.get((entry.text, entry.file, entry.function))
@@ -734,25 +735,27 @@ def _inventory(
             versions=ranges(entry.versions, order_of(entry.file)),
             subjects=subjects,
         )
-        decision: Decision
         if reason is not None:
-            decision = Decision(irrelevant=reason)
+            filtered.append(msgspec.structs.replace(template, decision=Decision(irrelevant=reason)))
+            continue
+        decision: Decision
+        rules = rules_matching(compiled, template)
+        if rules:
+            decision = Decision(rules=rules)
+        elif old is not None and old.decision.irrelevant:
+            decision = Decision(irrelevant=old.decision.irrelevant)
+        elif old is not None and old.decision.gap:
+            decision = Decision(gap=old.decision.gap)
         else:
-            rules = rules_matching(compiled, template)
-            if rules:
-                decision = Decision(rules=rules)
-            elif old is not None and old.decision.irrelevant:
-                decision = Decision(irrelevant=old.decision.irrelevant)
-            elif old is not None and old.decision.gap:
-                decision = Decision(gap=old.decision.gap)
-            else:
-                decision = Decision(gap=GAP) if record_gaps else Decision()
+            decision = Decision(gap=GAP) if record_gaps else Decision()
         templates.append(msgspec.structs.replace(template, decision=decision))
     return InventoryFile(
         source=source,
         releases=listed,
-        templates=[t for t in templates if not t.decision.irrelevant],
-        irrelevant=summarize_irrelevant(templates),
+        # a relevant template a person marked irrelevant stays listed with the reason, so that a
+        # rerun keeps the decision
+        templates=templates,
+        irrelevant=summarize_irrelevant(filtered),
     )
 
 

@@ -24,9 +24,17 @@ class Probe(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     known_gap: str | None = None
 
 
+# plugin_probes.yaml: the plugins' own templates; plugin_allocator_probes.yaml: their device allocators'
+# failures (CANN through torch_npu, Gaudi's PT_DEVMEM) and memory checks (vllm-metal) with twins
+_FILES = ("plugin_probes.yaml", "plugin_allocator_probes.yaml")
+
+
 def _probes() -> list[Probe]:
-    data = yaml.safe_load((HERE / "plugin_probes.yaml").read_text(encoding="utf-8"))
-    return msgspec.convert(data["probes"], list[Probe])
+    out: list[Probe] = []
+    for name in _FILES:
+        data = yaml.safe_load((HERE / name).read_text(encoding="utf-8"))
+        out += msgspec.convert(data["probes"], list[Probe])
+    return out
 
 
 _PROBES = _probes()
