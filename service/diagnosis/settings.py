@@ -36,6 +36,7 @@ import re2
 
 from service.diagnosis.command import FACT_TYPES, value_of
 from service.diagnosis.normalize import Document
+from service.packs.compiled import leftmost_spans
 from service.packs.derived import per_pack
 from service.packs.fixes import FixPack
 from service.packs.signatures import OPTIONS
@@ -90,6 +91,7 @@ class _Reader:
     # RE2 over the names alone (no look-arounds, one linear pass over the paste): only the lines
     # it finds are read, whose many branches would try every position of the text
     names: Any
+    spans: Any  # `names`' own search on bytes (`leftmost_spans`): the one a paste runs
     starting: Any  # an RE2 set of the same names, anchored: which names start at a position
     owners: tuple[frozenset[int], ...]  # name (in `starting`'s order) -> the branches it is in
     # the pattern of the branches some set of names is in, built when a paste first needs it
@@ -183,6 +185,7 @@ def _reader(history: FixPack) -> _Reader:
         facts=tuple(facts),
         keyed=keyed_branches,
         names=prefilter,
+        spans=leftmost_spans(prefilter),
         starting=starting,
         owners=tuple(frozenset(names[each]) for each in ordered),
         narrowed={},
@@ -245,10 +248,11 @@ def _windows(doc: Document, names: Any) -> Iterator[tuple[int, int]]:
 def _read(reader: _Reader, data: bytes, first_number: int) -> Iterator[StatedSetting]:
     """The flag values stated in `data` (UTF-8 lines, the first of them line `first_number`)."""
     pos, number, counted, taken = 0, first_number, 0, 0
-    while (found := reader.names.search(data, pos)) is not None:
+    size, spans = len(data), reader.spans
+    while (found := spans(data, pos, size)[0])[0] >= 0:
         # a spelling starts at the name or at the dashes before it (`--max-model-len`, `-tp`), and
         # is one of the flags whose names start there (the line's end closes every name)
-        at, pos = found.span()
+        at, pos = found
         before = data[at - 2 : at] if at >= 2 else data[:at]
         dashes = 2 if before == b"--" else 1 if before.endswith(b"-") else 0
         if not dashes and before[-1:].isalnum() or before.endswith(b"_"):

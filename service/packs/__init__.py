@@ -20,7 +20,7 @@ import re2
 from service.errors import PackError
 from service.first_use import OnFirstUse
 from service.packs.catalog import Catalog, load_catalog
-from service.packs.compiled import CheckedSet, LineFinder, validated_before
+from service.packs.compiled import CheckedLineFinder, CheckedSet, validated_before
 from service.packs.evidence import EvidenceWeights, load_evidence
 from service.packs.fixes import FixPack, load_fix_recipes
 from service.packs.fragments import FragmentIndex, empty_fragments, load_fragments
@@ -30,6 +30,7 @@ from service.packs.prose import ProseVocabulary, load_prose
 from service.packs.signatures import (
     COMBINED_OPTIONS,
     LINE_OPTIONS,
+    WIDE_LINE_REPEAT,
     CompiledRule,
     compile_pack,
     pack_files,
@@ -110,9 +111,9 @@ def _digest(root: Path, files: list[Path]) -> str:
     return f"sha256:{sha.hexdigest()}"
 
 
-def _prefilter(rules: tuple[CompiledRule, ...]) -> Any:
-    alternation = "|".join(f"(?:{p})" for r in rules for p in r.prefilter)
-    return LineFinder(f"(?m:{alternation})", LINE_OPTIONS)
+def _prefilter(rules: tuple[CompiledRule, ...], *, check_now: bool = False) -> Any:
+    forms = [(f"(?m:{p})", f"(?m:{unbounded_form(p, WIDE_LINE_REPEAT)})") for r in rules for p in r.prefilter]
+    return CheckedLineFinder(forms, LINE_OPTIONS, check_now=check_now)
 
 
 def _pattern_set(rules: tuple[CompiledRule, ...], *, check_now: bool = False) -> Any:
@@ -126,7 +127,7 @@ def _pattern_index(rules: tuple[CompiledRule, ...], *, now: bool) -> PatternInde
     if not owner:
         return PatternIndex(rules=rules, prefilter=None, pattern_set=re2.Set.SearchSet(COMBINED_OPTIONS))
     if now:
-        prefilter, pattern_set = _prefilter(rules), _pattern_set(rules, check_now=True)
+        prefilter, pattern_set = _prefilter(rules, check_now=True), _pattern_set(rules, check_now=True)
     else:
         prefilter = OnFirstUse(functools.partial(_prefilter, rules))
         pattern_set = OnFirstUse(functools.partial(_pattern_set, rules))

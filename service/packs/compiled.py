@@ -12,14 +12,22 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, AnyStr
 
 import re2
 
 from service.packs.loader import remembered
 
-__all__ = ["CheckedSet", "LineFinder", "LineHit", "re2_build", "validated_before"]
+__all__ = [
+    "CheckedLineFinder",
+    "CheckedSet",
+    "LineFinder",
+    "LineHit",
+    "leftmost_spans",
+    "re2_build",
+    "validated_before",
+]
 
 
 @functools.cache
@@ -39,6 +47,13 @@ def validated_before(patterns: Iterable[str], check: Callable[[], None]) -> bool
     pattern RE2 rejects), its success is remembered, and False says it ran."""
     source = "\0".join(patterns).encode("utf-8")
     return remembered(source, check, salt=b"re2-compiled\0" + re2_build())
+
+
+def leftmost_spans(regex: Any) -> Callable[[bytes, int, int], list[tuple[int, int]]]:
+    """`regex`'s own RE2 search on UTF-8 bytes: `(text, pos, endpos)` -> the spans of the leftmost
+    match in `text[pos:endpos]` and of its groups, `(-1, -1)` first when none (0 <= pos <= endpos
+    <= len(text)); what `regex.search` reads, without the wrapper's generator and Match object."""
+    return functools.partial(regex._regexp.Match, re2._re2.RE2.Anchor.UNANCHORED)
 
 
 NEWLINES = (10, "\n")  # a newline read from bytes, from str
@@ -102,6 +117,13 @@ class LineFinder:
         last = text[end - 1] if end > pos else NEWLINES[0]
         return LineHit(end if last in NEWLINES else end - 1)
 
+    def found_in(self, text: AnyStr, pos: int, endpos: int) -> bool:
+        """Whether a pattern matches inside `text[pos:endpos]` (0 <= pos <= endpos <= len(text)), the
+        text around it read as a search of the whole text reads it."""
+        if isinstance(text, bytes):
+            return bool(self._spans(text, pos, endpos)[0][1] >= 0)
+        return self.match(text, pos, endpos) is not None
+
     def finditer(self, text: AnyStr) -> Iterator[LineHit]:
         """One hit for every line a pattern matches inside, in order."""
         pos = 0
@@ -151,3 +173,100 @@ class CheckedSet:
             return found
         kept = [i for i in found if i not in exact or self._check(i).search(text) is not None]
         return kept or None
+
+
+class CheckedLineFinder:
+    """The lines a LineFinder of exact never-newline patterns finds, found by one forward pass of
+    their loosened forms (`unbounded_form`: a wide bounded repeat compiled as n copies of its atom
+    made most of what the exact alternation cost to compile, and its DFA grew so many states over a
+    dense log that each byte cost several times more), each line that pass finds checked exactly.
+
+    A line is checked only against what could have made the loose pass match wrongly: when no
+    loosened form matches inside it (one small finder over the line), a form that was not loosened
+    did, and it is an exact hit. Otherwise the exact forms run on it: each loosened form whose loose
+    form matches the line (an RE2 set says which), then the alternation of the forms never loosened,
+    each compiled alone when a line first needs it. Every check runs on the text itself over the
+    line's part of `pos:endpos`, so a match sees the same text around it as in the exact pass.
+
+    `check_now` compiles every exact form at once: a load that validates the patterns must see RE2
+    accept them all (a request never compiles what a load did not check)."""
+
+    __slots__ = ("_built", "_options", "_pairs", "_parts", "pattern")
+
+    def __init__(self, forms: Sequence[tuple[str, str]], options: Any, *, check_now: bool = False) -> None:
+        self._options = options
+        self.pattern = "|".join(f"(?:{exact})" for exact, _ in forms)  # what it answers for
+        self._pairs = tuple((exact, loose) for exact, loose in forms if exact != loose)
+        kept = [exact for exact, loose in forms if exact == loose]
+        # what a check builds when a line first needs it: by name, its source
+        self._parts: dict[str, str | tuple[str, ...] | None] = {
+            "loose": "|".join(f"(?:{loose})" for _, loose in forms),
+            "loosened": "|".join(f"(?:{loose})" for _, loose in self._pairs),
+            "kept": "|".join(f"(?:{p})" for p in kept) if kept else None,
+            "candidates": tuple(loose for _, loose in self._pairs),
+        }
+        self._built: dict[object, Any] = {}
+        self._part("loose"), self._part("loosened")
+        if check_now:
+            for name in ("loosened", "kept", "candidates", *range(len(self._pairs))):
+                self._part(name)
+
+    def _part(self, name: str | int) -> Any:
+        """A finder (`loose`, `loosened`, `kept`), the RE2 set of the loosened forms (`candidates`),
+        or exact form `name` (an int), built on first use."""
+        built = self._built.get(name)
+        if built is None and name not in self._built:
+            if isinstance(name, int):
+                built = re2.compile(self._pairs[name][0], self._options)
+            elif name == "candidates":
+                built = re2.Set.SearchSet(self._options)
+                for loose in self._parts[name] or ():
+                    built.Add(loose)
+                built.Compile()
+            else:
+                source = self._parts[name]
+                built = None if source is None else LineFinder(str(source), self._options)
+            self._built[name] = built
+        return built
+
+    def search(self, text: AnyStr, pos: int = 0, endpos: int | None = None) -> LineHit | None:
+        """The line of the leftmost exact match in `text[pos:endpos]` (UTF-8 bytes, or str), or None."""
+        size = len(text)
+        endpos = size if endpos is None else max(0, min(endpos, size))
+        loose: LineFinder = self._built["loose"]
+        if not self._pairs:
+            return loose.search(text, pos, endpos)
+        newline: Any = b"\n" if isinstance(text, bytes) else "\n"
+        loosened = self._built["loosened"].found_in
+        while (hit := loose.search(text, pos, endpos)) is not None:
+            at = hit.start()
+            start, end = text.rfind(newline, 0, at) + 1, text.find(newline, at)
+            low, high = start if start > pos else pos, endpos if end < 0 or end > endpos else end
+            # no loosened form inside: one never loosened matched, an exact hit
+            if not loosened(text, low, high) or self._exact_in(
+                text, (start, size if end < 0 else end), low, high
+            ):
+                return hit
+            if high >= endpos:
+                return None
+            pos = high + 1
+        return None
+
+    def _exact_in(self, text: AnyStr, line: tuple[int, int], low: int, high: int) -> bool:
+        """Whether an exact form matches inside `text[low:high]`, part of the line `line` (its start
+        and end offsets) that a loosened form matched inside."""
+        for index in self._part("candidates").Match(text[line[0] : line[1]]) or ():
+            if self._part(index).search(text, low, high) is not None:
+                return True
+        kept = self._part("kept")
+        return kept is not None and kept.search(text, low, high) is not None
+
+    def finditer(self, text: AnyStr) -> Iterator[LineHit]:
+        """One hit for every line an exact pattern matches inside, in order."""
+        pos = 0
+        while (hit := self.search(text, pos)) is not None:
+            yield hit
+            newline = text.find(b"\n" if isinstance(text, bytes) else "\n", hit.end())
+            if newline < 0:
+                return
+            pos = newline + 1

@@ -228,11 +228,14 @@ def prefilter_form(pattern: str) -> str:
 # `x{m,}`, which matches wherever `x{m,n}` does, and a line the loosened form matches is checked
 # against the exact one (`CheckedSet`), so the set answers what the exact set would.
 WIDE_REPEAT = 16  # n - m above which a repeat is loosened
+# A line finder with loosened forms checks every line it finds (`CheckedLineFinder`), not only the
+# lines a loosened form matches, so it loosens only the repeats that cost much to compile.
+WIDE_LINE_REPEAT = 32
 _REPEAT = re.compile(r"\{(\d+),(\d+)\}")
 
 
-def unbounded_form(pattern: str) -> str:
-    """`pattern` with each bounded repeat wider than WIDE_REPEAT made open-ended (`{3,200}` ->
+def unbounded_form(pattern: str, wider_than: int = WIDE_REPEAT) -> str:
+    """`pattern` with each bounded repeat wider than `wider_than` made open-ended (`{3,200}` ->
     `{3,}`); a brace inside a class or escaped is a literal and stays."""
     if "\\Q" in pattern:  # quoted text (\Q...\E) is left to RE2's own reading
         return pattern
@@ -250,7 +253,7 @@ def unbounded_form(pattern: str) -> str:
             in_class = True
         elif char == "{" and (repeat := _REPEAT.match(pattern, index)) is not None:
             low, high = int(repeat.group(1)), int(repeat.group(2))
-            if high - low > WIDE_REPEAT:
+            if high - low > wider_than:
                 pieces.append(pattern[done:index] + f"{{{low},}}")
                 done = repeat.end()
     return "".join(pieces) + pattern[done:]

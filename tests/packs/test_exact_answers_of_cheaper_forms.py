@@ -1,6 +1,7 @@
 """The cheaper RE2 forms of the combined indexes answer what the exact forms answer: the line finder
-(one forward pass, no reverse program) finds the lines the searched alternation finds, and the set
-built from loosened wide repeats matches the patterns the exact set matches."""
+(one forward pass, no reverse program) finds the lines the searched alternation finds, the finder
+built from loosened wide repeats the lines the exact finder finds, and the set built from loosened
+wide repeats matches the patterns the exact set matches."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import re2
 
 from service.diagnosis.normalize import Document
 from service.packs import RulePacks
-from service.packs.compiled import CheckedSet, LineFinder
-from service.packs.signatures import COMBINED_OPTIONS, LINE_OPTIONS, unbounded_form
+from service.packs.compiled import CheckedLineFinder, CheckedSet, LineFinder, leftmost_spans
+from service.packs.signatures import COMBINED_OPTIONS, LINE_OPTIONS, WIDE_LINE_REPEAT, unbounded_form
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -94,3 +95,63 @@ def test_a_loose_match_the_exact_form_refuses_is_dropped() -> None:
     assert checked.Match(b"-aaab") == [0]  # "aab" inside it: the exact form matches too
     assert CheckedSet([("^a{0,2}b", "^a{0,}b")], COMBINED_OPTIONS).Match(b"aaab") is None
     assert checked.Match(b"zzz aaab") is not None and checked.Match(b"nothing") is None
+
+
+def _line_of(data: bytes, hit: object) -> int | None:
+    return None if hit is None else data.rfind(b"\n", 0, hit.start()) + 1  # type: ignore[attr-defined]
+
+
+def test_the_checked_line_finder_finds_the_lines_the_exact_finder_finds(packs: RulePacks) -> None:
+    eager = packs.signatures.eager
+    assert isinstance(eager.prefilter._part("loose"), LineFinder)  # built from loosened forms
+    assert any(unbounded_form(p, WIDE_LINE_REPEAT) != p for r in eager.rules for p in r.prefilter)
+    for index in (eager, packs.signatures.lazy):
+        alternation = "|".join(f"(?:{p})" for r in index.rules for p in r.prefilter)
+        exact = LineFinder(f"(?m:{alternation})", LINE_OPTIONS)
+        for text in _texts():
+            data = Document(text).data
+            found = [_line_of(data, hit) for hit in index.prefilter.finditer(data)]
+            assert found == [_line_of(data, hit) for hit in exact.finditer(data)]
+            for pos in range(0, len(data), 1499):  # from inside a line, up to inside another
+                end = pos + 2500
+                assert _line_of(data, index.prefilter.search(data, pos, end)) == _line_of(
+                    data, exact.search(data, pos, end)
+                )
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        (b"fine\nxx aab\n", 5),  # a loosened form, its exact form matching
+        (b"fine\nxaaab\n", 5),  # the loose form matches, the exact one too ("aab" in it)
+        (b"fine\nccccd\nzzz\n", 11),  # the loose form only: its line is not one
+        (b"fine\nccccd zzz\n", 5),  # the loose form only, and a form never loosened
+        (b"fine\n", None),
+    ],
+)
+def test_a_line_only_a_loosened_form_matches_loosely_is_skipped(text: bytes, line: int | None) -> None:
+    forms = [("(?m:a{1,2}b)", "(?m:a{1,}b)"), ("(?m:^c{1,2}d)", "(?m:^c{1,}d)"), ("(?m:zzz)", "(?m:zzz)")]
+    for check_now in (False, True):
+        finder = CheckedLineFinder(forms, LINE_OPTIONS, check_now=check_now)
+        assert _line_of(text, finder.search(text)) == line
+        assert _line_of(text, finder.search(text.decode())) == line  # str reads alike
+
+
+def test_a_checked_line_finder_reads_the_text_around_a_window_as_the_exact_one() -> None:
+    forms = [("(?m:^c{1,2}b)", "(?m:^c{1,}b)"), ("(?m:\\bzz)", "(?m:\\bzz)")]
+    finder = CheckedLineFinder(forms, LINE_OPTIONS)
+    exact = LineFinder("(?m:^c{1,2}b)|(?:\\bzz)", LINE_OPTIONS)
+    text = b"x ccb yzz\nccb\n"
+    for pos in range(len(text)):
+        for end in range(pos, len(text) + 1):
+            found = finder.search(text, pos, end)
+            assert _line_of(text, found) == _line_of(text, exact.search(text, pos, end))
+
+
+def test_leftmost_spans_are_what_the_search_finds() -> None:
+    regex = re2.compile("(?i)model|tp", LINE_OPTIONS)
+    spans = leftmost_spans(regex)
+    text = b"the Model, -tp 2"
+    assert spans(text, 0, len(text))[0] == regex.search(text).span()
+    assert spans(text, 11, len(text))[0] == regex.search(text, 11).span()
+    assert spans(text, 0, 3)[0] == (-1, -1)
