@@ -23,8 +23,15 @@ from service.diagnosis.frames import (
     cut_traceback,
     deepest_frame,
 )
-from service.diagnosis.normalize import Document, is_prose
-from service.diagnosis.placement import HintFn, is_marker, place, place_line, stage_after_end
+from service.diagnosis.normalize import Document, Line, is_prose
+from service.diagnosis.placement import (
+    HintFn,
+    is_marker,
+    place,
+    place_line,
+    stage_after_end,
+    stage_orders,
+)
 from service.diagnosis.prose import (
     Memory,
     ProseCue,
@@ -517,6 +524,8 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
         root = wrappers[0]
         basis = "only a wrapper error; its root cause is not in the excerpt"
         return Verdict("not_memory", 0.35, root, basis, [root], first_exception, taken_back=taken_back)
+    if not cut:  # a line logged as an error that its process outlived into a later stage was handled
+        errors = [h for h in errors if not _ran_on(ctx, h.line, "not_memory")]
     if errors:  # a traceback or a line logged as an error, with no exception line: still an error
         root = errors[-1] if cut else errors[0]
         basis = "a traceback cut before its exception line" if cut else "a line logged as an error"
@@ -675,6 +684,18 @@ def _retold(ctx: Context, found: FragmentHit, against_error: bool) -> bool:
     return found.covered >= _PROSE_FRAGMENT_SHARE or any(c.line == line.number for c in ctx.prose_cues())
 
 
+def _ran_on(ctx: Context, line: Line, phase: Phase) -> bool:
+    """Whether the process that printed `line` (a program's line, not a sentence) went on, by its
+    own markers after it, past the stage a failure of `phase` stops a run in and past the stage it
+    was in when it printed the line: a fatal message ends its process, so a line the run outlived
+    was handled (vLLM's warn-and-continue lines: `Cannot use FA version 2 is not supported …`
+    logged at ERROR, then a start-up that loads its weights and captures its graphs)."""
+    if phase == "host_oom" or is_sentence(line):
+        return False
+    printed_in, reached = stage_orders(ctx, line)
+    return reached is not None and reached > max(printed_in, PHASE_STAGE[phase])
+
+
 def _from_fragments(ctx: Context, skip: set[int], *, against_error: bool = False) -> Verdict | None:
     """A vLLM message cut or retold without its head (service/diagnosis/fragments.py): the earliest
     in startup order decides, as strong as the share of its template the line shows; a sentence
@@ -682,7 +703,9 @@ def _from_fragments(ctx: Context, skip: set[int], *, against_error: bool = False
     found = [
         f
         for f in ctx.fragment_hits(skip)
-        if not is_negated_prose(ctx.doc, f.hit.line.number, ctx.prose) and _retold(ctx, f, against_error)
+        if not is_negated_prose(ctx.doc, f.hit.line.number, ctx.prose)
+        and _retold(ctx, f, against_error)
+        and not _ran_on(ctx, f.hit.line, f.hit.compiled.rule.phase or "not_memory")
     ]
     if not found:
         return None

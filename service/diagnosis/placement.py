@@ -41,6 +41,7 @@ __all__ = [
     "stage_after",
     "stage_before",
     "stage_after_end",
+    "stage_orders",
     "weigh",
 ]
 
@@ -273,6 +274,16 @@ def stage_after_end(ctx: StageLookup, before: int, source: str) -> tuple[Stage, 
     reached = _ORDER[last.compiled.rule.stage]
     following = [stage for stage, order in _ORDER.items() if order == reached + 1]
     return (following[0], last) if following else None
+
+
+def stage_orders(ctx: StageLookup, line: Line) -> tuple[int, int | None]:
+    """How far in start-up order (0 config … 5 serving) the process that printed `line` had got
+    when it printed it, and how far it got after it (None: no marker of its own follows), by its
+    own stage markers."""
+    own, _ = _markers_before(ctx, line.number, line.source)
+    stage = own.compiled.rule.stage if own is not None else None
+    clue = _marker_after(ctx, line.number, printed=True, source=line.source)
+    return (_ORDER.get(stage, 0) if stage else 0), (None if clue is None else _ORDER[clue.stage])
 
 
 def _marker_after(ctx: StageLookup, after: int, printed: bool = False, source: str = "") -> Clue | None:

@@ -519,7 +519,15 @@ def is_negated_prose(doc: Document, number: int, vocabulary: ProseVocabulary) ->
     return bool(known[1] if describes_change(doc, vocabulary) else known[0])
 
 
+# A comment in a script or a notebook cell (`# lower --max-model-len if you get CUDA out of memory`):
+# what follows its mark, read as a sentence, can take back the failure a rule matched in it
+_COMMENT = re.compile(r"^\s*#\s+(?=\S)")
+
+
 def _negated(line: Line, vocabulary: ProseVocabulary, changing: bool = False) -> bool:
+    comment = _COMMENT.match(line.text)
+    if comment is not None and not line.source and not line.level:
+        line = replace(line, text=line.text[comment.end() :])
     asks = line.text.rstrip().endswith(("?", "？"))
     if line.source or line.level or not (asks or is_sentence(line)):
         return False
@@ -561,8 +569,34 @@ def shown_not_run(doc: Document, vocabulary: ProseVocabulary) -> frozenset[int]:
     key = ("shown not run", id(vocabulary), "")
     known = doc.memo.get(key)
     if not isinstance(known, frozenset):
-        known = doc.memo[key] = code_lines(doc) | frozenset(_supposed_blocks(doc, vocabulary))
+        known = doc.memo[key] = (
+            code_lines(doc)
+            | frozenset(_supposed_blocks(doc, vocabulary))
+            | frozenset(_answered_headings(doc, vocabulary))
+        )
     return known
+
+
+_HEADING = re.compile(r"^\s*(#{1,6})\s")
+_SECTION_LINES = 400  # lines an answered section may run (the work stays bounded)
+
+
+def _answered_headings(doc: Document, vocabulary: ProseVocabulary) -> Iterator[int]:
+    """The headings inside a section an FAQ or troubleshooting heading opens (one RE2 pass finds
+    those), up to the next heading of its level or above: each names a problem a reader may meet."""
+    total = len(doc)
+    for line, _ in _prose_lines(doc, vocabulary.answered):
+        opened = _HEADING.match(line.text)
+        if opened is None or not vocabulary.answered.search(line.text):
+            continue
+        level = len(opened.group(1))
+        for number in range(line.number + 1, min(total, line.number + _SECTION_LINES) + 1):
+            heading = _HEADING.match(doc.lines[number - 1])
+            if heading is None:
+                continue
+            if len(heading.group(1)) <= level:
+                break
+            yield number
 
 
 def _supposed_blocks(doc: Document, vocabulary: ProseVocabulary) -> Iterator[int]:

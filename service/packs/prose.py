@@ -82,6 +82,7 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     denials: list[str]
     plain_negators: list[str]
     supposing: list[str]
+    answered: list[str]
     naming: list[str]
     experienced: list[str]
     change: Change
@@ -112,6 +113,7 @@ class ProseVocabulary(msgspec.Struct, frozen=True):
     denial: Any  # a denial of what the failure is ("it's not an OOM, …"): it governs its comma part
     plain_negator: Any  # a negation that opens with one of these governs one verb, not a condition
     supposing: Any  # an introducer ("you may see:") that only supposes the block it shows
+    answered: Any  # a heading opening a section of problems a reader may meet (FAQ, troubleshooting)
     naming: Any  # a failure word as a noun's modifier ("the error message"), naming a thing
     experienced: Any  # verbs saying the person met what a naming compound names ("got the error message")
     change_named: Any  # `change` unanchored: which lines may hold such a clause (one RE2 pass)
@@ -223,6 +225,7 @@ def _vocabulary(data: ProseFile, build: Callable[[list[str], str], Any]) -> Pros
         denial=build(data.denials, "$.denials"),
         plain_negator=build(data.plain_negators, "$.plain_negators"),
         supposing=build(data.supposing, "$.supposing"),
+        answered=build(data.answered, "$.answered"),
         naming=build(data.naming, "$.naming"),
         experienced=build(data.experienced, "$.experienced"),
         change_named=build([p.removeprefix("^") for p in data.change.subjects], "$.change.subjects"),
