@@ -78,6 +78,18 @@ class LineHit:
         return self._at, self._at
 
 
+def hits_by_line(search: Callable[[AnyStr, int], LineHit | None], text: AnyStr) -> Iterator[LineHit]:
+    """The first hit of each line `search` finds, in order: a finder answers lines, so the next
+    search starts at the line after a hit."""
+    pos = 0
+    while (hit := search(text, pos)) is not None:
+        yield hit
+        newline = text.find(b"\n" if isinstance(text, bytes) else "\n", hit.end())
+        if newline < 0:
+            return
+        pos = newline + 1
+
+
 class LineFinder:
     """The next line an alternation of never-newline patterns matches inside, found by one forward
     RE2 pass.
@@ -126,13 +138,7 @@ class LineFinder:
 
     def finditer(self, text: AnyStr) -> Iterator[LineHit]:
         """One hit for every line a pattern matches inside, in order."""
-        pos = 0
-        while (hit := self.search(text, pos)) is not None:
-            yield hit
-            newline = text.find(b"\n" if isinstance(text, bytes) else "\n", hit.end())
-            if newline < 0:
-                return
-            pos = newline + 1
+        return hits_by_line(self.search, text)
 
 
 class CheckedSet:
@@ -263,10 +269,4 @@ class CheckedLineFinder:
 
     def finditer(self, text: AnyStr) -> Iterator[LineHit]:
         """One hit for every line an exact pattern matches inside, in order."""
-        pos = 0
-        while (hit := self.search(text, pos)) is not None:
-            yield hit
-            newline = text.find(b"\n" if isinstance(text, bytes) else "\n", hit.end())
-            if newline < 0:
-                return
-            pos = newline + 1
+        return hits_by_line(self.search, text)

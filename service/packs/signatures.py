@@ -207,20 +207,28 @@ def prefilter_form(pattern: str) -> str:
     """The pattern cut before its first group: a looser, group-free form that keeps the whole-text
     DFA small. It matches every line the pattern matches; too short a cut keeps the full form."""
     body = set_form(pattern)
+    for index, char in syntax_chars(body):
+        if char == "(":
+            cut = body[:index]
+            return cut if len(cut) >= 12 and not cut.endswith("|") else body
+    return body
+
+
+def syntax_chars(pattern: str) -> Iterator[tuple[int, str]]:
+    """The characters of `pattern` that are its syntax, with their offsets: neither escaped nor
+    inside a character class (where `(` and `{` are literals)."""
     escaped = in_class = False
-    for index, char in enumerate(body):
+    for index, char in enumerate(pattern):
         if escaped:
             escaped = False
         elif char == "\\":
             escaped = True
         elif in_class:
-            in_class = char != "]" or body[index - 1] == "["
+            in_class = char != "]" or pattern[index - 1] == "["
         elif char == "[":
             in_class = True
-        elif char == "(":
-            cut = body[:index]
-            return cut if len(cut) >= 12 and not cut.endswith("|") else body
-    return body
+        else:
+            yield index, char
 
 
 # A bounded repeat `x{m,n}` is compiled as n copies of `x`: the few wide ones (`[^)]{0,120}`,
@@ -241,17 +249,8 @@ def unbounded_form(pattern: str, wider_than: int = WIDE_REPEAT) -> str:
         return pattern
     pieces: list[str] = []
     done = 0
-    escaped = in_class = False
-    for index, char in enumerate(pattern):
-        if escaped:
-            escaped = False
-        elif char == "\\":
-            escaped = True
-        elif in_class:
-            in_class = char != "]" or pattern[index - 1] == "["
-        elif char == "[":
-            in_class = True
-        elif char == "{" and (repeat := _REPEAT.match(pattern, index)) is not None:
+    for index, char in syntax_chars(pattern):
+        if char == "{" and (repeat := _REPEAT.match(pattern, index)) is not None:
             low, high = int(repeat.group(1)), int(repeat.group(2))
             if high - low > wider_than:
                 pieces.append(pattern[done:index] + f"{{{low},}}")
