@@ -584,6 +584,8 @@ _SECTION_LINES = 400  # lines an answered section may run (the work stays bounde
 def _answered_headings(doc: Document, vocabulary: ProseVocabulary) -> Iterator[int]:
     """The headings inside a section an FAQ or troubleshooting heading opens (one RE2 pass finds
     those), up to the next heading of its level or above: each names a problem a reader may meet."""
+    if "#" not in doc.text:  # no markdown heading: spare the whole-text pass
+        return
     total = len(doc)
     for line, _ in _prose_lines(doc, vocabulary.answered):
         opened = _HEADING.match(line.text)
