@@ -1,7 +1,7 @@
 """Which start-up stage each vLLM function runs in, per release, from vLLM's released sources.
 
-For every release `tools/vllm_sources.py fetch` extracted, every function is read (by indentation,
-see `functions_in`) and the names it calls are collected. Calls are resolved by name only, which
+For every release `tools/vllm_sources.py fetch` extracted, every function is read (its scope by
+`ast`, see `functions_in`) and the names it calls are collected. Calls are resolved by name only, which
 is approximate on purpose:
 
 - `self.x(...)` / `cls.x(...)` -> methods named `x` of the same class, else of any class;
@@ -13,10 +13,14 @@ is approximate on purpose:
 From each stage's entry points (`ENTRY_POINTS`, data) a breadth-first walk of `MAX_DEPTH` calls marks
 every function it reaches with that stage. A function reached from one stage only is written to
 `rules/frames/vllm.json`, keyed by its file (the path after `vllm/`) and name, with the releases it
-appears in; one reached from several stages says nothing and is left out. Where the templates a
-function raises (from `rules/inventory/vllm.yaml`), itself or through the methods of its class it
-calls on `self` (`HELPER_DEPTH`), all belong to one phase, the frame also names that phase, so a
-traceback cut before its exception line can still be placed.
+appears in; one reached from several stages says nothing and is left out. A stage's entry that
+another stage's walk calls (V0's `profile_run` -> `self.execute_model`) is reached from both; what a
+model's `forward` reaches (`MODEL_RUN`: layers, custom ops, attention backends, samplers) is shared by
+every stage that runs the model; special methods other than `__init__` belong to no stage.
+
+Where the templates a function raises (from `rules/inventory/vllm.yaml`), itself or through the
+methods of its class it calls on `self` (`HELPER_DEPTH`), all belong to one phase, the frame also
+names that phase, so a traceback cut before its exception line can still be placed.
 
     python tools/vllm_callgraph.py            # rewrite rules/frames/vllm.json
     python tools/vllm_callgraph.py --check    # exit 1 when the committed table is stale
@@ -41,8 +45,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 from vllm_sources import cache_dir  # noqa: E402
-from vllm_templates import ranges  # noqa: E402
+from vllm_templates import definitions, ranges  # noqa: E402
 
+from service.diagnosis.frames import OOM_PHASE  # noqa: E402
 from service.packs import load_packs  # noqa: E402
 from service.packs.inventory import read_inventory, version_key  # noqa: E402
 
@@ -164,6 +169,23 @@ SKIPPED = re.compile(
 )
 # Model classes' constructors build the layers and allocate the weights: loading.
 MODEL_FOLDERS = ("vllm/model_executor/models/",)
+# Running the model: what a model's `forward` reaches (its layers, the quantization methods' `apply`,
+# attention backends and their metadata builders, custom ops, samplers) runs in every stage that runs
+# the model: the profile run, CUDA-graph capture and warm-up, and serving. A walk from these methods
+# (MODEL_RUN, the folders they are read in) marks what it reaches as shared by all of them, so such a
+# frame places nothing and the stage comes from the frames outside it. (The stages' own walks miss this
+# sharing: `self.model(...)` is a `__call__`, and `forward`/`apply` are names too common to follow.)
+MODEL_RUN = re.compile(
+    r"^_?(?:forward\w*|apply|apply_weights|compute_logits|sample|build|build_for_cudagraph_capture)$"
+)
+MODEL_RUN_FOLDERS = (
+    "vllm/model_executor/",
+    "vllm/attention/",
+    "vllm/v1/attention/",
+    "vllm/v1/sample/",
+    "vllm/kernels/",
+)
+RUNS_THE_MODEL = ("profiling", "warmup", "serving")
 # Names too common to follow through `obj.x(...)`: following them would reach every module.
 COMMON = frozenset(  # noqa: SIM905 (a word list reads better as one string)
     [
@@ -276,11 +298,49 @@ _KEYWORDS = frozenset(
 
 
 def functions_in(path: Path, rel: str) -> list[Function]:
-    """The functions of one module and the names they call, read line by line: a function's body is
-    the lines indented deeper than its `def`, and a call is a name followed by `(`. Regexes rather
-    than `ast`, since parsing every release's sources whole is too slow on a shared machine, and
-    call resolution by name is approximate anyway (strings and comments can add a spurious name)."""
+    """The functions of one module and the names they call: a function's lines are those `ast` puts
+    in its body (`vllm_templates.definitions`), less those of the defs inside it, and a call is a
+    name followed by `(` on them (call resolution by name is approximate anyway: strings and
+    comments can add a spurious name)."""
     text = path.read_text(encoding="utf-8", errors="replace")
+    found = definitions(text)
+    if found is None:
+        return _functions_by_indent(text, rel)
+    lines = text.splitlines()
+    owner_of: list[Function | None] = [None] * len(lines)
+    functions: list[Function] = []
+    kinds = {d.scope: d.is_class for d in found}
+    for definition in found:  # outer defs first: the defs inside overwrite their own lines
+        span = range(definition.body, definition.last + 1)
+        if definition.is_class:
+            continue  # a class's own statements belong to the function around it, if any
+        parent = definition.scope[:-1]
+        owner = parent[-1] if parent and kinds.get(parent) else None
+        function = Function(rel, ".".join(definition.scope), definition.scope[-1], owner)
+        functions.append(function)
+        for index in span:
+            owner_of[index] = function
+    bodies: dict[int, list[str]] = {id(f): [] for f in functions}
+    for index, function in enumerate(owner_of):
+        stripped = lines[index].lstrip()
+        if function is not None and stripped and stripped[0] != "#":
+            bodies[id(function)].append(stripped)
+    _read_calls(functions, bodies)
+    return functions
+
+
+def _read_calls(functions: list[Function], bodies: dict[int, list[str]]) -> None:
+    for function in functions:
+        body = "\n".join(bodies[id(function)])
+        function.self_calls.update(_SELF_CALL.findall(body))
+        function.attr_calls.update(n for n in _ATTR_CALL.findall(body) if n not in COMMON)
+        function.plain_calls.update(n for n in _PLAIN_CALL.findall(body) if n not in _KEYWORDS)
+        function.dispatched.update(_DISPATCH.findall(body))
+
+
+def _functions_by_indent(text: str, rel: str) -> list[Function]:
+    """`functions_in` for a module that does not parse with this Python: a function's body is the
+    lines indented deeper than its `def`."""
     scope: list[tuple[int, str, Function | None]] = []
     functions: list[Function] = []
     bodies: dict[int, list[str]] = {}
@@ -312,12 +372,7 @@ def functions_in(path: Path, rel: str) -> list[Function]:
             continue
         if current is not None:
             bodies[id(current)].append(stripped)
-    for function in functions:
-        body = "\n".join(bodies[id(function)])
-        function.self_calls.update(_SELF_CALL.findall(body))
-        function.attr_calls.update(n for n in _ATTR_CALL.findall(body) if n not in COMMON)
-        function.plain_calls.update(n for n in _PLAIN_CALL.findall(body) if n not in _KEYWORDS)
-        function.dispatched.update(_DISPATCH.findall(body))
+    _read_calls(functions, bodies)
     return functions
 
 
@@ -326,7 +381,8 @@ def _parse(item: tuple[Path, str]) -> list[Function]:
 
 
 def _extractor_digest() -> str:
-    source = "".join(inspect.getsource(x) for x in (Function, functions_in))
+    parts = (Function, functions_in, _functions_by_indent, _read_calls, definitions)
+    source = "".join(inspect.getsource(x) for x in parts)
     source += " ".join(sorted(COMMON)) + _DISPATCH.pattern
     return hashlib.blake2b(source.encode(), digest_size=8).hexdigest()
 
@@ -360,12 +416,14 @@ def stages_of(functions: list[Function]) -> dict[tuple[str, str], set[str]]:
     """(file, qualname) -> the stages whose entry points reach it within MAX_DEPTH calls."""
     by_name: dict[str, list[Function]] = defaultdict(list)
     by_class: dict[tuple[str, str], list[Function]] = defaultdict(list)
+    by_module_class: dict[tuple[str, str, str], list[Function]] = defaultdict(list)
     module_level: dict[tuple[str, str], Function] = {}
     classes: set[str] = set()
     for function in functions:
         by_name[function.name].append(function)
         if function.owner:
             by_class[(function.owner, function.name)].append(function)
+            by_module_class[(function.file, function.owner, function.name)].append(function)
             classes.add(function.owner)
         else:
             module_level[(function.file, function.name)] = function
@@ -374,7 +432,11 @@ def stages_of(functions: list[Function]) -> dict[tuple[str, str], set[str]]:
     def callees(function: Function) -> list[Function]:
         out: list[Function] = []
         for name in function.self_calls:
-            own = by_class.get((function.owner or "", name))
+            # the method of the class in the same module first: two releases' runners share a class
+            # name (0.33's `v1/worker/gpu/model_runner.py` and `gpu_model_runner.py` `GPUModelRunner`)
+            own = by_module_class.get((function.file, function.owner or "", name)) or by_class.get(
+                (function.owner or "", name)
+            )
             out.extend(own or [f for f in by_name.get(name, ()) if f.owner])
         for name in function.plain_calls:
             if name in inits:
@@ -389,12 +451,16 @@ def stages_of(functions: list[Function]) -> dict[tuple[str, str], set[str]]:
 
     reached: dict[tuple[str, str], set[str]] = defaultdict(set)
     entry_stage = {name: stage for stage, names in ENTRY_POINTS.items() for name in names}
-    for stage, names in ENTRY_POINTS.items():
-        starts = [f for name in names for f in by_name.get(name, ())]
-        if stage == "loading":
-            starts += [f for f in functions if f.name == "__init__" and f.file.startswith(MODEL_FOLDERS)]
-        frontier = starts
-        seen = {id(f) for f in starts}
+    walks = {
+        stage: [f for name in names for f in by_name.get(name, ())] for stage, names in ENTRY_POINTS.items()
+    }
+    walks["loading"] += [f for f in functions if f.name == "__init__" and f.file.startswith(MODEL_FOLDERS)]
+    walks[MODEL_RUN_STAGE] = [
+        f for f in functions if MODEL_RUN.match(f.name) and f.owner and f.file.startswith(MODEL_RUN_FOLDERS)
+    ]
+    for stage, starts in walks.items():
+        frontier = [f for f in starts if entry_stage.get(f.name, stage) == stage]
+        seen = {id(f) for f in frontier}
         for depth in range(MAX_DEPTH + 1):
             following: list[Function] = []
             for function in frontier:
@@ -402,10 +468,16 @@ def stages_of(functions: list[Function]) -> dict[tuple[str, str], set[str]]:
                 if depth == MAX_DEPTH:
                     continue
                 for callee in callees(function):
-                    other = entry_stage.get(callee.name, stage) != stage  # another stage's entry
-                    sequence = callee.name in STARTUP_SEQUENCES  # runs several stages: not followed
-                    if id(callee) not in seen and callee.name not in COMMON and not other and not sequence:
-                        seen.add(id(callee))
+                    if id(callee) in seen or callee.name in COMMON or _special(callee.name):
+                        continue
+                    seen.add(id(callee))
+                    other = entry_stage.get(callee.name, stage)
+                    if other != stage:
+                        if _runs_both(stage, other):
+                            # another stage's entry run by this one's model runs (V0's `profile_run`
+                            # calls `self.execute_model`): specific to neither; not followed
+                            reached[(callee.file, callee.qualname)].add(stage)
+                    elif callee.name not in STARTUP_SEQUENCES:  # runs several stages: not followed
                         following.append(callee)
             frontier = following
     for function in functions:
@@ -416,6 +488,25 @@ def stages_of(functions: list[Function]) -> dict[tuple[str, str], set[str]]:
         ):
             reached[(function.file, function.qualname)].add("init")
     return reached
+
+
+MODEL_RUN_STAGE = "model"  # the walk from MODEL_RUN: shared by RUNS_THE_MODEL, never a row's stage
+
+
+def _runs_both(stage: str, other: str) -> bool:
+    """Whether a call from `stage` into `other`'s entry makes that entry shared: both run the model
+    and an out-of-memory error means another phase in each (a profile run calling the serving step's
+    `execute_model`; warm-up calling profiling's `_dummy_sampler_run` is warmup_oom either way)."""
+    if stage not in RUNS_THE_MODEL or other not in RUNS_THE_MODEL:
+        return False
+    return OOM_PHASE[stage] != OOM_PHASE[other]
+
+
+def _special(name: str) -> bool:
+    """Whether a function is a special method other than a constructor (`__repr__`, `__str__`,
+    `__new__`, `__setattr__`): Python calls it from anywhere (a log line's `%s`, an attribute set), so
+    it belongs to no stage, and a call of it by name reaches every class's."""
+    return name.startswith("__") and name.endswith("__") and name != "__init__"
 
 
 def raised_phases(root: Path) -> dict[tuple[str, str], set[str]]:
@@ -475,7 +566,10 @@ def build(cache: Path) -> dict[str, object]:
     for version in order:
         phases = with_helpers(per_release[version], own_phases)
         for (file, qualname), stages in stages_of(per_release[version]).items():
-            if len(stages) != 1 or qualname.rsplit(".", 1)[-1] in DISPATCHERS:
+            name = qualname.rsplit(".", 1)[-1]
+            # a dispatcher's own frames, and those of the helpers defined inside it, say nothing
+            dispatcher = any(part in DISPATCHERS for part in qualname.split("."))
+            if len(stages) != 1 or MODEL_RUN_STAGE in stages or dispatcher or _special(name):
                 continue
             # a constructor or start-up sequence runs every stage: only its own raises are its errors
             own = "init" in stages
@@ -487,9 +581,12 @@ def build(cache: Path) -> dict[str, object]:
     ordered = sorted(rows.items(), key=lambda kv: (*kv[0][:3], kv[0][3] or ""))
     for (file, function, stage, phase), versions in ordered:
         frames.append([file, function, stage, phase, ranges(versions, order)])
+    placed = {row[0] for row in frames}
+    read = {f.file.removeprefix("vllm/") for functions in per_release.values() for f in functions}
     return {
         "source": "vLLM wheels (tools/vllm_sources.py), call graph by tools/vllm_callgraph.py",
         "releases": order,
+        "modules": sorted(read - placed),
         "frames": frames,
     }
 

@@ -41,6 +41,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 
@@ -484,12 +485,69 @@ def _header_end(lines: list[str], index: int, column: int) -> int:
     return index + 1
 
 
+_PYTHON_LINES = re.compile(r"\r\n|\r|\n")
+Scope = tuple[str, ...]  # the names of the classes and functions around a line, outermost first
+
+
+class Definition(NamedTuple):
+    """A def or class of a module: its scope (its own name last), whether it is a class, and its
+    lines as `splitlines` indexes (from 0): the first, the body's first, the last."""
+
+    scope: Scope
+    is_class: bool
+    first: int
+    body: int
+    last: int
+
+
+def definitions(source: str) -> list[Definition] | None:
+    """Every def and class of a module, outer ones before those inside them, read with `ast`: a
+    def's body runs to its `end_lineno`, whatever the indentation of the lines inside it (a
+    triple-quoted string's lines at column 0, a signature's `) -> None:`). None when the module does
+    not parse with this Python, or holds a separator `splitlines` counts and Python does not (a form
+    feed), so its line numbers would not be `splitlines` indexes."""
+    lines = len(_PYTHON_LINES.findall(source)) + (0 if source.endswith(("\n", "\r")) else 1)
+    if source and lines != len(source.splitlines()):
+        return None
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    found: list[Definition] = []
+    pending: list[tuple[ast.AST, Scope]] = [(tree, ())]
+    while pending:
+        node, scope = pending.pop(0)
+        for child in ast.iter_child_nodes(node):
+            inner = scope
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                inner = (*scope, child.name)
+                body = child.body[0].lineno if child.body else child.lineno
+                last = child.end_lineno or body
+                kind = isinstance(child, ast.ClassDef)
+                found.append(Definition(inner, kind, child.lineno - 1, body - 1, last - 1))
+            pending.append((child, inner))
+    return found
+
+
+def scopes(source: str) -> list[Scope] | None:
+    """The scope of each of `source.splitlines()` (`definitions`), or None where they are unknown."""
+    found = definitions(source)
+    if found is None:
+        return None
+    out: list[Scope] = [()] * len(source.splitlines())
+    for definition in found:  # outer ones first: the defs inside overwrite their own lines
+        out[definition.body : definition.last + 1] = [definition.scope] * (
+            definition.last - definition.body + 1
+        )
+    return out
+
+
 def templates_in(source: str) -> list[tuple[str, Found]]:
     """Templates of one module. Only the statements that can print a message (and the message
-    variables assigned before them) are parsed, not the whole module: parsing every release's
-    435 MB of sources whole takes too long on a shared machine. The enclosing function is found by
-    indentation."""
+    variables assigned before them) are parsed as statements; the enclosing function of each comes
+    from the module's scopes (`scopes`), read by indentation where the module does not parse."""
     lines = source.splitlines()
+    by_line = scopes(source)
     scope: list[tuple[int, str]] = []
     collectors: dict[str, Collector] = {}
     order: list[Collector] = []
@@ -518,12 +576,13 @@ def templates_in(source: str) -> list[tuple[str, Found]]:
         if found is None:
             index += 1
             continue
+        names = list(by_line[index]) if by_line is not None else [n for _, n in scope]
         text, index = found
-        name = ".".join(n for _, n in scope) or "<module>"
+        name = ".".join(names) or "<module>"
         collector = collectors.get(name)
         if collector is None:
             collector = collectors[name] = Collector()
-            collector.scope = [n for _, n in scope]
+            collector.scope = names
             collector.names = [{}]
             order.append(collector)
         collector.visit(ast.parse(text))
@@ -546,6 +605,8 @@ def _extractor_digest() -> str:
         _hole,
         _stringish,
         _header_end,
+        definitions,
+        scopes,
         templates_in,
     ]
     source = "".join(inspect.getsource(part) for part in parts)

@@ -76,6 +76,9 @@ class FrameTableFile(Spec, frozen=True, kw_only=True):
     source: str
     releases: list[str] = msgspec.field(default_factory=list)
     frames: list[CheckedFrameRow]
+    # vLLM's modules none of whose functions is specific to a stage (every one shared, like the
+    # custom ops'): vLLM's own, so a frame of one is never looked up as a fork's module of that folder
+    modules: list[str] = msgspec.field(default_factory=list)
 
 
 class FrameGroup(msgspec.Struct, frozen=True, array_like=True):
@@ -89,12 +92,13 @@ class CompiledFrames(msgspec.Struct, frozen=True, array_like=True):
 
     groups: list[FrameGroup]
     rows: int
+    modules: list[str] = msgspec.field(default_factory=list)
 
 
 class FrameTable:
     """(file after `vllm/`, function name) -> the rows for it, decoded on first use."""
 
-    __slots__ = ("_by_file", "_by_name", "_files", "_load", "_lock", "_mirror", "_rows")
+    __slots__ = ("_by_file", "_by_name", "_files", "_load", "_lock", "_mirror", "_modules", "_rows")
 
     def __init__(self, load: Callable[[], CompiledFrames]) -> None:
         self._load = load
@@ -104,6 +108,7 @@ class FrameTable:
         self._mirror: dict[tuple[str, str], tuple[FrameRow, ...]] | None = None
         self._by_name: dict[str, tuple[FrameRow, ...]] | None = None
         self._rows = 0
+        self._modules: tuple[str, ...] = ()
 
     def _decoded(self) -> dict[tuple[str, str], tuple[FrameRow, ...]]:
         if self._by_file is not None:
@@ -112,6 +117,7 @@ class FrameTable:
             if self._by_file is None:
                 compiled = self._load()
                 self._rows = compiled.rows
+                self._modules = tuple(compiled.modules)
                 self._by_file = {(g.file, g.function): g.rows for g in compiled.groups}
             return self._by_file
 
@@ -160,7 +166,7 @@ class FrameTable:
                 mirror.setdefault((_folder(file), function), []).extend(rows)
                 named.setdefault(function, []).extend(rows)
             self._mirror = {key: tuple(rows) for key, rows in mirror.items()}
-            self._files = frozenset(file for file, _ in by_file)
+            self._files = frozenset(file for file, _ in by_file) | frozenset(self._modules)
             self._by_name = {key: tuple(rows) for key, rows in named.items()}
 
 
@@ -192,12 +198,15 @@ def _decode(shown: str, data: bytes) -> FrameTableFile:
 def _compile(tables: list[tuple[str, bytes]]) -> CompiledFrames:
     by_file: dict[tuple[str, str], list[FrameRow]] = {}
     rows = 0
+    modules: list[str] = []
     for shown, data in tables:
-        for row in _decode(shown, data).frames:
+        table = _decode(shown, data)
+        modules += table.modules
+        for row in table.frames:
             by_file.setdefault((row.file, row.function), []).append(row)
             rows += 1
     groups = [FrameGroup(file, function, tuple(found)) for (file, function), found in by_file.items()]
-    return CompiledFrames(groups=groups, rows=rows)
+    return CompiledFrames(groups=groups, rows=rows, modules=modules)
 
 
 def load_frames(root: Path) -> FrameTable:
