@@ -780,12 +780,20 @@ def _inventory(
         if entry.versions[-1:] != [version]:
             entry.versions.append(version)
     kept = {(d.text, d.file, d.function): d for d in previous.templates} if previous else {}
+    # a decision made for a wording in a file still holds when the scope reader files the wording
+    # under another function of that file (a nested helper, a def read by `ast`): the wording is
+    # what was judged, not the function name
+    kept_in_file = {
+        (d.text, d.file): d
+        for d in (previous.templates if previous else [])
+        if d.decision.irrelevant or d.decision.gap
+    }
     compiled = load_packs(ROOT / "rules").signatures.rules
     templates: list[Template] = []
     filtered: list[Template] = []  # irrelevant by the filter: counted by reason, not listed
     for entry in sorted(entries.values(), key=lambda e: (e.file, e.function, e.text)):
         subjects, reason = classify(entry)
-        old = kept.get((entry.text, entry.file, entry.function))
+        old = kept.get((entry.text, entry.file, entry.function)) or kept_in_file.get((entry.text, entry.file))
         template = Template(
             text=entry.text,
             holes=list(entry.kinds),  # type: ignore[arg-type]
