@@ -5,15 +5,12 @@ report a failure of the person's own run keep its phase, also inside a pull requ
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import msgspec
 import pytest
-import yaml
 
 from service.schemas import Diagnosis, Phase
-
-HERE = Path(__file__).resolve().parent
+from tests.diagnosis.probes import load_probes, probe_param
 
 
 class Probe(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -24,14 +21,11 @@ class Probe(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     known_gap: str | None = None  # what the classifier still misses: a non-strict xfail
 
 
-PROBES = msgspec.convert(
-    yaml.safe_load((HERE / "change_probes.yaml").read_text(encoding="utf-8"))["probes"], list[Probe]
-)
+PROBES = load_probes(Probe, "change_probes.yaml")
 
 
 def _param(probe: Probe) -> object:
-    marks = [pytest.mark.xfail(reason=probe.known_gap, strict=False)] if probe.known_gap else []
-    return pytest.param(probe, id=probe.name, marks=marks)
+    return probe_param(probe, probe.name)
 
 
 def test_the_probes_are_many_of_both_kinds_and_some_chinese() -> None:

@@ -8,18 +8,15 @@ innermost vLLM frames are helpers every stage shares (the outer frame specific t
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import msgspec
 import pytest
-import yaml
 
 from service.diagnosis.frames import held_traceback, vllm_file
 from service.schemas import Diagnosis, Phase
+from tests.diagnosis.probes import load_probes, probe_param
 
 Classify = Callable[..., Diagnosis]
-
-HERE = Path(__file__).resolve().parent
 
 
 class Probe(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -29,20 +26,12 @@ class Probe(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     known_gap: str | None = None  # what the classifier still misses: run as a non-strict xfail
 
 
-def _probes(name: str) -> list[Probe]:
-    data = yaml.safe_load((HERE / name).read_text(encoding="utf-8"))
-    return msgspec.convert(data["probes"], list[Probe])
-
-
 # the second batch was written after the mechanism and before any tuning to it
-PROBES = [
-    p for name in ("frame_probes_fourth.yaml", "frame_probes_fourth_second.yaml") for p in _probes(name)
-]
+PROBES = load_probes(Probe, "frame_probes_fourth.yaml", "frame_probes_fourth_second.yaml")
 
 
 def _param(probe: Probe) -> object:
-    marks = [pytest.mark.xfail(reason=probe.known_gap, strict=False)] if probe.known_gap else []
-    return pytest.param(probe, id=probe.id, marks=marks)
+    return probe_param(probe, probe.id)
 
 
 def test_the_probes_are_many_and_their_ids_unique() -> None:

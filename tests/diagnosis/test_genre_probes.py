@@ -6,15 +6,12 @@ that report a failure keep its phase (tests/diagnosis/genre_probes.yaml, compose
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import msgspec
 import pytest
-import yaml
 
 from service.schemas import Diagnosis, Phase
-
-HERE = Path(__file__).resolve().parent
+from tests.diagnosis.probes import load_probes, probe_param
 
 
 class Probe(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -24,9 +21,7 @@ class Probe(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     known_gap: str | None = None  # what the classifier still misses: a non-strict xfail
 
 
-PROBES = msgspec.convert(
-    yaml.safe_load((HERE / "genre_probes.yaml").read_text(encoding="utf-8"))["probes"], list[Probe]
-)
+PROBES = load_probes(Probe, "genre_probes.yaml")
 
 
 def test_each_family_has_a_twin_that_keeps_its_failure() -> None:
@@ -35,8 +30,7 @@ def test_each_family_has_a_twin_that_keeps_its_failure() -> None:
 
 
 def _param(probe: Probe) -> object:
-    marks = [pytest.mark.xfail(reason=probe.known_gap, strict=False)] if probe.known_gap else []
-    return pytest.param(probe, id=probe.name, marks=marks)
+    return probe_param(probe, probe.name)
 
 
 @pytest.mark.parametrize("probe", [_param(p) for p in PROBES])

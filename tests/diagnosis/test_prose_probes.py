@@ -11,9 +11,9 @@ from pathlib import Path
 
 import msgspec
 import pytest
-import yaml
 
 from service.schemas import Diagnosis, Phase
+from tests.diagnosis.probes import load_probes, probe_param
 
 Classify = Callable[..., Diagnosis]
 
@@ -59,11 +59,6 @@ class Probe(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     known_gap: str | None = None  # what the classifier still misses: run as a non-strict xfail
 
 
-def _probes(name: str) -> list[Probe]:
-    data = yaml.safe_load((HERE / name).read_text(encoding="utf-8"))
-    return msgspec.convert(data["probes"], list[Probe])
-
-
 def paste(probe: Probe) -> str:
     """The paste a probe's sentence stands in."""
     if probe.with_ in ("alone", "log"):  # a log: the paste is the text itself, a program's lines in it
@@ -79,21 +74,18 @@ def paste(probe: Probe) -> str:
     return f"{probe.text}\n\n{after[probe.with_]}"
 
 
-PROBES = [
-    p
-    for name in (
-        "prose_probes.yaml",
-        "prose_probes_second.yaml",
-        "prose_probes_third.yaml",
-        "prose_probes_fourth.yaml",
-        "prose_probes_fifth.yaml",
-        "prose_probes_sixth.yaml",
-        "prose_probes_seventh.yaml",
-        "prose_probes_eighth.yaml",
-        "prose_probes_ninth.yaml",
-    )
-    for p in _probes(name)
-]
+PROBES = load_probes(
+    Probe,
+    "prose_probes.yaml",
+    "prose_probes_second.yaml",
+    "prose_probes_third.yaml",
+    "prose_probes_fourth.yaml",
+    "prose_probes_fifth.yaml",
+    "prose_probes_sixth.yaml",
+    "prose_probes_seventh.yaml",
+    "prose_probes_eighth.yaml",
+    "prose_probes_ninth.yaml",
+)
 
 
 def test_the_probes_are_many_and_close_to_half_chinese_or_mixed() -> None:
@@ -103,8 +95,7 @@ def test_the_probes_are_many_and_close_to_half_chinese_or_mixed() -> None:
 
 
 def _param(probe: Probe) -> object:
-    marks = [pytest.mark.xfail(reason=probe.known_gap, strict=False)] if probe.known_gap else []
-    return pytest.param(probe, id=probe.text[:40], marks=marks)
+    return probe_param(probe, probe.text[:40])
 
 
 @pytest.mark.parametrize("probe", [_param(p) for p in PROBES])

@@ -6,20 +6,17 @@ shared_frame_probes*.yaml, across V0 and V1, cut and whole, a platform plugin's 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import msgspec
 import pytest
-import yaml
 
 from service.diagnosis.frames import OOM_PHASE, deepest_frame
 from service.diagnosis.normalize import Document
 from service.packs import RulePacks
 from service.schemas import Diagnosis, Phase
+from tests.diagnosis.probes import load_probes, probe_param
 
 Classify = Callable[..., Diagnosis]
-
-HERE = Path(__file__).resolve().parent
 
 
 class Probe(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -30,20 +27,12 @@ class Probe(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     known_gap: str | None = None  # what the frame table still misses: its check runs as a non-strict xfail
 
 
-def _probes(name: str) -> list[Probe]:
-    data = yaml.safe_load((HERE / name).read_text(encoding="utf-8"))
-    return msgspec.convert(data["probes"], list[Probe])
-
-
 # the second batch was written after the mechanism and before any tuning to it
-PROBES = [
-    p for name in ("shared_frame_probes.yaml", "shared_frame_probes_second.yaml") for p in _probes(name)
-]
+PROBES = load_probes(Probe, "shared_frame_probes.yaml", "shared_frame_probes_second.yaml")
 
 
 def _param(probe: Probe) -> object:
-    marks = [pytest.mark.xfail(reason=probe.known_gap, strict=False)] if probe.known_gap else []
-    return pytest.param(probe, id=probe.id, marks=marks)
+    return probe_param(probe, probe.id)
 
 
 def test_the_probes_are_many_and_their_ids_unique() -> None:
