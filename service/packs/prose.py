@@ -17,7 +17,7 @@ from service.errors import PackError
 from service.first_use import OnFirstUse
 from service.packs.compiled import validated_before
 from service.packs.loader import load_yaml_file
-from service.packs.signatures import Stage
+from service.packs.signatures import COMBINED_MAX_MEM, Stage
 from service.schemas import Phase
 
 __all__ = ["ProseFile", "ProseVocabulary", "inflections", "load_prose", "stage_patterns"]
@@ -133,6 +133,10 @@ def _compile(patterns: list[str], where: str) -> Any:
     options = re2.Options()
     options.log_errors = False
     options.case_sensitive = False
+    # the OR of a vocabulary's patterns is read over the whole paste: on a 2 MB log dense with its
+    # words RE2's default DFA budget runs out and it falls back to its NFA (3 s instead of ms);
+    # the budget is an upper bound, used only as states are built
+    options.max_mem = COMBINED_MAX_MEM
     joined = "|".join(f"(?:{p})" for p in patterns) if patterns else r"[^\s\S]"  # none: never matches
     try:
         return re2.compile(joined, options)
