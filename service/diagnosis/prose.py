@@ -431,7 +431,7 @@ def _remember(vocabulary: ProseVocabulary, kind: str, text: str, found: tuple[An
 def read_prose(doc: Document, vocabulary: ProseVocabulary) -> list[ProseCue]:
     """Every affirmative failure clause in the document's prose lines, in line order."""
     cues: list[ProseCue] = []
-    for line, repeats in _prose_lines(doc, vocabulary.said):
+    for line, repeats in _prose_lines(doc, vocabulary.said_lines):
         read = _reading(vocabulary, "cues", line.text)
         if read is None:
             read = tuple(_read_line(line, vocabulary))

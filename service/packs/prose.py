@@ -17,7 +17,7 @@ from service.errors import PackError
 from service.first_use import OnFirstUse
 from service.packs.compiled import validated_before
 from service.packs.loader import load_yaml_file
-from service.packs.signatures import COMBINED_MAX_MEM, Stage
+from service.packs.signatures import COMBINED_MAX_MEM, Stage, unbounded_form
 from service.schemas import Phase
 
 __all__ = ["ProseFile", "ProseVocabulary", "inflections", "load_prose", "stage_patterns"]
@@ -102,6 +102,11 @@ class ProseVocabulary(msgspec.Struct, frozen=True):
     memory_phases: frozenset[Phase]  # their words hold beside a saying that memory ran out
     refusals: frozenset[Phase]  # raised before any memory is used: they hold beside it, and come first
     said: Any
+    # `said` with its wide bounded repeats made open-ended (`[^.;]{0,40}` -> `[^.;]{0,}`): which lines
+    # to read, in one whole-text pass; a counted repeat after a common start (a token with a digit)
+    # blows up RE2's DFA on a log dense with numbers, an open one does not. Each clause of a line it
+    # finds is then read with the exact `said`, so the answers are `said`'s.
+    said_lines: Any
     host: Any
     ended: Any  # a process something else ended ("got killed", 被杀, exit code 137)
     either: Any
@@ -207,6 +212,7 @@ def load_prose(rules_dir: Path) -> ProseVocabulary:
 
 
 def _vocabulary(data: ProseFile, build: Callable[[list[str], str], Any]) -> ProseVocabulary:
+    said = [*data.failure, *data.out_of_memory, *(p for ps in data.phases.values() for p in ps)]
     return ProseVocabulary(
         clause_break=build(data.clause_breaks, "$.clause_breaks"),
         failure=build(data.failure, "$.failure"),
@@ -214,10 +220,8 @@ def _vocabulary(data: ProseFile, build: Callable[[list[str], str], Any]) -> Pros
         phases=tuple((phase, build(p, f"$.phases.{phase}")) for phase, p in data.phases.items()),
         memory_phases=frozenset(data.memory_phases),
         refusals=frozenset(data.refusals),
-        said=build(
-            [*data.failure, *data.out_of_memory, *(p for ps in data.phases.values() for p in ps)],
-            "$.failure",
-        ),
+        said=build(said, "$.failure"),
+        said_lines=build([unbounded_form(p) for p in said], "$.failure"),
         host=build(data.host, "$.host"),
         ended=build(data.ended, "$.ended"),
         either=build(data.either, "$.either"),
