@@ -248,6 +248,11 @@ FIX_GAPS = {
         "a blog saying the MoE weights do not divide at TP 8, in words only: no head or expert count for"
         " fix-tensor-parallel-size"
     ),
+    "gh13-pagehfmirror3-v0.19.1-2x-rtx3090-qwen3.6-35b-autoround-int4-tp2-no-wna16-kernel-marlin-rejects"
+    "-32-dim-slice": (
+        "a quantized kernel refusing a 32-wide TP slice (no WNA16 kernel on compute capability 8.6), read as a"
+        " parallel layout: no head or expert count for fix-tensor-parallel-size"
+    ),
 }
 CASES = sorted(p.stem for p in CORPUS.glob("*.log"))
 FIX_CASES = [
