@@ -245,8 +245,9 @@ FIX_GAPS = {
         " fix-tensor-parallel-size"
     ),
     "gh13-ascend5917-npu-single-card-two-instances-util-0.4-second-available-memory-0-chinese": (
-        "a second NPU instance's `Available memory: 0` line with no max_model_len or KV budget of its own (the"
-        " KV figures are the first instance's): placed by the line, but no figure sizes the capacity recipes"
+        "a second NPU instance's `Available memory: 0` line with no max_model_len or KV budget of its own"
+        " (the KV figures are the first instance's): placed by the line, but no figure sizes the capacity"
+        " recipes"
     ),
 }
 CASES = sorted(p.stem for p in CORPUS.glob("*.log"))
