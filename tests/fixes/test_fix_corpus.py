@@ -253,6 +253,11 @@ FIX_GAPS = {
         "a quantized kernel refusing a 32-wide TP slice (no WNA16 kernel on compute capability 8.6), read as a"
         " parallel layout: no head or expert count for fix-tensor-parallel-size"
     ),
+    "gh13-ascend5917-npu-single-card-two-instances-util-0.4-second-available-memory-0-chinese": (
+        "a second NPU instance's `Available memory: 0` line with no max_model_len or KV budget of its own"
+        " (the KV figures are the first instance's): placed by the line, but no figure sizes the capacity"
+        " recipes"
+    ),
 }
 CASES = sorted(p.stem for p in CORPUS.glob("*.log"))
 FIX_CASES = [
