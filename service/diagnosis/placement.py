@@ -16,6 +16,7 @@ counts as far as the failing process's own timeline can explain it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Protocol
 
@@ -195,6 +196,15 @@ def _markers_before(ctx: StageLookup, before: int, source: str) -> tuple[Hit | N
     return None, others
 
 
+_PROCESS_NUMBER = re.compile(r"[\d_\-]*(?:\s.*)?$")
+
+
+def _process_kind(source: str) -> str:
+    """What kind of process a prefix names, without its number, rank or pid: `RayWorkerWrapper`,
+    `VllmWorker`, `EngineCore_DP`, `rank` (torch.distributed's `[rank3]:`)."""
+    return _PROCESS_NUMBER.sub("", source.split(" ", 1)[0]) if source else ""
+
+
 def _timeline_clues(ctx: StageLookup, failure: Line) -> list[Clue]:
     own, others = _markers_before(ctx, failure.number, failure.source)
     if own is None:
@@ -212,7 +222,14 @@ def _timeline_clues(ctx: StageLookup, failure: Line) -> list[Clue]:
         for h in others
         if h.compiled.rule.stage is not None and _PROGRESS[h.compiled.rule.stage] > _PROGRESS[own_stage]
     ]
-    explained = [h for h in ahead if _PROGRESS[h.compiled.rule.stage or "config"] <= reach]
+    # a sibling (another worker or rank of the same kind) loads, profiles and captures beside this
+    # one, not after it: its being one step further says nothing of how far this process got
+    kind = _process_kind(failure.source)
+    explained = [
+        h
+        for h in ahead
+        if _PROGRESS[h.compiled.rule.stage or "config"] <= reach and _process_kind(h.line.source) != kind
+    ]
     if explained:
         later = explained[0]
         stage = later.compiled.rule.stage
@@ -316,9 +333,49 @@ def _marker_after(ctx: StageLookup, after: int, printed: bool = False, source: s
     return Clue(kind, stage, "log lines after it", best.line.number)
 
 
+# A wrapper's own words naming the process that failed, as they print it: Ray's task error
+# `ray::RayWorkerWrapper.execute_method() (pid=4411, ip=…)`, torchrun's `(pid: 81)`, vLLM's
+# `Process EngineCore_DP0 (PID: 312) died with exit code 1` and `Failed core proc(s): {'EngineCore_DP0': 1}`
+# (vllm/v1/utils.py, vllm/v1/engine/utils.py).
+_NAMED_PROCESS = re.compile(
+    r"\((?:pid[=:] ?|PID: )(?P<pid>\d+)\b|Failed core proc\(s\): \{'(?P<name>[\w\-]+)'"
+)
+
+
+def _named_process(ctx: StageLookup, line: Line) -> Line | None:
+    """`line` as said by the process its wrapper's message names, when that process printed lines
+    of its own before it (its `(RayWorkerWrapper pid=4411)` or `(EngineCore_DP0 pid=312)` prefix):
+    the front-end's line then reads that process's traceback and timeline as the failure's own."""
+    if "pid" not in line.text.lower() and "core proc" not in line.text:
+        return None
+    match = _NAMED_PROCESS.search(line.text)
+    if match is None:
+        return None
+    pid, name = match.group("pid"), match.group("name")
+    own = re.compile(rf"(?:^|\s)pid={pid}\b" if pid else rf"^{re.escape(name)}\s")
+    for number in range(line.number - 1, max(0, line.number - _FRAME_WINDOW), -1):
+        source = ctx.doc.line(number).source
+        if source and source != line.source and own.search(source):
+            return Line(number=line.number, source=source, level=line.level, text=line.text)
+    return None
+
+
 def gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) -> list[Clue]:
     """Every clue to where the failure stated on `line` happened; `default` is the phase its rule
-    gives when nothing else speaks."""
+    gives when nothing else speaks. A wrapper's line naming the failing process (a Ray task error
+    with its pid, the API server's failed core procs) is read as that process's, when its own
+    process shows no traceback frame of a stage."""
+    clues = _gather(ctx, line, default, hint)
+    if not any(c.kind in ("frame", "table_frame", "construction_frame") for c in clues):
+        named = _named_process(ctx, line)
+        if named is not None:
+            joined = _gather(ctx, named, default, hint)
+            if any(c.kind in ("frame", "table_frame", "marker") for c in joined):
+                return joined
+    return clues
+
+
+def _gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) -> list[Clue]:
     start, end = _traceback_start(ctx.doc, line, _FRAME_WINDOW), line.number
     frames = [h for h in ctx.lazy(start, end) if h.compiled.rule.kind == "frame"]
     below = None if frames else stack_below(ctx.doc, line.number)
