@@ -85,6 +85,7 @@ PROBES = load_probes(
     "prose_probes_seventh.yaml",
     "prose_probes_eighth.yaml",
     "prose_probes_ninth.yaml",
+    "prose_probes_tenth.yaml",
 )
 
 
