@@ -216,7 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     fetch_cmd = sub.add_parser("fetch", help="download and extract releases into the cache")
-    fetch_cmd.add_argument("versions", nargs="*", help="default: the first release and the latest patch of every minor since 0.2")
+    fetch_cmd.add_argument(
+        "versions", nargs="*", help="default: the first release and the latest patch of every minor since 0.2"
+    )
     sub.add_parser("list", help="print the cached releases")
     sub.add_parser("plugins", help="download and extract the pinned releases of PLUGINS")
     args = parser.parse_args(argv)

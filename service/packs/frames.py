@@ -102,7 +102,17 @@ class CompiledFrames(msgspec.Struct, frozen=True, array_like=True):
 class FrameTable:
     """(file after `vllm/`, function name) -> the rows for it, decoded on first use."""
 
-    __slots__ = ("_by_file", "_by_name", "_files", "_load", "_lock", "_mirror", "_modules", "_plugins", "_rows")
+    __slots__ = (
+        "_by_file",
+        "_by_name",
+        "_files",
+        "_load",
+        "_lock",
+        "_mirror",
+        "_modules",
+        "_plugins",
+        "_rows",
+    )
 
     def __init__(self, load: Callable[[], CompiledFrames]) -> None:
         self._load = load
