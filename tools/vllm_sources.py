@@ -4,7 +4,7 @@ Each release is downloaded as a wheel with `pip download vllm==X --no-deps`, its
 are extracted into `<cache>/<version>/`, and the wheel is deleted: only the sources are kept, never
 binaries. The generators (templates, call graph) read these folders; nothing here is committed.
 
-    python tools/vllm_sources.py fetch            # the first release and latest patch of every minor 0.2 ..
+    python tools/vllm_sources.py fetch            # the latest patch of every minor 0.2 .. newest
     python tools/vllm_sources.py fetch 0.9.2 0.33.0
     python tools/vllm_sources.py list             # what the cache holds
     python tools/vllm_sources.py plugins          # the platform plugins' and forks' releases (PLUGINS)
@@ -57,20 +57,6 @@ def latest_patch_per_minor(versions: list[Version]) -> list[Version]:
         if key not in best or v > best[key]:
             best[key] = v
     return [best[k] for k in sorted(best)]
-
-
-def first_and_latest_per_minor(versions: list[Version]) -> list[Version]:
-    """The first final release (X.Y.0, or the oldest there is) and the newest of each minor from 0.2
-    on: a message that lived only in a minor's first patches (in 0.11.0, gone by 0.11.2) is read too,
-    and a version range starts at the release that added it, not at the minor's last patch."""
-    first: dict[tuple[int, int], Version] = {}
-    for v in versions:
-        if v.is_prerelease or v.is_devrelease or Version(f"{v.major}.{v.minor}") < FIRST_MINOR:
-            continue
-        key = (v.major, v.minor)
-        if key not in first or v < first[key]:
-            first[key] = v
-    return sorted(set(first.values()) | set(latest_patch_per_minor(versions)))
 
 
 PLATFORMS = (
@@ -216,9 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     fetch_cmd = sub.add_parser("fetch", help="download and extract releases into the cache")
-    fetch_cmd.add_argument(
-        "versions", nargs="*", help="default: the first release and the latest patch of every minor since 0.2"
-    )
+    fetch_cmd.add_argument("versions", nargs="*", help="default: the latest patch of every minor since 0.2")
     sub.add_parser("list", help="print the cached releases")
     sub.add_parser("plugins", help="download and extract the pinned releases of PLUGINS")
     args = parser.parse_args(argv)
@@ -240,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         ):
             print(folder.name)
         return 0
-    wanted = args.versions or [str(v) for v in first_and_latest_per_minor(released_versions())]
+    wanted = args.versions or [str(v) for v in latest_patch_per_minor(released_versions())]
     failed = []
     for version in wanted:
         try:
