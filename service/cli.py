@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 __all__ = ["build_parser", "main"]
@@ -31,8 +31,7 @@ _HANDLERS = {
 }
 
 
-def _add_diagnose(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("diagnose", help="classify a vLLM log and rank fixes")
+def _diagnose_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", nargs="?", default="-", help="log file, or - for standard input")
     p.add_argument("--json", action="store_true", help="print the Diagnosis JSON contract only")
     p.add_argument("--model", help="model id (catalog or Hugging Face), when the log does not say")
@@ -43,8 +42,7 @@ def _add_diagnose(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--top", type=int, default=5, help="how many fixes to show (default 5)")
 
 
-def _add_estimate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("estimate", help="estimate the weight and KV-cache budget for a model on a GPU")
+def _estimate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
         help="catalog id, Hugging Face id (read from the HF cache or the Hub: HF_ENDPOINT, HF_TOKEN, "
@@ -83,8 +81,7 @@ def _add_estimate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--json", action="store_true", help="print the Budget JSON contract only")
 
 
-def _add_preflight(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("preflight", help="will a `vllm serve ...` command start on a host right now?")
+def _preflight_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("launch", metavar="COMMAND", help="the launch command, quoted: 'vllm serve MODEL ...'")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--snapshot", help="the host's snapshot JSON file (`vramdoc snapshot --json` there)")
@@ -95,32 +92,30 @@ def _add_preflight(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     p.add_argument("--json", action="store_true", help="print the Preflight JSON only")
 
 
-def _add_rules(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("rules", help="list rule packs or run every rule's own examples")
+def _rules_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=["list", "test"])
     p.add_argument("--rules-dir", help="rule pack folder (default: the packaged rules/)")
     p.add_argument("--json", action="store_true")
 
 
-def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("serve", help="run the HTTP diagnosis service")
+def _serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8080)
     p.add_argument("--workers", type=int, default=1)
 
 
-def _add_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("agent", help="run the GPU host agent")
+def _agent_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--listen", default="0.0.0.0:9400", help="address:port to listen on")
     p.add_argument("--name", help="host name to register under (default: this host's name)")
     p.add_argument("--url", help="URL the bot should use to reach this agent")
-    s = sub.add_parser("snapshot", help="print this host's GPU snapshot once")
-    s.add_argument("--json", action="store_true")
-    s.add_argument("--name", help="host name to report (default: this host's name)")
 
 
-def _add_bot(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("bot", help="run the Slack bot (Socket Mode when SLACK_APP_TOKEN is set)")
+def _snapshot_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--name", help="host name to report (default: this host's name)")
+
+
+def _bot_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--http", action="store_true", help="serve the Events API over HTTP instead")
     p.add_argument("--host", default="0.0.0.0")
     p.add_argument("--port", type=int, default=3000)
@@ -133,18 +128,36 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message[:1].upper()}{message[1:]} (see `{self.prog} --help`).\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+# subcommand -> (its help, what adds its arguments), in the order `--help` lists them
+_COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
+    "diagnose": ("classify a vLLM log and rank fixes", _diagnose_arguments),
+    "estimate": ("estimate the weight and KV-cache budget for a model on a GPU", _estimate_arguments),
+    "preflight": ("will a `vllm serve ...` command start on a host right now?", _preflight_arguments),
+    "rules": ("list rule packs or run every rule's own examples", _rules_arguments),
+    "serve": ("run the HTTP diagnosis service", _serve_arguments),
+    "agent": ("run the GPU host agent", _agent_arguments),
+    "snapshot": ("print this host's GPU snapshot once", _snapshot_arguments),
+    "bot": ("run the Slack bot (Socket Mode when SLACK_APP_TOKEN is set)", _bot_arguments),
+}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Every subcommand with its arguments; given `command`, the others by name and help alone (what
+    one run parses: `vramdoc --help` and a usage error read the same, and a run pays for one table)."""
     parser: argparse.ArgumentParser = _Parser(
         prog="vramdoc", description="Diagnose vLLM GPU-memory failures and rank exact fixes."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_diagnose, _add_estimate, _add_preflight, _add_rules, _add_serve, _add_agent, _add_bot):
-        add(sub)
+    for name, (help_text, add_arguments) in _COMMANDS.items():
+        subparser = sub.add_parser(name, help=help_text)
+        if command is None or name == command:
+            add_arguments(subparser)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(given[0] if given and given[0] in _COMMANDS else None).parse_args(given)
     module_name, func_name = _HANDLERS[args.command].split(":")
     handler = getattr(importlib.import_module(module_name), func_name)
     try:

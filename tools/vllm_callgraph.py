@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
-from vllm_sources import cache_dir  # noqa: E402
+from vllm_sources import PLUGINS, cache_dir  # noqa: E402
 from vllm_templates import definitions, ranges  # noqa: E402
 
 from service.diagnosis.frames import OOM_PHASE  # noqa: E402
@@ -587,6 +587,9 @@ def build(cache: Path) -> dict[str, object]:
         "source": "vLLM wheels (tools/vllm_sources.py), call graph by tools/vllm_callgraph.py",
         "releases": order,
         "modules": sorted(read - placed),
+        # the packages of the platform plugins and forks (tools/vllm_sources.py PLUGINS, their one
+        # home): a frame of one is read as vLLM's module of the same path (service/diagnosis/frames.py)
+        "plugins": sorted({package for packages, _ in PLUGINS.values() for package in packages}),
         "frames": frames,
     }
 

@@ -8,6 +8,7 @@ Pure lookups over the loaded table; the interpreter (and an evidence model) call
 
 from __future__ import annotations
 
+import functools
 import re
 
 import msgspec
@@ -115,13 +116,29 @@ class FramePlace(msgspec.Struct, frozen=True):
 # entry points) mirrors vLLM's own layout: `vllm_ascend/worker/worker.py` subclasses and copies
 # `vllm/worker/worker.py`, its `initialize_cache` calling the same `raise_if_cache_size_invalid`. Its
 # frames are read as the vLLM module of the same path, the call graph's stage for that function.
+# Packages not named `vllm_*` (`tpu_inference`, `aphrodite`) come from the frame table's `plugins`
+# (generated from tools/vllm_sources.py PLUGINS).
 _PLUGIN = re.compile(r"(?:^|/)vllm_[a-z][a-z0-9_]{0,40}/(?P<rest>[\w/]{1,300}\.py)$")
 
 
-def vllm_file(path: str) -> str | None:
-    """The path inside vLLM of a frame's file (after `vllm/`, or a platform plugin's package), or None.
-    Windows separators count as `/`, doubled ones too (a path printed through `repr` or JSON)."""
+@functools.lru_cache(maxsize=8)
+def _plugin_roots(packages: tuple[str, ...]) -> re.Pattern[str] | None:
+    """A frame's path inside one of the named plugin packages (the longest name first)."""
+    if not packages:
+        return None
+    names = "|".join(re.escape(p) for p in sorted(packages, key=len, reverse=True))
+    return re.compile(rf"(?:^|/)(?:{names})/(?P<rest>[\w/]{{1,300}}\.py)$")
+
+
+def vllm_file(path: str, plugins: tuple[str, ...] = ()) -> str | None:
+    """The path inside vLLM of a frame's file (after `vllm/`, or a platform plugin's package: a
+    `vllm_*` one or one of `plugins`), or None. Windows separators count as `/`, doubled ones too (a
+    path printed through `repr` or JSON)."""
     path = _SEPARATORS.sub("/", path) if "\\" in path else path
+    named = _plugin_roots(plugins)
+    found = named.search(path) if named is not None else None
+    if found is not None:  # before `/vllm/`: tpu_inference/models/vllm/… is the plugin's own
+        return found.group("rest")
     cut = path.rfind("/vllm/")
     if cut >= 0:
         return path[cut + len("/vllm/") :]
@@ -139,7 +156,7 @@ def frame_place(
     if match is None:
         return None
     path = match.group("path")
-    file = vllm_file(path)
+    file = vllm_file(path, table.plugins)
     function = match.group("function")
     if file is None:
         library = library_file(path)
@@ -147,8 +164,15 @@ def frame_place(
             return None
         entries = [e for e in table.rows_for(library, function) if e.covers(version)]
         return _one_stage(entries, number, library, function, False)
-    plugin = _is_plugin(path)
-    entries = [e for e in table.rows_for(file, function, plugin=_mirrored(file)) if e.covers(version)]
+    plugin = _is_plugin(path, table.plugins)
+    rows = table.rows_for(file, function, plugin=_mirrored(file))
+    if not rows and plugin and _mirrored(file):
+        # a plugin's module in a folder where vLLM has no function of that name (tpu_inference's
+        # `runner/tpu_runner.py`, optimum-neuron's `worker.py`): its methods keep the names and roles
+        # of vLLM's worker and model runner, so the rows of every vLLM function of that name decide,
+        # when they agree on one stage
+        rows = table.rows_named(function)
+    entries = [e for e in rows if e.covers(version)]
     return _one_stage(entries, number, file, function, plugin)
 
 
@@ -184,9 +208,13 @@ def _mirrored(file: str) -> bool:
     return _MODULE.fullmatch(file) is not None
 
 
-def _is_plugin(path: str) -> bool:
-    """Whether a frame's file is a platform plugin's module, not vLLM's own."""
+def _is_plugin(path: str, plugins: tuple[str, ...] = ()) -> bool:
+    """Whether a frame's file is a platform plugin's module, not vLLM's own: in one of the frame
+    table's plugin packages (`optimum/neuron/vllm/` too), or outside any `vllm/` folder."""
     path = path.replace("\\", "/")
+    named = _plugin_roots(plugins)
+    if named is not None and named.search(path) is not None:
+        return True
     return "/vllm/" not in path and not path.startswith("vllm/")
 
 
@@ -261,7 +289,7 @@ def deepest_frame(
                 return place
             construction = construction or place
         frame = _FRAME.search(line.text)
-        if frame is not None and vllm_file(frame.group("path")) is not None:
+        if frame is not None and vllm_file(frame.group("path"), table.plugins) is not None:
             # only vLLM's own frames: a library's wrapper printed between (torch's `decorate_context`
             # of `@torch.inference_mode()`) is not the function the frame above called
             deeper = frame.group("function")
@@ -406,7 +434,7 @@ def _called_place(
         file, own, plugin = place.file, place.function, place.plugin
     else:
         frame = _FRAME.search(doc.line(number).text)
-        inside = vllm_file(frame.group("path")) if frame is not None else None
+        inside = vllm_file(frame.group("path"), table.plugins) if frame is not None else None
         if frame is None or inside is None:
             return None
         file, own, plugin = inside, frame.group("function"), _mirrored(inside)

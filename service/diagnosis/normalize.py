@@ -864,12 +864,14 @@ def hit_runs(data: bytes, pattern: Any) -> Iterator[tuple[int, int]]:
 
 
 # What a log line has and a person's sentence does not: a traceback, a frame, an exception name, a
-# progress bar, sizes to the decimal ("23.55 GiB"; people write "141GB", and a size they mark as
+# progress bar, sizes to the decimal ("23.55 GiB", "14.9595 GB": programs print binary units or two
+# decimals and more; people write "141GB", "the model is 14.5 GB", and a size they mark as
 # approximate, "~1.3 GB", "≈ 48.5 GiB", "about 2.5 GB", is their estimate, not a measurement), a
 # path. Used on lines without any logger or process prefix (those are log lines by construction).
 _NOT_PROSE = first_use_re(
     r"Traceback \(most recent|^\s*File \"|^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning)\b"
-    r"|(?<![~≈\d.])(?<![~≈] )(?<!about )(?<!around )(?<!roughly )\d+\.\d+ ?(?:GiB|MiB|KiB|GB|MB)\b"
+    r"|(?<![~≈\d.])(?<![~≈] )(?<!about )(?<!around )(?<!roughly )"
+    r"(?:\d+\.\d+ ?(?:GiB|MiB|KiB)|\d+\.\d{2,} ?(?:GB|MB))\b"
     r"|\d+ bytes\b|\|\s*\d+/\d+|/\w+/\w+\.py\b|^\s*[\^~]+\s*$"
     r"|^\s*(?:\$|#|>>>|\.\.\.|-{2,}>)\s|^\s*[\[{(<]\S*$"
 )
@@ -934,10 +936,11 @@ _SETTING_WORD_ENDS = "`.,;:!?'\""
 _SETTING = first_use_re(r"\w+=\S|(?<!\S)--?[A-Za-z]")
 _COMMAND_START = first_use_re(r"^\s*(?:\w+=\S+\s+)+\S.*\s--?[A-Za-z]")
 _SETTING_SHARE = 0.25
-_CJK = first_use_re(r"[\u4e00-\u9fff]")
+# the characters of a Chinese, Japanese (kana) or Korean (Hangul) sentence
+_CJK = first_use_re(r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]")
 _MIN_WORDS = 4
 _MIN_CJK = 4
-_CJK_RUN = first_use_re(r"[\s\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]+")
+_CJK_RUN = first_use_re(r"[\s\u3000-\u30ff\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef]+")
 
 
 def _reads_as_settings(text: str, tokens: list[str], words: int) -> bool:

@@ -438,9 +438,45 @@ def read_prose(doc: Document, vocabulary: ProseVocabulary) -> list[ProseCue]:
             _remember(vocabulary, "cues", line.text, read)
         for number in range(line.number, line.number + repeats):
             cues.extend(msgspec.structs.replace(cue, line=number) for cue in read)
-    if any(c.before_change for c in cues) and describes_change(doc, vocabulary):
-        return [c for c in cues if not c.before_change]  # the bug the change removes, told in the past
+    if cues and describes_change(doc, vocabulary):
+        # the bug the change removes: told in the past, or in the change's problem statement
+        told = _problem_lines(doc, vocabulary)
+        return [c for c in cues if not c.before_change and c.line not in told]
     return cues
+
+
+# A line that opens the next part of a description: a markdown heading, a bold line, a label
+# ("Fix:", "Test plan:") or a line of a few words with no sentence's end ("Fix", "Solution")
+_PART_HEADING = re.compile(
+    r"^\s*#|^\s*\*\*[^*]+\*\*\s*[:：]?\s*$|^\s*[\w ]{1,30}[:：]\s*$|^\s*\w+(?: \w+){0,2}\s*$"
+)
+_PROBLEM_LINES = 40  # lines a problem statement may run (the work stays bounded)
+
+
+def _problem_lines(doc: Document, vocabulary: ProseVocabulary) -> frozenset[int]:
+    """The lines of a change's problem statement: a label's line ("Problem: …", "## Motivation") and
+    the lines after it up to the next part's heading (cached per document)."""
+    key = ("problem lines", id(vocabulary), "")
+    known = doc.memo.get(key)
+    if isinstance(known, frozenset):
+        return known
+    found: set[int] = set()
+    total = len(doc)
+    for line, _ in _prose_lines(doc, vocabulary.problem):
+        label = vocabulary.problem.search(line.text)
+        if label is None:
+            continue
+        found.add(line.number)
+        inline = bool(line.text[label.end() :].strip())  # "Problem: …" runs to its paragraph's end
+        for number in range(line.number + 1, min(total, line.number + _PROBLEM_LINES) + 1):
+            text = doc.lines[number - 1]
+            if not text.strip() and inline:
+                break
+            if text.strip() and (_PART_HEADING.match(text) or vocabulary.problem.search(text)):
+                break
+            found.add(number)
+    known = doc.memo[key] = frozenset(found)
+    return known
 
 
 def _doing(clause: str, vocabulary: ProseVocabulary) -> Stage | None:
@@ -514,9 +550,12 @@ def is_negated_prose(doc: Document, number: int, vocabulary: ProseVocabulary) ->
         line = doc.line(number)
         known = (_negated(line, vocabulary), _negated(line, vocabulary, changing=True))
         _remember(vocabulary, "negated", raw, known)
-    if known[0] == known[1]:
+    if known[0] and known[1]:
+        return True
+    if not describes_change(doc, vocabulary):
         return bool(known[0])
-    return bool(known[1] if describes_change(doc, vocabulary) else known[0])
+    # in a paste describing a change, its problem statement's sentences tell the bug it removes
+    return bool(known[1]) or (number in _problem_lines(doc, vocabulary) and is_sentence(doc.line(number)))
 
 
 # A comment in a script or a notebook cell (`# lower --max-model-len if you get CUDA out of memory`):

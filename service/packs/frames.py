@@ -79,6 +79,9 @@ class FrameTableFile(Spec, frozen=True, kw_only=True):
     # vLLM's modules none of whose functions is specific to a stage (every one shared, like the
     # custom ops'): vLLM's own, so a frame of one is never looked up as a fork's module of that folder
     modules: list[str] = msgspec.field(default_factory=list)
+    # the packages of platform plugins and forks (`tpu_inference`, `optimum/neuron/vllm`: generated
+    # from tools/vllm_sources.py PLUGINS) whose frames are read as vLLM's module of the same path
+    plugins: list[str] = msgspec.field(default_factory=list)
 
 
 class FrameGroup(msgspec.Struct, frozen=True, array_like=True):
@@ -93,12 +96,23 @@ class CompiledFrames(msgspec.Struct, frozen=True, array_like=True):
     groups: list[FrameGroup]
     rows: int
     modules: list[str] = msgspec.field(default_factory=list)
+    plugins: list[str] = msgspec.field(default_factory=list)
 
 
 class FrameTable:
     """(file after `vllm/`, function name) -> the rows for it, decoded on first use."""
 
-    __slots__ = ("_by_file", "_by_name", "_files", "_load", "_lock", "_mirror", "_modules", "_rows")
+    __slots__ = (
+        "_by_file",
+        "_by_name",
+        "_files",
+        "_load",
+        "_lock",
+        "_mirror",
+        "_modules",
+        "_plugins",
+        "_rows",
+    )
 
     def __init__(self, load: Callable[[], CompiledFrames]) -> None:
         self._load = load
@@ -109,6 +123,7 @@ class FrameTable:
         self._by_name: dict[str, tuple[FrameRow, ...]] | None = None
         self._rows = 0
         self._modules: tuple[str, ...] = ()
+        self._plugins: tuple[str, ...] = ()
 
     def _decoded(self) -> dict[tuple[str, str], tuple[FrameRow, ...]]:
         if self._by_file is not None:
@@ -118,12 +133,19 @@ class FrameTable:
                 compiled = self._load()
                 self._rows = compiled.rows
                 self._modules = tuple(compiled.modules)
+                self._plugins = tuple(compiled.plugins)
                 self._by_file = {(g.file, g.function): g.rows for g in compiled.groups}
             return self._by_file
 
     @property
     def by_file(self) -> dict[tuple[str, str], tuple[FrameRow, ...]]:
         return self._decoded()
+
+    @property
+    def plugins(self) -> tuple[str, ...]:
+        """The packages of the platform plugins and forks the table names (rules/frames/vllm.json)."""
+        self._decoded()
+        return self._plugins
 
     @property
     def rows(self) -> int:
@@ -199,14 +221,16 @@ def _compile(tables: list[tuple[str, bytes]]) -> CompiledFrames:
     by_file: dict[tuple[str, str], list[FrameRow]] = {}
     rows = 0
     modules: list[str] = []
+    plugins: list[str] = []
     for shown, data in tables:
         table = _decode(shown, data)
         modules += table.modules
+        plugins += [p for p in table.plugins if p not in plugins]
         for row in table.frames:
             by_file.setdefault((row.file, row.function), []).append(row)
             rows += 1
     groups = [FrameGroup(file, function, tuple(found)) for (file, function), found in by_file.items()]
-    return CompiledFrames(groups=groups, rows=rows, modules=modules)
+    return CompiledFrames(groups=groups, rows=rows, modules=modules, plugins=plugins)
 
 
 def load_frames(root: Path) -> FrameTable:

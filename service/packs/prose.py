@@ -62,6 +62,7 @@ class Change(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     subjects: list[str]
     before: list[str]
     persists: list[str]
+    problem: list[str]
 
 
 class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -125,6 +126,7 @@ class ProseVocabulary(msgspec.Struct, frozen=True):
     change: Any  # a clause whose subject is the change ("This PR fixes…", "we reduce…", 本 PR 修复…)
     before_change: Any  # the state before the change (a past-tense failure, "before this fix")
     persists: Any  # a failure a change left ("still OOMs", 还是)
+    problem: Any  # a label opening a change's problem statement ("Problem", "Motivation:", 问题)
     stages: tuple[tuple[Stage, Any], ...]  # in priority order (rules/prose.yaml)
     any_stage: Any  # every stage's words together: which lines say what the person was doing
     shifts: tuple[
@@ -240,6 +242,7 @@ def _vocabulary(data: ProseFile, build: Callable[[list[str], str], Any]) -> Pros
         change=build(data.change.subjects, "$.change.subjects"),
         before_change=build(data.change.before, "$.change.before"),
         persists=build(data.change.persists, "$.change.persists"),
+        problem=build(data.change.problem, "$.change.problem"),
         stages=tuple(
             (stage, build(stage_patterns(words), f"$.stages.{stage}")) for stage, words in data.stages.items()
         ),

@@ -247,6 +247,8 @@ def unbounded_form(pattern: str, wider_than: int = WIDE_REPEAT) -> str:
     `{3,}`); a brace inside a class or escaped is a literal and stays."""
     if "\\Q" in pattern:  # quoted text (\Q...\E) is left to RE2's own reading
         return pattern
+    if all(int(high) - int(low) <= wider_than for low, high in _REPEAT.findall(pattern)):
+        return pattern  # no wide repeat anywhere, literal or not: nothing to loosen (most patterns)
     pieces: list[str] = []
     done = 0
     for index, char in syntax_chars(pattern):
