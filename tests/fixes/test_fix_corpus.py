@@ -250,8 +250,12 @@ FIX_GAPS = {
     ),
     "gh13-pagehfmirror3-v0.19.1-2x-rtx3090-qwen3.6-35b-autoround-int4-tp2-no-wna16-kernel-marlin-rejects"
     "-32-dim-slice": (
-        "a quantized kernel refusing a 32-wide TP slice (no WNA16 kernel on compute capability 8.6), read as a"
-        " parallel layout: no head or expert count for fix-tensor-parallel-size"
+        "a quantized kernel refusing a 32-wide TP slice (no WNA16 kernel on compute capability 8.6), read as"
+        " a parallel layout: no head or expert count for fix-tensor-parallel-size"
+    ),
+    "gh13-euroeval383-vllm-allocates-90-percent-fails-if-max-context-not-in-memory-words": (
+        "an issue saying start-up fails when the model's whole context length does not fit, in words only:"
+        " no max_model_len flag or KV figure for a capacity recipe to size"
     ),
     "gh13-ascend5917-npu-single-card-two-instances-util-0.4-second-available-memory-0-chinese": (
         "a second NPU instance's `Available memory: 0` line with no max_model_len or KV budget of its own"
