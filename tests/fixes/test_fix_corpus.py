@@ -116,10 +116,6 @@ _PACK = load_fix_recipes(TESTS.parent / "rules")
 # Held-out excerpts whose diagnosis is right but that no recipe can act on yet (REALWORLD.md, fifth
 # and sixth rounds); non-strict, so a recipe that learns them shows as XPASS.
 FIX_GAPS = {
-    "gh13-kubeai533-v0-vllm-0.8.3-llama3.2-mqllmengine-columnparallellinear-no-attribute-input-scale": (
-        "a model-loading AttributeError (not memory) read as kv_cache_capacity: no figure for a KV recipe to"
-        " size (held-out round 13 miss, kept as found)"
-    ),
     "gh8-ascend5020-v0.12.0rc1-qwen3next-kv-282240-tokens-then-initialize-from-config-comment": (
         "a worker's traceback cut inside the KV-cache allocation before its error line: no out-of-memory"
         " finding tells the allocation recipes it ran out, and no figure sizes the capacity recipes"
@@ -247,11 +243,6 @@ FIX_GAPS = {
     "-moe-chinese": (
         "a blog saying the MoE weights do not divide at TP 8, in words only: no head or expert count for"
         " fix-tensor-parallel-size"
-    ),
-    "gh13-pagehfmirror3-v0.19.1-2x-rtx3090-qwen3.6-35b-autoround-int4-tp2-no-wna16-kernel-marlin-rejects"
-    "-32-dim-slice": (
-        "a quantized kernel refusing a 32-wide TP slice (no WNA16 kernel on compute capability 8.6), read as"
-        " a parallel layout: no head or expert count for fix-tensor-parallel-size"
     ),
     "gh13-euroeval383-vllm-allocates-90-percent-fails-if-max-context-not-in-memory-words": (
         "an issue saying start-up fails when the model's whole context length does not fit, in words only:"
