@@ -72,6 +72,8 @@ _STRING_FACTS = frozenset({"dtype", "quantization", "kv_cache_dtype"})
 # The flag's words without a trailing `size`: "tensor parallel 8", "pipeline parallel 2" (never
 # one word alone: "block 16" is no block size).
 _SIZE_WORD = " size"
+# The prefix a trainer's config puts before a vLLM field it passes on (TRL, OpenRLHF: `vllm_…`).
+_WRAPPED = "vllm_"
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +146,11 @@ def _reader(history: FixPack) -> _Reader:
         else:
             spellings.append(rf"(?<![\w\-.]){re.escape(field)}{_SEPARATOR}")
             spellings.append(rf"(?<![\w\-.]){'-'.join(map(re.escape, words))}{_KEYED}")
+            # a wrapper's own key for it: the last part of a Hydra/OmegaConf override's dotted path
+            # (verl's `actor_rollout_ref.rollout.max_model_len=256`), and the `vllm_` field a trainer
+            # passes on to vLLM (TRL's `vllm_gpu_memory_utilization: 0.8`)
+            spellings.append(rf"(?<=\w\.){re.escape(field)}=")
+            spellings.append(rf"(?<![\w\-.])(?i:{_WRAPPED}){re.escape(field)}{_SEPARATOR}")
             spoken = " ".join(words)
             spoken_forms = [spoken]
             if spoken.endswith(_SIZE_WORD) and len(words) > 2:  # not "block 16"
@@ -201,8 +208,13 @@ def _name_words(words: list[str]) -> str:
 
 
 def stated_settings(doc: Document, history: FixPack) -> Iterator[StatedSetting]:
-    """Every flag value the paste states, in line order."""
+    """Every flag value the paste states, in line order (a value told back after its name last)."""
     reader = _reader(history)
+    yield from _stated(doc, reader)
+    yield from _told_back(doc, reader)
+
+
+def _stated(doc: Document, reader: _Reader) -> Iterator[StatedSetting]:
     if not doc.repeating:  # one pass over the text as it is
         yield from _read(reader, doc.data, 1)
         return
@@ -215,6 +227,58 @@ def stated_settings(doc: Document, history: FixPack) -> Iterator[StatedSetting]:
             found = doc.memo[key] = list(_read(reader, text.encode("utf-8", errors="replace"), 1))
         for setting in found:  # type: ignore[attr-defined]
             yield StatedSetting(first + setting.line, setting.fact, setting.value)
+
+
+# A value a person's sentence gives back to a setting named just before it ("should I increase
+# `gpu_memory_utilization`?" / "I have raised it to 0.8"): a verb of change, a word standing for the
+# setting, then the value. Only the nearest line above (of the `_BACK` not blank) naming one flag.
+_TOLD_WORDS = (
+    r"(?i)\b(?:raised|increased|lowered|reduced|decreased|set|changed|bumped|put|tried)\s+"
+    r"(?:it|them|all(?: of them)?|that|this|both|each|the values?)\s+(?:up\s+|down\s+)?to\s+"
+    r"(?P<value>\d+(?:\.\d+)?)\b"
+)
+_TOLD = re.compile(_TOLD_WORDS)
+_TO = b" to "  # every such sentence holds it: found with bytes.find, far cheaper than a regex pass
+_BACK = 3
+
+
+def _told_back(doc: Document, reader: _Reader) -> Iterator[StatedSetting]:
+    """The values sentences give back to a flag a line above named without one."""
+    lines, data = doc.lines, doc.data
+    at, number, counted, last = data.find(_TO), 1, 0, 0
+    while at >= 0:
+        here, at = at, data.find(_TO, at + len(_TO))
+        if not data[here + len(_TO) : here + len(_TO) + 1].isdigit():
+            continue  # " to " before a word ("Falling back to FLASH_ATTN"): no value told
+        number += data.count(b"\n", counted, here)
+        counted = here
+        if number == last:
+            continue  # the line was read at its first " to " and a number
+        last = number
+        told = _TOLD.search(lines[number - 1])
+        fact = _named_above(reader, lines, number - 1) if told is not None else None
+        value = value_of(fact, told.group("value")) if fact is not None and told is not None else None
+        if fact is not None and value is not None:
+            yield StatedSetting(number, fact, value)
+
+
+def _named_above(reader: _Reader, lines: list[str], index: int) -> str | None:
+    """The one fact the nearest line above `index` that names flags names (none: None)."""
+    looked = 0
+    for above in range(index - 1, -1, -1):
+        if looked >= _BACK:
+            return None
+        data = lines[above].encode("utf-8", errors="replace")
+        if not data.strip():
+            continue
+        looked += 1
+        facts = set()
+        for found in reader.names.finditer(data):
+            named = reader.starting.Match(data[found.start() :])
+            facts |= {reader.facts[b] for n in named for b in reader.owners[n]}
+        if facts:
+            return facts.pop() if len(facts) == 1 else None
+    return None
 
 
 # A flag's value may sit on a later line than its name: after a separator that takes in newlines
@@ -255,7 +319,9 @@ def _read(reader: _Reader, data: bytes, first_number: int) -> Iterator[StatedSet
         at, pos = found
         before = data[at - 2 : at] if at >= 2 else data[:at]
         dashes = 2 if before == b"--" else 1 if before.endswith(b"-") else 0
-        if not dashes and before[-1:].isalnum() or before.endswith(b"_"):
+        if data[max(at - len(_WRAPPED), 0) : at].lower() == _WRAPPED.encode():
+            dashes = len(_WRAPPED)  # a trainer's `vllm_` key starts before the name
+        elif not dashes and before[-1:].isalnum() or before.endswith(b"_"):
             continue  # every spelling starts after a character that is not a word's (`load_model`)
         end = data.find(b"\n", at)
         branches = reader.at(frozenset(reader.starting.Match(data[at : end if end >= 0 else len(data)])))

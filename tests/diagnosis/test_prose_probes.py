@@ -86,6 +86,7 @@ PROBES = load_probes(
     "prose_probes_eighth.yaml",
     "prose_probes_ninth.yaml",
     "prose_probes_tenth.yaml",
+    "prose_probes_eleventh.yaml",
 )
 
 

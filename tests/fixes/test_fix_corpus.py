@@ -244,6 +244,15 @@ FIX_GAPS = {
         "a blog saying the MoE weights do not divide at TP 8, in words only: no head or expert count for"
         " fix-tensor-parallel-size"
     ),
+    "gh13-euroeval383-vllm-allocates-90-percent-fails-if-max-context-not-in-memory-words": (
+        "an issue saying start-up fails when the model's whole context length does not fit, in words only:"
+        " no max_model_len flag or KV figure for a capacity recipe to size"
+    ),
+    "gh13-ascend5917-npu-single-card-two-instances-util-0.4-second-available-memory-0-chinese": (
+        "a second NPU instance's `Available memory: 0` line with no max_model_len or KV budget of its own"
+        " (the KV figures are the first instance's): placed by the line, but no figure sizes the capacity"
+        " recipes"
+    ),
 }
 CASES = sorted(p.stem for p in CORPUS.glob("*.log"))
 FIX_CASES = [
