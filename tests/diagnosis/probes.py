@@ -10,6 +10,8 @@ import msgspec
 import pytest
 import yaml
 
+from service.schemas import Phase
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -19,6 +21,15 @@ class HasGap(Protocol):
 
 
 P = TypeVar("P")
+
+
+class PhaseProbe(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """A paste and the phase it must get: the shape most probe sets share."""
+
+    id: str
+    text: str
+    phase: Phase
+    known_gap: str | None = None  # what the classifier still misses: run as a non-strict xfail
 
 
 def load_probes(kind: type[P], *names: str) -> list[P]:

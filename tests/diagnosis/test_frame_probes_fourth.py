@@ -9,21 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import msgspec
 import pytest
 
 from service.diagnosis.frames import held_traceback, vllm_file
-from service.schemas import Diagnosis, Phase
-from tests.diagnosis.probes import load_probes, probe_param
+from service.schemas import Diagnosis
+from tests.diagnosis.probes import PhaseProbe, load_probes, probe_param
 
 Classify = Callable[..., Diagnosis]
 
-
-class Probe(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    id: str
-    text: str
-    phase: Phase
-    known_gap: str | None = None  # what the classifier still misses: run as a non-strict xfail
+Probe = PhaseProbe
 
 
 # the second batch was written after the mechanism and before any tuning to it
