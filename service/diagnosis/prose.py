@@ -129,8 +129,12 @@ def _shifted(
     a "then" keeps its stage but gives way to one named after it; a stage said not to have begun
     names the one before it ("before any request" is start-up, "before the weights load" a worker
     setting up its device), unless said not to have run to its end ("before the weights are fully
-    loaded" is during loading)."""
+    loaded" is during loading); a word in its everyday sense ("I capture it", "the page loads")
+    names none."""
     beside = {name: (preceding, following) for name, preceding, following in vocabulary.shifts}
+    preceding, following = beside["ordinary"]
+    if preceding.search(before) or following.search(rest):
+        return None  # an everyday verb ("I capture it", "the page is loading")
     after = rest[length:]
     preceding, following = beside["not_begun"]
     if preceding.search(before) or following.search(after):
@@ -262,8 +266,8 @@ def _memory(clause: str, vocabulary: ProseVocabulary) -> Memory | None:
     read = _utf8(clause)
     if not vocabulary.out_of_memory.search(read):
         return None
-    if vocabulary.device.search(read):
-        return "device"
+    if vocabulary.device.search(read):  # the kernel's OOM killer acts on the host's memory alone
+        return "host" if vocabulary.killer.search(read) else "device"
     return "host" if vocabulary.host.search(read) else "unstated"
 
 

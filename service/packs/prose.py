@@ -53,6 +53,7 @@ class StageShift(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
     earlier: Beside
     not_begun: Beside
     until_done: Beside
+    ordinary: Beside
 
 
 class Change(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -73,6 +74,7 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     memory_phases: list[Phase]
     refusals: list[Phase]
     host: list[str]
+    killers: list[str]
     ended: list[str]
     either: list[str]
     device: list[str]
@@ -111,8 +113,10 @@ class ProseVocabulary(msgspec.Struct, frozen=True):
     # of all three outgrew its DFA budget on a dense 2 MB log, and RE2 fell back to its NFA there
     # (282 ms, against 33 + 27 ms for the two).
     said_lines: tuple[Any, ...]
-    host: Any
+    host: Any  # host memory's names, the kernel's OOM killer among them
     host_lines: Any  # each `…_lines` is its vocabulary's LineFinder: the lines a whole-text pass reads
+    killer: Any  # the kernel's OOM killer: the host's, even in a clause naming the GPU's memory
+    killer_lines: Any
     ended: Any  # a process something else ended ("got killed", 被杀, exit code 137)
     either: Any
     either_lines: Any
@@ -140,7 +144,7 @@ class ProseVocabulary(msgspec.Struct, frozen=True):
     any_stage: Any  # every stage's words together: which lines say what the person was doing
     shifts: tuple[
         tuple[str, Any, Any], ...
-    ]  # (over | unfinished | earlier | not_begun | until_done, preceding, following)
+    ]  # (over | unfinished | earlier | not_begun | until_done | ordinary, preceding, following)
     causes: tuple[tuple[Phase, frozenset[Phase], Any], ...]  # (cause, the phases it explains, words)
     any_cause: Any
 
@@ -253,8 +257,10 @@ def _vocabulary(data: ProseFile, build: Callable[..., Any]) -> ProseVocabulary:
             build([unbounded_form(p) for p in (*data.failure, *data.out_of_memory)], "$.failure", True),
             build([unbounded_form(p) for ps in data.phases.values() for p in ps], "$.phases", True),
         ),
-        host=build(data.host, "$.host"),
-        host_lines=build(data.host, "$.host", True),
+        host=build([*data.host, *data.killers], "$.host"),
+        host_lines=build([*data.host, *data.killers], "$.host", True),
+        killer=build(data.killers, "$.killers"),
+        killer_lines=build(data.killers, "$.killers", True),
         ended=build(data.ended, "$.ended"),
         either=build(data.either, "$.either"),
         either_lines=build(data.either, "$.either", True),
@@ -296,6 +302,7 @@ def _vocabulary(data: ProseFile, build: Callable[..., Any]) -> ProseVocabulary:
                 ("earlier", data.stage_shift.earlier),
                 ("not_begun", data.stage_shift.not_begun),
                 ("until_done", data.stage_shift.until_done),
+                ("ordinary", data.stage_shift.ordinary),
             )
         ),
         causes=tuple(
