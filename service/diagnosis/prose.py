@@ -407,13 +407,14 @@ def describes_change(doc: Document, vocabulary: ProseVocabulary) -> bool:
     """Whether the paste describes a change rather than a run: one of its sentences has the change
     as its subject ("This PR adds…", "we reduce…", "本 PR 修复了…", a title opening "Implement…").
     Log lines it shows still decide; only its words telling the state before the change in the
-    past are then read as the bug it removes (cached per document)."""
+    past are then read as the bug it removes. A paste that asks for a change (a feature-request form)
+    describes none: its motivation's failure is one met (cached per document)."""
     key = ("describes a change", id(vocabulary), "")
     known = doc.memo.get(key)
     if not isinstance(known, bool):
         known = doc.memo[key] = any(
             _opens_with_change(line, vocabulary) for line, _ in _prose_lines(doc, vocabulary.change_named)
-        )
+        ) and not any(True for _ in _prose_lines(doc, vocabulary.requested))
     return known
 
 

@@ -63,6 +63,7 @@ class Change(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     subjects: list[str]
     before: list[str]
     persists: list[str]
+    requested: list[str]
     problem: list[str]
 
 
@@ -138,6 +139,7 @@ class ProseVocabulary(msgspec.Struct, frozen=True):
     change: Any  # a clause whose subject is the change ("This PR fixes…", "we reduce…", 本 PR 修复…)
     before_change: Any  # the state before the change (a past-tense failure, "before this fix")
     persists: Any  # a failure a change left ("still OOMs", 还是)
+    requested: Any  # a feature-request form's heading or title tag: the paste asks for a change
     problem: Any  # a label opening a change's problem statement ("Problem", "Motivation:", 问题)
     problem_lines: Any
     stages: tuple[tuple[Stage, Any], ...]  # in priority order (rules/prose.yaml)
@@ -282,6 +284,7 @@ def _vocabulary(data: ProseFile, build: Callable[..., Any]) -> ProseVocabulary:
         change=build(data.change.subjects, "$.change.subjects"),
         before_change=build(data.change.before, "$.change.before"),
         persists=build(data.change.persists, "$.change.persists"),
+        requested=build(data.change.requested, "$.change.requested"),
         problem=build(data.change.problem, "$.change.problem"),
         problem_lines=build(data.change.problem, "$.change.problem", True),
         stages=tuple(
