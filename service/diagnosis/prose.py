@@ -414,7 +414,7 @@ def describes_change(doc: Document, vocabulary: ProseVocabulary) -> bool:
     if not isinstance(known, bool):
         known = doc.memo[key] = any(
             _opens_with_change(line, vocabulary) for line, _ in _prose_lines(doc, vocabulary.change_named)
-        ) and not any(True for _ in _prose_lines(doc, vocabulary.requested))
+        ) and not any(True for _ in _prose_lines(doc, vocabulary.requested_lines))
     return known
 
 
@@ -546,8 +546,11 @@ def _said_in_prose(doc: Document, pattern: Any) -> bool:
 
 
 def memory_side(doc: Document, vocabulary: ProseVocabulary) -> Memory:
-    """Whose memory the person's words are about as a whole: the device's when they name the GPU's
-    memory, else the host's when they name host RAM or memory of either side, else unstated."""
+    """Whose memory the person's words are about as a whole: the host's when they name the kernel's
+    OOM killer (it acts on no GPU's memory), else the device's when they name the GPU's memory, else
+    the host's when they name host RAM or memory of either side, else unstated."""
+    if _said_in_prose(doc, vocabulary.killer_lines):
+        return "host"
     if _said_in_prose(doc, vocabulary.device_lines):
         return "device"
     if _said_in_prose(doc, vocabulary.host_lines):

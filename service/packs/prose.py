@@ -140,6 +140,7 @@ class ProseVocabulary(msgspec.Struct, frozen=True):
     before_change: Any  # the state before the change (a past-tense failure, "before this fix")
     persists: Any  # a failure a change left ("still OOMs", 还是)
     requested: Any  # a feature-request form's heading or title tag: the paste asks for a change
+    requested_lines: Any
     problem: Any  # a label opening a change's problem statement ("Problem", "Motivation:", 问题)
     problem_lines: Any
     stages: tuple[tuple[Stage, Any], ...]  # in priority order (rules/prose.yaml)
@@ -285,6 +286,7 @@ def _vocabulary(data: ProseFile, build: Callable[..., Any]) -> ProseVocabulary:
         before_change=build(data.change.before, "$.change.before"),
         persists=build(data.change.persists, "$.change.persists"),
         requested=build(data.change.requested, "$.change.requested"),
+        requested_lines=build(data.change.requested, "$.change.requested", True),
         problem=build(data.change.problem, "$.change.problem"),
         problem_lines=build(data.change.problem, "$.change.problem", True),
         stages=tuple(
