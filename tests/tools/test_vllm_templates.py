@@ -107,7 +107,17 @@ def test_every_minor_is_fetched_with_its_first_release_and_its_latest_patch() ->
 
     versions = [
         Version(v)
-        for v in ("0.2.1", "0.2.7", "0.20.0", "0.20.2", "0.20.2rc1", "0.6.4.post1", "0.6.4", "0.34.0", "0.1.7")
+        for v in (
+            "0.2.1",
+            "0.2.7",
+            "0.20.0",
+            "0.20.2",
+            "0.20.2rc1",
+            "0.6.4.post1",
+            "0.6.4",
+            "0.34.0",
+            "0.1.7",
+        )
     ]
     fetched = [str(v) for v in sources.first_and_latest_per_minor(versions)]
     # a minor with one release is fetched once; pre-releases and minors before 0.2 never
