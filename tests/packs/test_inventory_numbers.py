@@ -30,7 +30,8 @@ NOT_A_FACT: dict[str, str] = {
     r"available GPUs \($|number of GPUs \($|max local gpu count \($|[Dd]evices: $|resources: $"
     r"|allocate $|only created $": ("GPUs or Ray resources the node has, not a setting"),
     r"hidden layers \($": "the model's layer count",
-    r"(?:kv_heads|kv heads|KV heads|key_value_heads)\b.*[=( ]$|sink heads \($|ETP=$|\b(?:total_)?num_heads[ =]$": (
+    r"(?:kv_heads|kv heads|KV heads|key_value_heads)\b.*[=( ]$"
+    r"|sink heads \($|ETP=$|\b(?:total_)?num_heads[ =]$": (
         "one layer's head counts (key-value, sink, a vision tower's): num_attention_heads is read"
         " where vLLM names the model's"
     ),
