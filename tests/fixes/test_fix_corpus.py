@@ -261,6 +261,11 @@ FIX_GAPS = {
         "a GPTQ checkpoint whose group size does not divide the per-rank input at TP 2 (known miss, read as"
         " parallelism): no head count for fix-tensor-parallel-size and no quantization recipe for the shape"
     ),
+    "gh14-glmv178-v0.10.2rc2-4x-rtx-a6000-glm-4.5v-fp8-tp4-marlin-size-n-5472-not-divisible-by-tile-64"
+    "-title": (
+        "Marlin's repack refusing a TP-4 shard (`size_n = 5472 is not divisible by tile_n_size = 64`) in a"
+        " title: no head or expert count and no GPU count for fix-tensor-parallel-size"
+    ),
 }
 CASES = sorted(p.stem for p in CORPUS.glob("*.log"))
 FIX_CASES = [
