@@ -394,11 +394,12 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
     # nor did a line the paste shows as not of this run: source code in a diff, a block the person
     # introduces as only supposed ("you may see the following error:")
     away = shown_not_run(ctx.doc, ctx.prose) if hits else frozenset()
+    explained_kill = _explained_by_earlier(hits, decisive)
     taken_back = frozenset(
         h.line.number
         for h in decisive
         if h.line.number in away or is_negated_prose(ctx.doc, h.line.number, ctx.prose)
-    )
+    ) | explained_kill
     decisive = [h for h in decisive if h.line.number not in taken_back]
     # a bare OOM word in a sentence the words channel reads as a failure of another kind ("the crash
     # turned out to be a divide-by-zero, invisible to dmesg OOM detection"): the word names a thing
@@ -451,7 +452,10 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
     errors = [
         h
         for h in hits
-        if h.compiled.rule.kind == "exception" and h.line.number not in wrapped and h.line.number not in away
+        if h.compiled.rule.kind == "exception"
+        and h.line.number not in wrapped
+        and h.line.number not in away
+        and h.line.number not in explained_kill
     ]
     erred = any(h.compiled.rule.severity == "error" for h in errors)
     # a pasted command's flags (`--kv-cache-dtype fp8 \`) are settings, not a message retold
@@ -491,6 +495,10 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
     if framed is not None:  # the paste stops inside one phase's function
         return framed
     words = _words_verdict(ctx, hint)
+    if words is not None and words.phase == "host_oom" and explained_kill:
+        # the person's "ran out of RAM" read the `Killed` their paste shows, which vLLM's own kill
+        # of its processes printed (`not_after`): the words repeat a sign already explained
+        words = None
     if words is not None:
         words.first_exception = first_exception
         words.taken_back = taken_back
@@ -541,6 +549,23 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
     seen_vllm = any(h.compiled.rule.kind in ("info", "version") for h in hits)
     confidence = 0.9 if seen_vllm else 0.5
     return Verdict("no_failure", confidence, None, "no failure signature", [], None, taken_back=taken_back)
+
+
+def _explained_by_earlier(hits: list[Hit], decisive: list[Hit]) -> frozenset[int]:
+    """The lines of failures that a rule their own names (`not_after`) matched before: another sender
+    did what the line alone would blame (vLLM's own kill of its process tree before a `Killed`)."""
+    vetoing = {rule for h in decisive for rule in h.compiled.rule.not_after}
+    if not vetoing:
+        return frozenset()
+    first: dict[str, int] = {}
+    for hit in hits:
+        if hit.rule_id in vetoing and hit.line.number < first.get(hit.rule_id, hit.line.number + 1):
+            first[hit.rule_id] = hit.line.number
+    return frozenset(
+        h.line.number
+        for h in decisive
+        if any(first.get(rule, h.line.number) < h.line.number for rule in h.compiled.rule.not_after)
+    )
 
 
 # An allocation of at most this share of the memory the GPU still had free (and at least 1 GiB less)

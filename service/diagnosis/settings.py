@@ -54,11 +54,19 @@ class StatedSetting:
 # Between a flag and its value: `=`, `: `, a space, the `", "` of a quoted list (compose, k8s
 # `args: [...]`), the next item of a YAML block list (`- --max-model-len` / `- "8192"`), or the
 # parenthesis vLLM's messages put a value in (`Tensor parallel size (8) cannot be larger …`).
+# A sentence's verb between them comes first ("--max-model-len set to 512", "max_num_seqs was set
+# to 64"): else the plain space would read the verb as the value.
+_SET_TO = r"""["'`]?[ \t]+(?:(?:is|was|were|are|been|be)[ \t]+)?(?:set|changed|raised|lowered|increased|reduced|decreased)[ \t]+to[ \t]+["'`]?"""
 _SEPARATOR = (
-    r"""(?:["'`]?\s*[=:]\s*["'`]?|["'`]\s*,\s*["'`]|["'`]?[ \t]+["'`]?|["']?\s*\n\s*-\s+["']?"""
+    rf"""(?:["'`]?\s*[=:]\s*["'`]?|["'`]\s*,\s*["'`]|{_SET_TO}|["'`]?[ \t]+["'`]?|["']?\s*\n\s*-\s+["']?"""
     r"""|["'`]?[ \t]*\([ \t]*)"""
 )
-_SPOKEN = r"(?:\s*[=:]\s*|[ \t]*\([ \t]*|\s+)(?=\d)"  # after a flag's words, only a number
+_SPOKEN = rf"(?:\s*[=:]\s*|[ \t]*\([ \t]*|{_SET_TO}(?=\d)|\s+)(?=\d)"  # after a flag's words, only a number
+# A flag of three words or more also goes by its initials in people's and PRs' words ("GMU 0.9",
+# `gmu=0.6`, "MML 4096"), only with a number after it; a `… size` flag is left out (its short
+# option is its name there, and "TPS" is throughput)
+_INITIALS = r"""(?:\s*[=:]\s*|[ \t]+)["'`]?(?=\d)"""
+_MIN_INITIALS = 3
 _KEYED = r"""["'`]?\s*[=:]\s*["'`]?"""  # a key that is only a setting with `=` or `:` after it
 _VALUE = r"(?P<value>[\w.+\-/]+)"
 # A bare field name that is one plain word (`dtype`) says little on its own: only as a key.
@@ -157,6 +165,10 @@ def _reader(history: FixPack) -> _Reader:
                 spoken_forms.append(spoken.removesuffix(_SIZE_WORD))
             for form in spoken_forms:
                 spellings.append(rf"(?<![\w\-.])(?i:{re.escape(form)}){_SPOKEN}")
+            if len(words) >= _MIN_INITIALS and words[-1] != "size":
+                initials = "".join(word[0] for word in words)
+                spelled_by(rf"\b{initials}\b", len(branches))
+                spellings.append(rf"(?<![\w\-.])(?i:{initials}){_INITIALS}")
         for alias in history.flags[name].aliases if name in history.flags else ():
             letters = alias.lstrip("-")
             short = rf"\b{re.escape(letters)}(?:\b|_|\d)" if len(letters) > 1 else rf"{re.escape(alias)}\b"

@@ -133,6 +133,10 @@ class SignatureRule(Spec, frozen=True, kw_only=True):
     # a stage line printed as its stage ends (profiling's result, `Available KV cache memory: …`):
     # a process that dies after it without a word was in the next stage of start-up
     finishes: bool = False
+    # rules whose match on an earlier line of the excerpt takes this one's back: a sign that another
+    # sender did what this rule's line alone would blame (vLLM's own SIGKILL of its process tree
+    # prints the `Killed` the OOM killer's does)
+    not_after: list[str] = msgspec.field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.finishes and (self.stage is None or self.anywhere):
