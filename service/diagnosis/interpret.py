@@ -395,11 +395,14 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
     # introduces as only supposed ("you may see the following error:")
     away = shown_not_run(ctx.doc, ctx.prose) if hits else frozenset()
     explained_kill = _explained_by_earlier(hits, decisive)
-    taken_back = frozenset(
-        h.line.number
-        for h in decisive
-        if h.line.number in away or is_negated_prose(ctx.doc, h.line.number, ctx.prose)
-    ) | explained_kill
+    taken_back = (
+        frozenset(
+            h.line.number
+            for h in decisive
+            if h.line.number in away or is_negated_prose(ctx.doc, h.line.number, ctx.prose)
+        )
+        | explained_kill
+    )
     decisive = [h for h in decisive if h.line.number not in taken_back]
     # a bare OOM word in a sentence the words channel reads as a failure of another kind ("the crash
     # turned out to be a divide-by-zero, invisible to dmesg OOM detection"): the word names a thing
@@ -459,7 +462,13 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
     ]
     erred = any(h.compiled.rule.severity == "error" for h in errors)
     # a pasted command's flags (`--kv-cache-dtype fp8 \`) are settings, not a message retold
-    explained = {h.line.number for h in hits if h.compiled.rule.kind in ("failure", "oom")}
+    # (and an exception rule that names its phase knows the line's message: no other template's part)
+    explained = {
+        h.line.number
+        for h in hits
+        if h.compiled.rule.kind in ("failure", "oom")
+        or (h.compiled.rule.kind == "exception" and h.compiled.rule.phase)
+    }
     # (code, a diff or help text holds vLLM's wording too: computed here also when nothing matched)
     shown = explained | shown_not_run(ctx.doc, ctx.prose) | command_lines(ctx.doc, hits)
     seen = _from_fragments(ctx, shown, against_error=erred)

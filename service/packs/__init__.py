@@ -181,6 +181,10 @@ def load_signatures(root: Path) -> SignatureIndex:
             packs.append(compiled[0].pack)
     if not rules:
         raise PackError(folder.as_posix(), "holds no signature rules")
+    for item in rules:
+        unknown = [name for name in item.rule.not_after if name not in owner]
+        if unknown:
+            raise PackError(item.file, f"not_after names no rule: {', '.join(unknown)}", rule_id=item.rule.id)
     return _index(rules, packs, load_frames(root))
 
 

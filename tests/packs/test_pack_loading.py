@@ -98,6 +98,13 @@ def test_duplicate_rule_id_across_packs_is_a_load_error(rules_copy: Path) -> Non
     assert "also defined in" in str(error)
 
 
+def test_not_after_naming_no_rule_is_a_load_error(rules_copy: Path) -> None:
+    text = GOOD_RULE.replace("    examples:", "    not_after: [no-such-rule]\n    examples:")
+    error = _error(rules_copy, text)
+    assert error.rule_id == "scratch-rule"
+    assert "no-such-rule" in str(error)
+
+
 def test_rule_without_examples_is_a_load_error(rules_copy: Path) -> None:
     text = GOOD_RULE.split("    examples:")[0] + "    examples:\n      match: []\n"
     error = _error(rules_copy, text)
