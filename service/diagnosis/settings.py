@@ -56,12 +56,15 @@ class StatedSetting:
 # parenthesis vLLM's messages put a value in (`Tensor parallel size (8) cannot be larger …`).
 # A sentence's verb between them comes first ("--max-model-len set to 512", "max_num_seqs was set
 # to 64"): else the plain space would read the verb as the value.
-_SET_TO = r"""["'`]?[ \t]+(?:(?:is|was|were|are|been|be)[ \t]+)?(?:set|changed|raised|lowered|increased|reduced|decreased)[ \t]+to[ \t]+["'`]?"""
+_SET_TO = (
+    r"""["'`]?[ \t]+(?:(?:is|was|were|are|been|be)[ \t]+)?"""
+    r"""(?:set|changed|raised|lowered|increased|reduced|decreased)[ \t]+to[ \t]+["'`]?"""
+)
 _SEPARATOR = (
     rf"""(?:["'`]?\s*[=:]\s*["'`]?|["'`]\s*,\s*["'`]|{_SET_TO}|["'`]?[ \t]+["'`]?|["']?\s*\n\s*-\s+["']?"""
     r"""|["'`]?[ \t]*\([ \t]*)"""
 )
-_SPOKEN = rf"(?:\s*[=:]\s*|[ \t]*\([ \t]*|{_SET_TO}(?=\d)|\s+)(?=\d)"  # after a flag's words, only a number
+_SPOKEN = rf"(?:\s*[=:]\s*|[ \t]*\([ \t]*|{_SET_TO}|\s+)(?=\d)"  # after a flag's words, only a number
 # A flag of three words or more also goes by its initials in people's and PRs' words ("GMU 0.9",
 # `gmu=0.6`, "MML 4096"), only with a number after it; a `… size` flag is left out (its short
 # option is its name there, and "TPS" is throughput)
