@@ -266,6 +266,8 @@ def _memory(clause: str, vocabulary: ProseVocabulary) -> Memory | None:
     read = _utf8(clause)
     if not vocabulary.out_of_memory.search(read):
         return None
+    if vocabulary.pinned.search(read):  # page-locked host memory, whatever error it surfaced as
+        return "host"
     if vocabulary.device.search(read):  # the kernel's OOM killer acts on the host's memory alone
         return "host" if vocabulary.killer.search(read) else "device"
     return "host" if vocabulary.host.search(read) else "unstated"

@@ -76,6 +76,7 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     refusals: list[Phase]
     host: list[str]
     killers: list[str]
+    pinned: list[str]
     ended: list[str]
     either: list[str]
     device: list[str]
@@ -118,6 +119,7 @@ class ProseVocabulary(msgspec.Struct, frozen=True):
     host_lines: Any  # each `…_lines` is its vocabulary's LineFinder: the lines a whole-text pass reads
     killer: Any  # the kernel's OOM killer: the host's, even in a clause naming the GPU's memory
     killer_lines: Any
+    pinned: Any  # page-locked host memory: the host's whatever device words stand beside it
     ended: Any  # a process something else ended ("got killed", 被杀, exit code 137)
     either: Any
     either_lines: Any
@@ -261,9 +263,11 @@ def _vocabulary(data: ProseFile, build: Callable[..., Any]) -> ProseVocabulary:
             build([unbounded_form(p) for ps in data.phases.values() for p in ps], "$.phases", True),
         ),
         host=build([*data.host, *data.killers], "$.host"),
-        host_lines=build([*data.host, *data.killers], "$.host", True),
+        # pinned memory is the host's too
+        host_lines=build([*data.host, *data.killers, *data.pinned], "$.host", True),
         killer=build(data.killers, "$.killers"),
         killer_lines=build(data.killers, "$.killers", True),
+        pinned=build(data.pinned, "$.pinned"),
         ended=build(data.ended, "$.ended"),
         either=build(data.either, "$.either"),
         either_lines=build(data.either, "$.either", True),
