@@ -343,17 +343,30 @@ def _affirmed(text: str, vocabulary: ProseVocabulary) -> list[ProseCue]:
     ran out, or the failure it names by what happened, and whether each tells the state before a
     change."""
     cues: list[ProseCue] = []
+    asked: Phase | None = None  # what a question before asked is supported ("…支持bfloat16吗？")
     for clause in _clauses(text, vocabulary):
         part = _affirmed_part(clause, vocabulary)
-        if part is not None:  # what ran out and when, read in the part that states it
+        if part is None:
+            asked = asked or _asked(clause, vocabulary)
+        else:  # what ran out and when, read in the part that states it
             # a failure word naming a thing ("dmesg OOM detection") says nothing ran out
             stage, memory = _stage(part, vocabulary), _memory(_named_only(part, vocabulary), vocabulary)
             phase = _phase(part, vocabulary, memory)
+            if phase is None and memory is None:
+                phase = asked  # "does the 910A support bf16? I get an error when running"
             if stage is None and phase in vocabulary.memory_phases:
                 stage = _STAGE_OF.get(phase)  # "causes KV cache OOM" names the cache's own stage
             before = _before_change(part, vocabulary)
             cues.append(ProseCue(0, stage, part.strip(), memory, phase, before))
     return cues
+
+
+def _asked(clause: str, vocabulary: ProseVocabulary) -> Phase | None:
+    """The phase of the format a question asks the hardware supports ("Does the V100 support
+    bf16?"), or None for a clause that does not ask that."""
+    if vocabulary.question.search(clause) is None:
+        return None
+    return next((phase for phase, pattern in vocabulary.asked if pattern.search(clause)), None)
 
 
 # An issue's title opens with its tracker's tags ("[Bug]: ", "[Usage][V1] ", "【求助】"): whatever

@@ -72,6 +72,7 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     failure: list[str]
     out_of_memory: list[str]
     phases: dict[Phase, list[str]]
+    asked: dict[Phase, list[str]]
     memory_phases: list[Phase]
     refusals: list[Phase]
     host: list[str]
@@ -104,6 +105,7 @@ class ProseVocabulary(msgspec.Struct, frozen=True):
     failure: Any
     out_of_memory: Any
     phases: tuple[tuple[Phase, Any], ...]
+    asked: tuple[tuple[Phase, Any], ...]  # a question whether the hardware supports a format
     memory_phases: frozenset[Phase]  # their words hold beside a saying that memory ran out
     refusals: frozenset[Phase]  # raised before any memory is used: they hold beside it, and come first
     said: Any
@@ -255,6 +257,7 @@ def _vocabulary(data: ProseFile, build: Callable[..., Any]) -> ProseVocabulary:
         failure=build(data.failure, "$.failure"),
         out_of_memory=build(data.out_of_memory, "$.out_of_memory"),
         phases=tuple((phase, build(p, f"$.phases.{phase}")) for phase, p in data.phases.items()),
+        asked=tuple((phase, build(p, f"$.asked.{phase}")) for phase, p in data.asked.items()),
         memory_phases=frozenset(data.memory_phases),
         refusals=frozenset(data.refusals),
         said=build(said, "$.failure"),
