@@ -259,9 +259,19 @@ def _basis(title: str) -> str:
     return f"{text[0].lower()}{text[1:]}" if text else text
 
 
+def _host_said(ctx: Context, hit: Hit) -> bool:
+    """Whether an OOM hit's line says the host's memory ran out: its own words name host memory, or
+    it is a person's line (no program's prefix) that names no side, as a title's bare "OOM problem"
+    does, in a post whose words speak of host RAM only."""
+    side = line_memory(hit.line.text, ctx.prose)
+    if side == "unstated" and not hit.line.source and not hit.line.level:
+        return ctx.memory_side() == "host"
+    return side == "host"
+
+
 def _decisive_phase(ctx: Context, hit: Hit, hint: HintFn) -> tuple[Phase, float, str]:
     rule = hit.compiled.rule
-    if rule.kind == "oom" and line_memory(hit.line.text, ctx.prose) == "host":
+    if rule.kind == "oom" and _host_said(ctx, hit):
         # the line itself says the host's memory ran out ("Ray OOM prevention kills vLLM actors…",
         # "killed by the OOM killer"): host_oom, placed in the stage where it happened
         placement = place_line(ctx, hit.line, None, _no_hint, ctx.weights)
