@@ -34,6 +34,7 @@ __all__ = [
     "is_prose",
     "is_record",
     "run_of",
+    "run_span",
     "split_prefixes",
     "starts_record",
 ]
@@ -760,6 +761,19 @@ def _run_length(lines: list[str], index: int, stop: int) -> int:
         else:
             step //= 2
     return repeats
+
+
+def run_span(lines: list[str], index: int) -> tuple[int, int]:
+    """The 0-based first and last index of the run of identical lines holding lines[index], found by
+    blocks of a growing size compared in C both ways (a run of 14,000 copies costs a few dozen)."""
+    text, before, step = lines[index], 0, 1
+    while step:
+        start = index - before - step
+        if start >= 0 and lines[start : index - before].count(text) == step:
+            before, step = before + step, step * 2
+        else:
+            step //= 2
+    return index - before, index + _run_length(lines, index, len(lines)) - 1
 
 
 # Lines whose length is a multiple of this are the sample _looks_repeated hashes.

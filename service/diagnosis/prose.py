@@ -10,6 +10,9 @@ about it ("will it OOM?", "会OOM吗？"). Only lines the vocabulary's failure w
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import operator
 import re
 from collections.abc import Iterator
 from dataclasses import replace
@@ -308,12 +311,12 @@ def _phase(clause: str, vocabulary: ProseVocabulary, memory: Memory | None) -> P
     return None
 
 
-def _prose_lines(doc: Document, pattern: Any) -> Iterator[tuple[Line, int]]:
-    """The unprefixed lines `pattern` hits, in order, each with how many times it repeats in a row
-    (a line pasted over and over is read once); a line with a logger or process prefix (a program
-    printed it) is dropped."""
+def _prose_lines(doc: Document, finder: Any) -> Iterator[tuple[Line, int]]:
+    """The unprefixed lines `finder` hits (a LineFinder, or several: the lines any of them hits), in
+    order, each with how many times it repeats in a row (a line pasted over and over is read once);
+    a line with a logger or process prefix (a program printed it) is dropped."""
     unprefixed: dict[str, bool] = {}
-    for number, repeats in doc.matched_runs(pattern):
+    for number, repeats in _hit_runs(doc, finder):
         text = doc.lines[number - 1]
         plain = unprefixed.get(text)
         if plain is None:
@@ -321,6 +324,15 @@ def _prose_lines(doc: Document, pattern: Any) -> Iterator[tuple[Line, int]]:
             plain = unprefixed[text] = not source and not level
         if plain:
             yield doc.line(number), repeats
+
+
+def _hit_runs(doc: Document, finder: Any) -> Iterator[tuple[int, int]]:
+    """(number, repeats) of the runs of identical lines `finder` (or any of several) hits, in order:
+    each finder's runs are the runs of the lines it hits, so a run any finder hits is one run."""
+    if not isinstance(finder, tuple):
+        return doc.matched_runs(finder)
+    merged = heapq.merge(*(doc.matched_runs(each) for each in finder))
+    return (next(runs) for _, runs in itertools.groupby(merged, key=operator.itemgetter(0)))
 
 
 def _affirmed(text: str, vocabulary: ProseVocabulary) -> list[ProseCue]:
@@ -465,7 +477,7 @@ def _problem_lines(doc: Document, vocabulary: ProseVocabulary) -> frozenset[int]
         return known
     found: set[int] = set()
     total = len(doc)
-    for line, _ in _prose_lines(doc, vocabulary.problem):
+    for line, _ in _prose_lines(doc, vocabulary.problem_lines):
         label = vocabulary.problem.search(line.text)
         if label is None:
             continue
@@ -534,11 +546,11 @@ def _said_in_prose(doc: Document, pattern: Any) -> bool:
 def memory_side(doc: Document, vocabulary: ProseVocabulary) -> Memory:
     """Whose memory the person's words are about as a whole: the device's when they name the GPU's
     memory, else the host's when they name host RAM or memory of either side, else unstated."""
-    if _said_in_prose(doc, vocabulary.device):
+    if _said_in_prose(doc, vocabulary.device_lines):
         return "device"
-    if _said_in_prose(doc, vocabulary.host):
+    if _said_in_prose(doc, vocabulary.host_lines):
         return "host"
-    return "host" if _said_in_prose(doc, vocabulary.either) else "unstated"
+    return "host" if _said_in_prose(doc, vocabulary.either_lines) else "unstated"
 
 
 def is_negated_prose(doc: Document, number: int, vocabulary: ProseVocabulary) -> bool:
@@ -629,7 +641,7 @@ def _answered_headings(doc: Document, vocabulary: ProseVocabulary) -> Iterator[i
     if "#" not in doc.text:  # no markdown heading: spare the whole-text pass
         return
     total = len(doc)
-    for line, _ in _prose_lines(doc, vocabulary.answered):
+    for line, _ in _prose_lines(doc, vocabulary.answered_lines):
         opened = _HEADING.match(line.text)
         if opened is None or not vocabulary.answered.search(line.text):
             continue
@@ -645,7 +657,7 @@ def _answered_headings(doc: Document, vocabulary: ProseVocabulary) -> Iterator[i
 
 def _supposed_blocks(doc: Document, vocabulary: ProseVocabulary) -> Iterator[int]:
     total = len(doc)
-    for line, _ in _prose_lines(doc, vocabulary.supposing):
+    for line, _ in _prose_lines(doc, vocabulary.supposing_lines):
         text = line.text.rstrip()
         if not text.endswith(_INTRODUCER_ENDS) or not is_sentence(line) or not _supposes(text, vocabulary):
             continue

@@ -8,10 +8,11 @@ which patterns may apply, and just those full patterns run to extract facts.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass
 from typing import Any
 
-from service.diagnosis.normalize import MEMO_LINES, Document, Line, run_of
+from service.diagnosis.normalize import MEMO_LINES, Document, Line, run_of, run_span
 from service.packs import PatternIndex
 from service.packs.signatures import CompiledRule, convert_fact, other_process
 
@@ -201,53 +202,56 @@ def scan_lines(doc: Document, index: PatternIndex, first: int, last: int) -> lis
 
 
 class LineBlocks:
-    """Hits of one index on a document, scanned block by block as ranges are asked for.
+    """Hits of one index on a document, scanned range by range as ranges are asked for.
 
     Every line is scanned at most once however many ranges overlap (one OOM's traceback window,
-    another's walk back to its process's last marker), and one line memo serves every block, so a
-    line repeated across the document is examined once.
+    another's walk back to its process's last marker), and only the lines a range asks for (with
+    the rest of a run of identical lines it cuts into): a five-line traceback window does not scan
+    the fifty serving lines above it until a walk back asks for them. A run of identical lines is
+    one hit at its first line, counting the whole run, whichever ranges it was asked in, and one
+    line memo serves every range, so a line repeated across the document is examined once.
     """
 
-    __slots__ = ("_blocks", "_scanner", "doc", "size")
+    __slots__ = ("_hits", "_numbers", "_scanned", "_scanner", "doc", "scanned")
 
-    def __init__(self, doc: Document, index: PatternIndex, size: int = 64) -> None:
+    def __init__(self, doc: Document, index: PatternIndex) -> None:
         self.doc = doc
-        self.size = size
         self._scanner = _Scanner(doc, index)
-        self._blocks: dict[int, list[Hit]] = {}
+        self._scanned = bytearray(len(doc.lines) + 1)  # 1 at each line number already scanned
+        self._hits: dict[int, list[Hit]] = {}  # a hit's line number -> its hits, in rule order
+        self._numbers: list[int] = []  # the keys of `_hits`, ascending
+        self.scanned = 0  # lines scanned so far
 
-    def block_of(self, number: int) -> int:
-        """The block holding line `number` (clamped to the document)."""
-        return (min(max(1, number), max(1, len(self.doc.lines))) - 1) // self.size
-
-    def _scan(self, low: int, high: int) -> None:
-        """Scan blocks low..high (none of them scanned yet) in one pass and file the hits by block."""
-        first, last = low * self.size + 1, min(len(self.doc.lines), (high + 1) * self.size)
-        data = "\n".join(self.doc.lines[first - 1 : last]).encode("utf-8", errors="replace")
-        for block in range(low, high + 1):
-            self._blocks[block] = []
+    def _scan(self, first: int, last: int) -> None:
+        """Scan lines first..last (none scanned yet), widened to whole runs of identical lines."""
+        lines = self.doc.lines
+        first = run_span(lines, first - 1)[0] + 1
+        last = run_span(lines, last - 1)[1] + 1
+        data = "\n".join(lines[first - 1 : last]).encode("utf-8", errors="replace")
+        self._scanned[first : last + 1] = b"\1" * (last - first + 1)
+        self.scanned += last - first + 1
         for hit in self._scanner.run(data, first, None).hits:
-            self._blocks[self.block_of(hit.line.number)].append(hit)
+            number = hit.line.number
+            if number not in self._hits:
+                self._hits[number] = []
+                insort(self._numbers, number)
+            self._hits[number].append(hit)
 
     def hits(self, first: int, last: int) -> list[Hit]:
-        """Hits on lines first..last, in line order; each run of unscanned blocks is scanned at once."""
+        """Hits on lines first..last, in line order; each stretch not scanned yet is scanned at once."""
         first, last = max(1, first), min(len(self.doc.lines), last)
         if first > last:
             return []
-        low, high = self.block_of(first), self.block_of(last)
-        block = low
-        while block <= high:
-            if block in self._blocks:
-                block += 1
-                continue
-            end = block
-            while end + 1 <= high and end + 1 not in self._blocks:
-                end += 1
-            self._scan(block, end)
-            block = end + 1
+        scanned, at = self._scanned, first
+        while (at := scanned.find(0, at, last + 1)) >= 0:
+            end = scanned.find(1, at, last + 1)
+            end = last + 1 if end < 0 else end
+            self._scan(at, end - 1)
+            at = end
+        numbers = self._numbers
         found: list[Hit] = []
-        for each in range(low, high + 1):
-            found.extend(h for h in self._blocks[each] if first <= h.line.number <= last)
+        for number in numbers[bisect_left(numbers, first) : bisect_right(numbers, last)]:
+            found.extend(self._hits[number])
         return found
 
 
