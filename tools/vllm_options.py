@@ -1,7 +1,7 @@
 """Every long option `vllm serve` / the OpenAI server accepts, per release, from vLLM's sources.
 
 vLLM's parsers (argparse.ArgumentParser, later FlexibleArgumentParser) never pass
-`allow_abbrev=False` in any release read (0.2.7-0.33.0), so argparse accepts any unambiguous prefix
+`allow_abbrev=False` in any release read (0.2.0-0.34.0), so argparse accepts any unambiguous prefix
 of a long option (`--gpu-memory-util=0.9` is `--gpu-memory-utilization`). Whether a prefix is
 unambiguous depends on every option of that release, not only the ones `rules/fixes/flags.yaml`
 lists, so this script writes them all to `rules/fixes/options.json`: the `"--…"` literals of

@@ -4,7 +4,7 @@ Each release is downloaded as a wheel with `pip download vllm==X --no-deps`, its
 are extracted into `<cache>/<version>/`, and the wheel is deleted: only the sources are kept, never
 binaries. The generators (templates, call graph) read these folders; nothing here is committed.
 
-    python tools/vllm_sources.py fetch            # the latest patch of every minor 0.2 .. newest
+    python tools/vllm_sources.py fetch            # the first and the latest release of every minor
     python tools/vllm_sources.py fetch 0.9.2 0.33.0
     python tools/vllm_sources.py list             # what the cache holds
     python tools/vllm_sources.py plugins          # the platform plugins' and forks' releases (PLUGINS)
@@ -47,16 +47,20 @@ def released_versions() -> list[Version]:
     return [Version(v.strip()) for v in line.split(":", 1)[1].split(",")]
 
 
-def latest_patch_per_minor(versions: list[Version]) -> list[Version]:
-    """The newest final (non-pre) release of each minor from 0.2 on."""
-    best: dict[tuple[int, int], Version] = {}
+def first_and_latest_per_minor(versions: list[Version]) -> list[Version]:
+    """The oldest and the newest final (non-pre) release of each minor from 0.2 on. A minor's first
+    release prints messages of its own that a later patch removed (0.11.0's out-of-memory wrappers
+    around creating weights and the attention constants, 0.4.0's executor checks): measured over
+    0.2..0.34, the X.Y.0 releases add 23 relevant templates the latest patches lack."""
+    first: dict[tuple[int, int], Version] = {}
+    last: dict[tuple[int, int], Version] = {}
     for v in versions:
         if v.is_prerelease or v.is_devrelease or Version(f"{v.major}.{v.minor}") < FIRST_MINOR:
             continue
         key = (v.major, v.minor)
-        if key not in best or v > best[key]:
-            best[key] = v
-    return [best[k] for k in sorted(best)]
+        first[key] = min(first.get(key, v), v)
+        last[key] = max(last.get(key, v), v)
+    return sorted({*first.values(), *last.values()})
 
 
 PLATFORMS = (
@@ -202,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     fetch_cmd = sub.add_parser("fetch", help="download and extract releases into the cache")
-    fetch_cmd.add_argument("versions", nargs="*", help="default: the latest patch of every minor since 0.2")
+    fetch_cmd.add_argument("versions", nargs="*", help="default: the first and the latest release of every minor since 0.2")
     sub.add_parser("list", help="print the cached releases")
     sub.add_parser("plugins", help="download and extract the pinned releases of PLUGINS")
     args = parser.parse_args(argv)
@@ -224,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         ):
             print(folder.name)
         return 0
-    wanted = args.versions or [str(v) for v in latest_patch_per_minor(released_versions())]
+    wanted = args.versions or [str(v) for v in first_and_latest_per_minor(released_versions())]
     failed = []
     for version in wanted:
         try:

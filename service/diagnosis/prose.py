@@ -130,8 +130,12 @@ def _shifted(
     a "then" keeps its stage but gives way to one named after it; a stage said not to have begun
     names the one before it ("before any request" is start-up, "before the weights load" a worker
     setting up its device), unless said not to have run to its end ("before the weights are fully
-    loaded" is during loading)."""
+    loaded" is during loading); a word in its everyday sense ("I capture it", "the page loads")
+    names none."""
     beside = {name: (preceding, following) for name, preceding, following in vocabulary.shifts}
+    preceding, following = beside["ordinary"]
+    if preceding.search(before) or following.search(rest):
+        return None  # an everyday verb ("I capture it", "the page is loading")
     after = rest[length:]
     preceding, following = beside["not_begun"]
     if preceding.search(before) or following.search(after):
@@ -265,8 +269,8 @@ def _memory(clause: str, vocabulary: ProseVocabulary) -> Memory | None:
     read = _utf8(clause)
     if not vocabulary.out_of_memory.search(read):
         return None
-    if vocabulary.device.search(read):
-        return "device"
+    if vocabulary.device.search(read):  # the kernel's OOM killer acts on the host's memory alone
+        return "host" if vocabulary.killer.search(read) else "device"
     return "host" if vocabulary.host.search(read) else "unstated"
 
 
@@ -406,13 +410,14 @@ def describes_change(doc: Document, vocabulary: ProseVocabulary) -> bool:
     """Whether the paste describes a change rather than a run: one of its sentences has the change
     as its subject ("This PR adds…", "we reduce…", "本 PR 修复了…", a title opening "Implement…").
     Log lines it shows still decide; only its words telling the state before the change in the
-    past are then read as the bug it removes (cached per document)."""
+    past are then read as the bug it removes. A paste that asks for a change (a feature-request form)
+    describes none: its motivation's failure is one met (cached per document)."""
     key = ("describes a change", id(vocabulary), "")
     known = doc.memo.get(key)
     if not isinstance(known, bool):
         known = doc.memo[key] = any(
             _opens_with_change(line, vocabulary) for line, _ in _prose_lines(doc, vocabulary.change_named)
-        )
+        ) and not any(True for _ in _prose_lines(doc, vocabulary.requested_lines))
     return known
 
 
@@ -544,8 +549,11 @@ def _said_in_prose(doc: Document, pattern: Any) -> bool:
 
 
 def memory_side(doc: Document, vocabulary: ProseVocabulary) -> Memory:
-    """Whose memory the person's words are about as a whole: the device's when they name the GPU's
-    memory, else the host's when they name host RAM or memory of either side, else unstated."""
+    """Whose memory the person's words are about as a whole: the host's when they name the kernel's
+    OOM killer (it acts on no GPU's memory), else the device's when they name the GPU's memory, else
+    the host's when they name host RAM or memory of either side, else unstated."""
+    if _said_in_prose(doc, vocabulary.killer_lines):
+        return "host"
     if _said_in_prose(doc, vocabulary.device_lines):
         return "device"
     if _said_in_prose(doc, vocabulary.host_lines):

@@ -60,6 +60,7 @@ class StageShift(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
     earlier: Beside
     not_begun: Beside
     until_done: Beside
+    ordinary: Beside
 
 
 class Change(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -69,6 +70,7 @@ class Change(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     subjects: list[str]
     before: list[str]
     persists: list[str]
+    requested: list[str]
     problem: list[str]
 
 
@@ -80,6 +82,7 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     memory_phases: list[Phase]
     refusals: list[Phase]
     host: list[str]
+    killers: list[str]
     ended: list[str]
     either: list[str]
     device: list[str]
@@ -120,8 +123,10 @@ class ProseVocabulary(msgspec.Struct, frozen=True):
     # of all three outgrew its DFA budget on a dense 2 MB log, and RE2 fell back to its NFA there
     # (282 ms, against 33 + 27 ms for the two).
     said_lines: tuple[Any, ...]
-    host: Any
+    host: Any  # host memory's names, the kernel's OOM killer among them
     host_lines: Any  # each `…_lines` is its vocabulary's LineFinder: the lines a whole-text pass reads
+    killer: Any  # the kernel's OOM killer: the host's, even in a clause naming the GPU's memory
+    killer_lines: Any
     ended: Any  # a process something else ended ("got killed", 被杀, exit code 137)
     either: Any
     either_lines: Any
@@ -143,13 +148,15 @@ class ProseVocabulary(msgspec.Struct, frozen=True):
     change: Any  # a clause whose subject is the change ("This PR fixes…", "we reduce…", 本 PR 修复…)
     before_change: Any  # the state before the change (a past-tense failure, "before this fix")
     persists: Any  # a failure a change left ("still OOMs", 还是)
+    requested: Any  # a feature-request form's heading or title tag: the paste asks for a change
+    requested_lines: Any
     problem: Any  # a label opening a change's problem statement ("Problem", "Motivation:", 问题)
     problem_lines: Any
     stages: tuple[tuple[Stage, Any], ...]  # in priority order (rules/prose.yaml)
     any_stage: Any  # every stage's words together: which lines say what the person was doing
     shifts: tuple[
         tuple[str, Any, Any], ...
-    ]  # (over | unfinished | earlier | not_begun | until_done, preceding, following)
+    ]  # (over | unfinished | earlier | not_begun | until_done | ordinary, preceding, following)
     sequel: Any  # a clause opening with "then" ("then I got OOM"): it follows the sentence before it
     crashed: Any  # a process that ended ("vllm always crashes", 崩溃)
     goes_on: frozenset[Phase]  # a warning of these beside a crash told is what led up to it
@@ -265,8 +272,10 @@ def _vocabulary(data: ProseFile, build: Callable[..., Any]) -> ProseVocabulary:
             build([unbounded_form(p) for p in (*data.failure, *data.out_of_memory)], "$.failure", True),
             build([unbounded_form(p) for ps in data.phases.values() for p in ps], "$.phases", True),
         ),
-        host=build(data.host, "$.host"),
-        host_lines=build(data.host, "$.host", True),
+        host=build([*data.host, *data.killers], "$.host"),
+        host_lines=build([*data.host, *data.killers], "$.host", True),
+        killer=build(data.killers, "$.killers"),
+        killer_lines=build(data.killers, "$.killers", True),
         ended=build(data.ended, "$.ended"),
         either=build(data.either, "$.either"),
         either_lines=build(data.either, "$.either", True),
@@ -288,6 +297,8 @@ def _vocabulary(data: ProseFile, build: Callable[..., Any]) -> ProseVocabulary:
         change=build(data.change.subjects, "$.change.subjects"),
         before_change=build(data.change.before, "$.change.before"),
         persists=build(data.change.persists, "$.change.persists"),
+        requested=build(data.change.requested, "$.change.requested"),
+        requested_lines=build(data.change.requested, "$.change.requested", True),
         problem=build(data.change.problem, "$.change.problem"),
         problem_lines=build(data.change.problem, "$.change.problem", True),
         stages=tuple(
@@ -308,6 +319,7 @@ def _vocabulary(data: ProseFile, build: Callable[..., Any]) -> ProseVocabulary:
                 ("earlier", data.stage_shift.earlier),
                 ("not_begun", data.stage_shift.not_begun),
                 ("until_done", data.stage_shift.until_done),
+                ("ordinary", data.stage_shift.ordinary),
             )
         ),
         sequel=build(data.sequel, "$.sequel"),

@@ -87,6 +87,7 @@ PROBES = load_probes(
     "prose_probes_ninth.yaml",
     "prose_probes_tenth.yaml",
     "prose_probes_eleventh.yaml",
+    "prose_probes_twelfth.yaml",
     "prose_probes_thirteenth.yaml",
 )
 

@@ -35,6 +35,14 @@ ERAS = [
     ("0.33.0", "v1/worker/gpu/model_runner.py", "capture_model", "warmup"),
     ("0.33.0", "v1/core/kv_cache_planning.py", "check_enough_kv_cache_memory", "kv_cache"),
     ("0.33.0", "v1/worker/gpu_model_runner.py", "execute_model", "serving"),
+    # 0.34 drops v1/worker/gpu_model_runner.py: model runner V2 and the CPU backend's own runner
+    ("0.34.0", "v1/worker/gpu/model_runner.py", "capture_model", "warmup"),
+    ("0.34.0", "v1/core/kv_cache_planning.py", "_check_enough_kv_cache_memory", "kv_cache"),
+    ("0.34.0", "v1/worker/gpu_worker.py", "determine_available_memory", "profiling"),
+    ("0.34.0", "v1/worker/cpu/standalone_model_runner.py", "load_model", "loading"),
+    ("0.34.0", "v1/worker/cpu/standalone_model_runner.py", "profile_run", "profiling"),
+    # a minor's first release is read too (the pooler's task warm-up starts in 0.10.0)
+    ("0.10.0", "v1/worker/gpu_model_runner.py", "_dummy_pooler_run_task", "profiling"),
 ]
 
 
@@ -54,7 +62,20 @@ def test_no_release_has_one_function_name_in_two_stages_of_a_module(packs: RuleP
     # ambiguous, since Python prints the bare name: the generator keeps such a name out of the table
     table = packs.signatures.frames
     releases = [
-        release(v) for v in ("0.2.7", "0.4.3", "0.6.3", "0.8.5", "0.10.2", "0.14.1", "0.22.1", "0.33.0")
+        release(v)
+        for v in (
+            "0.2.0",
+            "0.2.7",
+            "0.4.3",
+            "0.6.3",
+            "0.8.5",
+            "0.10.0",
+            "0.10.2",
+            "0.14.1",
+            "0.22.1",
+            "0.33.0",
+            "0.34.0",
+        )
     ]
     for (file, function), rows in table.by_file.items():
         for version in releases:

@@ -30,14 +30,19 @@ NOT_A_FACT: dict[str, str] = {
     r"available GPUs \($|number of GPUs \($|max local gpu count \($|[Dd]evices: $|resources: $"
     r"|allocate $|only created $": ("GPUs or Ray resources the node has, not a setting"),
     r"hidden layers \($": "the model's layer count",
-    r"(?:kv_heads|kv heads|KV heads)\b.*[=( ]$|sink heads \($|ETP=$|\b(?:total_)?num_heads[ =]$": (
+    r"(?:kv_heads|kv heads|KV heads|key_value_heads)\b.*[=( ]$"
+    r"|sink heads \($|ETP=$|\b(?:total_)?num_heads[ =]$": (
         "one layer's head counts (key-value, sink, a vision tower's): num_attention_heads is read"
         " where vLLM names the model's"
     ),
     r"(?:input|output)_size_per_partition ?= ?$|group_size ?= ?$|min_thread_[kn] ?= ?$": (
         "a quantized layer's shard shape"
     ),
-    r"\bcode=$|\(code=$": "a CUDA error code",
+    r"sparse_indexer_num_heads=$|index_tp_size=$|\boutput_size=$": (
+        "a sub-module's own shape and TP group (Step5's sparse indexer), not the model's heads or TP size"
+    ),
+    r"Requests longer than $": "the fitted length again, read as estimated_max_model_len",
+    r"\bcode=$|\(code=$|\(error $": "a CUDA error code",
     r"Sequence group $|Failing the request $|preempted by $|task=$": "a request id or mode",
     r"lookahead slots \($": "speculative decoding's lookahead slots",
     r"CPU blocks: $": "CPU swap blocks (V0 swap space), not the GPU KV cache",

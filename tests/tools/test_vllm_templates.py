@@ -101,14 +101,27 @@ def test_templates_stating_no_failure_of_the_subject_stay_irrelevant(
     assert reason
 
 
-def test_every_minor_release_is_fetched_with_its_latest_patch() -> None:
+def test_every_minor_is_fetched_with_its_first_release_and_its_latest_patch() -> None:
     sources = _tool("vllm_sources")
     from packaging.version import Version
 
     versions = [
-        Version(v) for v in ("0.2.1", "0.2.7", "0.20.0", "0.20.2", "0.20.2rc1", "0.6.4.post1", "0.6.4")
+        Version(v)
+        for v in (
+            "0.2.1",
+            "0.2.7",
+            "0.20.0",
+            "0.20.2",
+            "0.20.2rc1",
+            "0.6.4.post1",
+            "0.6.4",
+            "0.34.0",
+            "0.1.7",
+        )
     ]
-    assert [str(v) for v in sources.latest_patch_per_minor(versions)] == ["0.2.7", "0.6.4.post1", "0.20.2"]
+    fetched = [str(v) for v in sources.first_and_latest_per_minor(versions)]
+    # a minor with one release is fetched once; pre-releases and minors before 0.2 never
+    assert fetched == ["0.2.1", "0.2.7", "0.6.4", "0.6.4.post1", "0.20.0", "0.20.2", "0.34.0"]
     # 0.20.x ships only manylinux_2_35 wheels: a platform list without it fetched no 0.20 release
     assert "manylinux_2_35_x86_64" in sources.PLATFORMS
 
