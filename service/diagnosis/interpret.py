@@ -42,6 +42,7 @@ from service.diagnosis.prose import (
     memory_side,
     names_memory_only,
     read_prose,
+    sequel_stage,
     shown_not_run,
     stages_said,
 )
@@ -220,8 +221,10 @@ class Context:
         """The person's words about when it fails, once per stage."""
         found: dict[Stage, tuple[Stage, str, int]] = {}
         for cue in self.prose_cues():
-            if cue.stage is not None and cue.stage not in found:
-                found[cue.stage] = (cue.stage, f'the person\'s words ("{cue.text[:80]}")', cue.line)
+            # "then I got OOM" names no stage of its own: it follows the sentence before it
+            stage = cue.stage or sequel_stage(cue, self.doc, self.prose)
+            if stage is not None and stage not in found:
+                found[stage] = (stage, f'the person\'s words ("{cue.text[:80]}")', cue.line)
         return list(found.values())
 
     def stages_said(self) -> list[tuple[Stage, int, str]]:
@@ -353,6 +356,20 @@ def _oom_word_only_named(ctx: Context, decisive: list[Hit]) -> frozenset[int]:
     return frozenset(n for n in cued if names_memory_only(ctx.doc.lines[n - 1], ctx.prose))
 
 
+def _crash_said(ctx: Context, taken_back: frozenset[int]) -> Verdict | None:
+    """A process the person says ended ("vllm always crashes as long as preemption happens"), not for
+    lack of memory: beside only warnings of a phase in which serving goes on, an error of another kind,
+    as sure as words alone can make it."""
+    said = next(
+        (c for c in ctx.prose_cues() if c.memory is None and ctx.prose.crashed.search(c.text) is not None),
+        None,
+    )
+    if said is None:
+        return None
+    basis = f'the person\'s words ("{said.text[:80]}"): it ended beside warnings of a run that goes on'
+    return Verdict("not_memory", ctx.weights.weights["stated_failure"], None, basis, taken_back=taken_back)
+
+
 def _failure_said(ctx: Context) -> Verdict | None:
     """Something the person says failed, crashed or hangs ("failed to set up vllm with the
     7900XTX", "加载模型失败") with no log line showing an error and no word of memory or of a failure
@@ -447,6 +464,11 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
             # only warnings below an error the title names (the preemption warnings of a run whose
             # engine died of the title's `ValueError`): they are what led up to it, not its cause
             return _titled_verdict(ctx, titled, phases, taken_back)
+        crash = _crash_said(ctx, taken_back) if best[0] and best[3] in ctx.prose.goes_on else None
+        if crash is not None:
+            # only warnings of a phase whose serving goes on (preemption) and the person says it crashed
+            crash.first_exception = first_exception
+            return crash
         _, _, _, phase, confidence, basis, root = best
         decisive = [c[6] for c in candidates if c[3] == phase and c[0] == best[0]]
         if id(root) in said:

@@ -39,6 +39,7 @@ __all__ = [
     "memory_side",
     "names_memory_only",
     "read_prose",
+    "sequel_stage",
     "stages_said",
 ]
 
@@ -243,12 +244,14 @@ def _affirmed_beside(clause: str, vocabulary: ProseVocabulary) -> str | None:
 
 
 def _coordinated(clause: str, vocabulary: ProseVocabulary) -> list[str]:
-    """The statements of a clause joined by a comma and a conjunction (", and", "，然后"); a
-    conjunction with no comma before it may join two nouns ("no OOM and crash"), so it splits nothing."""
+    """The statements of a clause joined by a comma and a conjunction (", and", "，然后"), or by a
+    "then" (it orders events, it never joins two nouns: "starts without errors and then crashes"); a
+    bare conjunction may join two nouns ("no OOM and crash"), so it splits nothing."""
     parts: list[str] = []
     start = 0
     for match in vocabulary.conjunction.finditer(clause):
-        if clause[: match.start()].rstrip().endswith(_SUBCLAUSE):
+        word = match.group().lower()
+        if clause[: match.start()].rstrip().endswith(_SUBCLAUSE) or word.endswith("then") or word == "然后":
             parts.append(clause[start : match.start()])
             start = match.end()
     parts.append(clause[start:])
@@ -695,3 +698,26 @@ def _supposes(text: str, vocabulary: ProseVocabulary) -> bool:
     clauses = _clauses(_unquoted(text), vocabulary)
     last = clauses[-1] if clauses else text
     return vocabulary.supposing.search(last) is not None and not _affirms(last, vocabulary)
+
+
+_SEQUEL_LINES = 3  # how far back the statement a "then" follows may stand (a short list of steps)
+
+
+def sequel_stage(cue: ProseCue, doc: Document, vocabulary: ProseVocabulary) -> Stage | None:
+    """The stage of the statement a failure clause that names none follows, when it opens by saying
+    it comes next ("model weights took 27 GB" / "then i got OOM"): the nearest clause naming a stage
+    before it, on its own line or the few unprefixed lines above (a terse note of figures counts: it
+    is the person's, no program printed it)."""
+    if cue.stage is not None or vocabulary.sequel.search(cue.text) is None:
+        return None
+    own = doc.lines[cue.line - 1]
+    at = own.find(cue.text)
+    for number in range(cue.line, max(0, cue.line - _SEQUEL_LINES - 1), -1):
+        line = doc.line(number)
+        if line.source or line.level:
+            continue
+        text = line.text[: at if number == cue.line and at >= 0 else len(line.text)]
+        named = [s for c in _clauses(_unquoted(text), vocabulary) if (s := _doing(c, vocabulary)) is not None]
+        if named:
+            return named[-1]
+    return None

@@ -23,6 +23,13 @@ from service.schemas import Phase
 __all__ = ["ProseFile", "ProseVocabulary", "inflections", "load_prose", "stage_patterns"]
 
 
+class Crashed(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """Words saying a process ended, and the warnings' phases whose serving goes on (`beside`)."""
+
+    beside: list[Phase]
+    words: list[str]
+
+
 class Cause(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     """A failure the person's words name as the cause of another's message (`of`)."""
 
@@ -94,6 +101,8 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     change: Change
     stages: dict[Stage, StageWords]
     stage_shift: StageShift
+    sequel: list[str]
+    crashed: Crashed
     causes: dict[Phase, Cause]
 
 
@@ -152,6 +161,9 @@ class ProseVocabulary(msgspec.Struct, frozen=True):
     shifts: tuple[
         tuple[str, Any, Any], ...
     ]  # (over | unfinished | earlier | not_begun | until_done | ordinary, preceding, following)
+    sequel: Any  # a clause opening with "then" ("then I got OOM"): it follows the sentence before it
+    crashed: Any  # a process that ended ("vllm always crashes", 崩溃)
+    goes_on: frozenset[Phase]  # a warning of these beside a crash told is what led up to it
     causes: tuple[tuple[Phase, frozenset[Phase], Any], ...]  # (cause, the phases it explains, words)
     any_cause: Any
 
@@ -317,6 +329,9 @@ def _vocabulary(data: ProseFile, build: Callable[..., Any]) -> ProseVocabulary:
                 ("ordinary", data.stage_shift.ordinary),
             )
         ),
+        sequel=build(data.sequel, "$.sequel"),
+        crashed=build(data.crashed.words, "$.crashed.words"),
+        goes_on=frozenset(data.crashed.beside),
         causes=tuple(
             (phase, frozenset(cause.of), build(cause.words, f"$.causes.{phase}.words"))
             for phase, cause in data.causes.items()

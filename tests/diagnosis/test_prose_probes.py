@@ -89,6 +89,7 @@ PROBES = load_probes(
     "prose_probes_eleventh.yaml",
     "prose_probes_twelfth.yaml",
     "prose_probes_twelfth_second.yaml",
+    "prose_probes_thirteenth.yaml",
 )
 
 
