@@ -40,6 +40,7 @@ from service.packs.compiled import leftmost_spans
 from service.packs.derived import per_pack
 from service.packs.fixes import FixPack
 from service.packs.signatures import OPTIONS
+from service.packs.sre_code import CompiledPatterns
 
 __all__ = ["StatedSetting", "stated_settings"]
 
@@ -88,37 +89,28 @@ _WRAPPED = "vllm_"
 
 
 @dataclass(frozen=True, slots=True)
-class _Branches:
-    """Some of the flags' spellings as one pattern: branch i is group i + 1."""
-
-    pattern: re.Pattern[bytes]  # over the UTF-8 text, as RE2 reads it: offsets agree
-    facts: tuple[str, ...]  # group index - 1 -> fact
-    keys: frozenset[int]  # groups that are a config file's key: only first on their line
-
-
-@dataclass(frozen=True, slots=True)
 class _Reader:
     branches: tuple[str, ...]  # every flag's spellings, longest flag first: `--max-model-len` wins
     facts: tuple[str, ...]  # branch -> fact
-    keyed: frozenset[int]  # branches that are a config file's key
+    keyed: frozenset[int]  # branches that are a config file's key: only first on their line
+    # branch -> its spellings followed by the value (group 1, `value`), over the UTF-8 text as RE2
+    # reads it (offsets agree): trying the branches in their order at a position is what one
+    # alternation of them tries, and each flag's pattern is compiled once (kept in the pack cache)
+    patterns: CompiledPatterns
     # RE2 over the names alone (no look-arounds, one linear pass over the paste): only the lines
     # it finds are read, whose many branches would try every position of the text
     names: Any
     spans: Any  # `names`' own search on bytes (`leftmost_spans`): the one a paste runs
     starting: Any  # an RE2 set of the same names, anchored: which names start at a position
     owners: tuple[frozenset[int], ...]  # name (in `starting`'s order) -> the branches it is in
-    # the pattern of the branches some set of names is in, built when a paste first needs it
-    narrowed: dict[frozenset[int], _Branches]
+    # the branches some set of names is in, in their order, found when a paste first needs them
+    narrowed: dict[frozenset[int], tuple[int, ...]]
 
-    def at(self, names: frozenset[int]) -> _Branches:
-        """The branches of the flags named by `names`, in their order in the whole pattern."""
+    def at(self, names: frozenset[int]) -> tuple[int, ...]:
+        """The branches of the flags named by `names`, in their order among all branches."""
         known = self.narrowed.get(names)
         if known is None:
-            chosen = sorted(set().union(*(self.owners[n] for n in names)))
-            pattern = re.compile(("(?:" + "|".join(self.branches[b] for b in chosen) + ")" + _VALUE).encode())
-            keys = frozenset(i + 1 for i, b in enumerate(chosen) if b in self.keyed)
-            known = _Branches(pattern, tuple(self.facts[b] for b in chosen), keys)
-            self.narrowed[names] = known
+            known = self.narrowed[names] = tuple(sorted(set().union(*(self.owners[n] for n in names))))
         return known
 
 
@@ -206,6 +198,7 @@ def _reader(history: FixPack) -> _Reader:
         branches=tuple(branches),
         facts=tuple(facts),
         keyed=keyed_branches,
+        patterns=CompiledPatterns([(branch + _VALUE).encode() for branch in branches]),
         names=prefilter,
         spans=leftmost_spans(prefilter),
         starting=starting,
@@ -341,28 +334,40 @@ def _read(reader: _Reader, data: bytes, first_number: int) -> Iterator[StatedSet
             continue  # every spelling starts after a character that is not a word's (`load_model`)
         end = data.find(b"\n", at)
         branches = reader.at(frozenset(reader.starting.Match(data[at : end if end >= 0 else len(data)])))
-        for start in range(max(taken, at - dashes), at + 1):
-            match = branches.pattern.match(data, start)
-            if match is None:
-                continue
-            number += data.count(b"\n", counted, match.start())
-            counted = match.start()
-            taken = pos = max(pos, match.end())
-            yield from _setting(branches, match, number, data)
-            break
+        found_at = _first_match(reader, branches, data, range(max(taken, at - dashes), at + 1))
+        if found_at is None:
+            continue
+        branch, match = found_at
+        number += data.count(b"\n", counted, match.start())
+        counted = match.start()
+        taken = pos = max(pos, match.end())
+        yield from _setting(reader, branch, match, number, data)
 
 
-def _setting(reader: _Branches, match: re.Match[bytes], number: int, data: bytes) -> Iterator[StatedSetting]:
-    group = next((i for i in range(1, len(reader.facts) + 1) if match.start(i) >= 0), None)
-    if group is None:
-        return
-    if group in reader.keys:  # a key opens its line (`  - kv_cache_dtype: fp8`), a YAML mapping's
+def _first_match(
+    reader: _Reader, branches: tuple[int, ...], data: bytes, starts: range
+) -> tuple[int, re.Match[bytes]] | None:
+    """The first start at which a branch matches, and the first branch there (in their order)."""
+    patterns = reader.patterns
+    for start in starts:
+        for branch in branches:
+            match = patterns[branch].match(data, start)
+            if match is not None:
+                return branch, match
+    return None
+
+
+def _setting(
+    reader: _Reader, branch: int, match: re.Match[bytes], number: int, data: bytes
+) -> Iterator[StatedSetting]:
+    fact = reader.facts[branch]
+    if branch in reader.keyed:  # a key opens its line (`  - kv_cache_dtype: fp8`), a YAML mapping's
         opening = data[data.rfind(b"\n", 0, match.start()) + 1 : match.start()]
         if opening.strip(b" \t-\"'{,"):
             return
     raw = match.group("value").decode("utf-8", errors="replace").strip("\"'`").rstrip(".,")
-    if reader.facts[group - 1] == _MODEL and "/" not in raw:
+    if fact == _MODEL and "/" not in raw:
         return
-    value = value_of(reader.facts[group - 1], raw)
+    value = value_of(fact, raw)
     if value is not None:
-        yield StatedSetting(number, reader.facts[group - 1], value)
+        yield StatedSetting(number, fact, value)
