@@ -267,6 +267,7 @@ FIX_GAPS = {
         " title: no head or expert count and no GPU count for fix-tensor-parallel-size"
     ),
     ),
+    ),
 }
 CASES = sorted(p.stem for p in CORPUS.glob("*.log"))
 FIX_CASES = [
