@@ -37,7 +37,6 @@ import pickle
 import re
 import sys
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -134,26 +133,6 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
 # frames themselves; what they call is not walked, since a request reaches every part of the engine.
 REQUEST_HANDLERS = ("generate", "_process_request", "add_request", "encode", "abort")
 REQUEST_FOLDERS = ("vllm/engine/", "vllm/v1/engine/")
-# The OpenAI-compatible server's handlers (`OpenAIServingChat.create_chat_completion`, the routers'
-# functions of the same names) prepare each request in the API server process before the engine sees
-# it: rendering, tokenizing, and checking its length against max_model_len (`_validate_input`). What
-# they reach inside `SERVER_FOLDER` is serving; the walk stays in that folder (the engine it then
-# calls is placed by the stages' own walks), and the stages' walks do not enter it.
-API_HANDLERS = (
-    "create_completion",
-    "create_chat_completion",
-    "create_batch_chat_completion",
-    "create_embedding",
-    "create_pooling",
-    "create_score",
-    "create_classify",
-    "create_responses",
-    "create_messages",
-    "create_tokenize",
-    "create_transcription",
-    "create_translation",
-)
-SERVER_FOLDER = "vllm/entrypoints/"
 # Engine construction: the constructors of engines, executors and workers run every start-up stage
 # in turn, so a traceback whose deepest known frame is one of them failed during start-up, in a stage
 # the cut traceback does not show (`init`). Like request handlers they are marked and not walked; a
@@ -182,10 +161,9 @@ CONSTRUCTOR_FOLDERS = (
     "vllm/worker/",
     "vllm/v1/worker/",
 )
-# Folders whose functions no stage's entry point calls: skipped to keep a rerun short (the API
-# server's own request handling in vllm/entrypoints is read: API_HANDLERS).
+# Folders whose functions no stage's entry point calls: skipped to keep a rerun short.
 SKIPPED = re.compile(
-    r"^vllm/(?:entrypoints/(?:cli|openai/tool_parsers|openai/reasoning|anthropic/tool)|benchmarks|lora|multimodal|transformers_utils|tool_parsers|reasoning|third_party"
+    r"^vllm/(?:entrypoints|benchmarks|lora|multimodal|transformers_utils|tool_parsers|reasoning|third_party"
     r"|vllm_flash_attn|v1/structured_output|model_executor/guided_decoding|profiler|plugins|usage|assets"
     r"|scripts|logging_utils|v1/metrics|engine/output_processor|tokenizers)/"
 )
@@ -435,29 +413,7 @@ def release_functions(cache: Path, versions: list[str]) -> dict[str, list[Functi
 
 
 def stages_of(functions: list[Function]) -> dict[tuple[str, str], set[str]]:
-    """(file, qualname) -> the stages whose entry points reach it within MAX_DEPTH calls; the API
-    server's functions (SERVER_FOLDER) are walked apart, from its request handlers only."""
-    server = [f for f in functions if f.file.startswith(SERVER_FOLDER)]
-    reached = _engine_stages([f for f in functions if not f.file.startswith(SERVER_FOLDER)])
-    callees = _resolver(server)
-    frontier = [f for f in server if f.name in API_HANDLERS]
-    seen = {id(f) for f in frontier}
-    for depth in range(MAX_DEPTH + 1):
-        following: list[Function] = []
-        for function in frontier:
-            reached[(function.file, function.qualname)].add("serving")
-            if depth == MAX_DEPTH:
-                continue
-            for callee in callees(function):
-                if id(callee) not in seen and callee.name not in COMMON and not _special(callee.name):
-                    seen.add(id(callee))
-                    following.append(callee)
-        frontier = following
-    return reached
-
-
-def _resolver(functions: list[Function]) -> Callable[[Function], list[Function]]:
-    """The functions a function's calls may reach among `functions`, resolved by name (module doc)."""
+    """(file, qualname) -> the stages whose entry points reach it within MAX_DEPTH calls."""
     by_name: dict[str, list[Function]] = defaultdict(list)
     by_class: dict[tuple[str, str], list[Function]] = defaultdict(list)
     by_module_class: dict[tuple[str, str, str], list[Function]] = defaultdict(list)
@@ -493,15 +449,6 @@ def _resolver(functions: list[Function]) -> Callable[[Function], list[Function]]
             out.extend(by_name.get(name, ()))
         return out
 
-    return callees
-
-
-def _engine_stages(functions: list[Function]) -> dict[tuple[str, str], set[str]]:
-    """`stages_of` for the engine's functions: each stage's walk from its entry points."""
-    callees = _resolver(functions)
-    by_name: dict[str, list[Function]] = defaultdict(list)
-    for function in functions:
-        by_name[function.name].append(function)
     reached: dict[tuple[str, str], set[str]] = defaultdict(set)
     entry_stage = {name: stage for stage, names in ENTRY_POINTS.items() for name in names}
     walks = {
@@ -588,12 +535,8 @@ def raised_phases(root: Path) -> dict[tuple[str, str], set[str]]:
 
 # How many calls deep a method's own helpers (methods of its class it calls on `self`) count as its
 # errors: `CompressedTensorsConfig.get_scheme` raises the capability check through
-# `self._get_scheme_from_parts` -> `self._check_scheme_supported`. The API server prepares a request
-# through a longer chain of its own class's helpers (`_tokenize_prompt_input_async` ->
-# `self._tokenize_prompt_inputs_async` -> `self._normalize_prompt_text_to_input` ->
-# `self._validate_input`, the length check): one more there.
+# `self._get_scheme_from_parts` -> `self._check_scheme_supported`.
 HELPER_DEPTH = 2
-SERVER_HELPER_DEPTH = 3
 
 
 def with_helpers(
@@ -612,10 +555,7 @@ def with_helpers(
                     found |= reach(helper, depth - 1)
         return found
 
-    def depth(function: Function) -> int:
-        return SERVER_HELPER_DEPTH if function.file.startswith(SERVER_FOLDER) else HELPER_DEPTH
-
-    return {(f.file, f.qualname): reach(f, depth(f)) for f in functions}
+    return {(f.file, f.qualname): reach(f, HELPER_DEPTH) for f in functions}
 
 
 def build(cache: Path) -> dict[str, object]:

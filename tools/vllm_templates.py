@@ -108,10 +108,7 @@ SIGNALS: dict[str, str] = {
     "length limit": r"(?i)(?:max_model_len|max seq len|model length|max_num_batched_tokens|context length)"
     r".{0,80}(?:greater|larger|smaller|exceed|longer|less than|must be|cannot|too)"
     r"|(?:greater|larger|longer|exceeds?|too long).{0,80}"
-    r"(?:max_model_len|model length|context length|maximum)"
-    # the OpenAI server's refusal: "This model's maximum context length is {} tokens. However, your
-    # request has {} input tokens" (the limit, then what the request asked for)
-    r"|maximum context length is .{0,40}\bHowever\b",
+    r"(?:max_model_len|model length|context length|maximum)",
     "preemption": r"(?i)preempt|swap space",
     "parallel split": r"(?i)(?:divisible|divide|evenly).{0,80}(?:parallel|world|GPUs|tp_size|tp size|TP size)"
     r"|(?:parallel|GPUs).{0,80}(?:divisible|evenly)|(?:more|enough) GPUs|number of (?:available )?GPUs"
