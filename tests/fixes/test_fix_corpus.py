@@ -266,8 +266,6 @@ FIX_GAPS = {
         "Marlin's repack refusing a TP-4 shard (`size_n = 5472 is not divisible by tile_n_size = 64`) in a"
         " title: no head or expert count and no GPU count for fix-tensor-parallel-size"
     ),
-    ),
-    ),
 }
 CASES = sorted(p.stem for p in CORPUS.glob("*.log"))
 FIX_CASES = [
