@@ -4,7 +4,13 @@ is a quantization failure (a chooser's per-kernel reasons are its explanation, n
 a bare CPython message that V0's `logger.exception(e)` prints above its traceback names the error the
 cut traceback stopped before; a cut profiling line, a person's stated compute capability, a trainer's
 override keys, a value told back to a setting named above, and the context-length message's second
-sentence on its own line each state their facts."""
+sentence on its own line each state their facts. Round 14's (line_fact_probes_fourteenth.yaml): a
+`Killed` printed after vLLM killed its own process tree is no OOM killer's; Intel's out-of-resources
+codes are a device out of memory; the engine's input dump states the config; a FlashAttention version
+refusal is an attention-kernel choice, not the bfloat16 check; a quantized weight shape the
+tensor-parallel split breaks, and CANN's refusal of a quantized matmul's scale dtype, are quantization
+failures; torchao's current capability and settings told in words ("set to", a flag's initials) state
+their facts."""
 
 from __future__ import annotations
 
@@ -25,7 +31,7 @@ class Probe(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     known_gap: str | None = None  # what the classifier still misses: a non-strict xfail
 
 
-PROBES = load_probes(Probe, "line_fact_probes.yaml")
+PROBES = load_probes(Probe, "line_fact_probes.yaml", "line_fact_probes_fourteenth.yaml")
 
 
 def test_probe_names_are_distinct() -> None:
