@@ -246,24 +246,17 @@ _TOLD_WORDS = (
     r"(?P<value>\d+(?:\.\d+)?)\b"
 )
 _TOLD = re.compile(_TOLD_WORDS)
-# every such sentence holds " to " and a digit: one C-level pass over the paste's bytes finds them,
-# where a Python loop over each " to " cost a 2 MB paste of one repeated OOM line ("Tried to
-# allocate …") 14,000 iterations
+# every such sentence holds " to " and a digit: one C-level pass finds the lines that do, over each
+# distinct line once where lines repeat (a 2 MB paste of one OOM line pasted over and over is read
+# as its one line), where a Python loop over each " to " cost such a paste 14,000 iterations
 _TO_NUMBER = re.compile(rb" to (?=\d)")
 _BACK = 3
 
 
 def _told_back(doc: Document, reader: _Reader) -> Iterator[StatedSetting]:
     """The values sentences give back to a flag a line above named without one."""
-    lines, data = doc.lines, doc.data
-    number, counted, last = 1, 0, 0
-    for to in _TO_NUMBER.finditer(data):
-        here = to.start()
-        number += data.count(b"\n", counted, here)
-        counted = here
-        if number == last:
-            continue  # the line was read at its first " to " and a number
-        last = number
+    lines = doc.lines
+    for number, _ in doc.matched_runs(_TO_NUMBER):
         told = _TOLD.search(lines[number - 1])
         fact = _named_above(reader, lines, number - 1) if told is not None else None
         value = value_of(fact, told.group("value")) if fact is not None and told is not None else None
