@@ -57,9 +57,12 @@ class StatedSetting:
 # parenthesis vLLM's messages put a value in (`Tensor parallel size (8) cannot be larger …`).
 # A sentence's verb between them comes first ("--max-model-len set to 512", "max_num_seqs was set
 # to 64"): else the plain space would read the verb as the value.
+# The verbs of a change a sentence gives a setting ("was set to", "I raised it to"): one list for
+# both readings below.
+_CHANGED = r"set|changed|raised|lowered|increased|reduced|decreased"
 _SET_TO = (
     r"""["'`]?[ \t]+(?:(?:is|was|were|are|been|be)[ \t]+)?"""
-    r"""(?:set|changed|raised|lowered|increased|reduced|decreased)[ \t]+to[ \t]+["'`]?"""
+    rf"""(?:{_CHANGED})[ \t]+to[ \t]+["'`]?"""
 )
 _SEPARATOR = (
     rf"""(?:["'`]?\s*[=:]\s*["'`]?|["'`]\s*,\s*["'`]|{_SET_TO}|["'`]?[ \t]+["'`]?|["']?\s*\n\s*-\s+["']?"""
@@ -241,7 +244,7 @@ def _stated(doc: Document, reader: _Reader) -> Iterator[StatedSetting]:
 # `gpu_memory_utilization`?" / "I have raised it to 0.8"): a verb of change, a word standing for the
 # setting, then the value. Only the nearest line above (of the `_BACK` not blank) naming one flag.
 _TOLD_WORDS = (
-    r"(?i)\b(?:raised|increased|lowered|reduced|decreased|set|changed|bumped|put|tried)\s+"
+    rf"(?i)\b(?:{_CHANGED}|bumped|put|tried)\s+"
     r"(?:it|them|all(?: of them)?|that|this|both|each|the values?)\s+(?:up\s+|down\s+)?to\s+"
     r"(?P<value>\d+(?:\.\d+)?)\b"
 )
