@@ -139,6 +139,7 @@ class Context:
         self.prose = prose
         self.copies = copies  # the eager scan's repeated lines, which whole-text passes skip
         self._cues: list[ProseCue] | None = None
+        self._prose_stages: list[tuple[Stage, str, int]] | None = None
         self._side: Memory | None = None
         self._said: list[tuple[Stage, int, str]] | None = None
         self._lazy = LineBlocks(doc, signatures.lazy)
@@ -218,14 +219,17 @@ class Context:
         return cue.memory if cue.memory not in (None, "unstated") else self.memory_side()
 
     def prose_stages(self) -> list[tuple[Stage, str, int]]:
-        """The person's words about when it fails, once per stage."""
-        found: dict[Stage, tuple[Stage, str, int]] = {}
-        for cue in self.prose_cues():
-            # "then I got OOM" names no stage of its own: it follows the sentence before it
-            stage = cue.stage or sequel_stage(cue, self.doc, self.prose)
-            if stage is not None and stage not in found:
-                found[stage] = (stage, f'the person\'s words ("{cue.text[:80]}")', cue.line)
-        return list(found.values())
+        """The person's words about when it fails, once per stage (cached: every OOM placed asks,
+        and a dense paste has hundreds of sentences to follow back)."""
+        if self._prose_stages is None:
+            found: dict[Stage, tuple[Stage, str, int]] = {}
+            for cue in self.prose_cues():
+                # "then I got OOM" names no stage of its own: it follows the sentence before it
+                stage = cue.stage or sequel_stage(cue, self.doc, self.prose)
+                if stage is not None and stage not in found:
+                    found[stage] = (stage, f'the person\'s words ("{cue.text[:80]}")', cue.line)
+            self._prose_stages = list(found.values())
+        return list(self._prose_stages)
 
     def stages_said(self) -> list[tuple[Stage, int, str]]:
         """What the person says they were doing, stage by stage, in any of their sentences (cached)."""
