@@ -450,9 +450,14 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
     if len(ooms) > MAX_PLACED_OOMS:  # every rank and request may repeat it; the first ones decide
         extra = {id(h) for h in ooms[MAX_PLACED_OOMS:]}
         decisive = [h for h in decisive if id(h) not in extra]
+    on_line: dict[int, list[Hit]] = {}  # the hits of each line an OOM is on, in scan order
+    oom_lines = {h.line.number for h in decisive if h.compiled.rule.kind == "oom"}
+    for hit in hits:
+        if hit.line.number in oom_lines:
+            on_line.setdefault(hit.line.number, []).append(hit)
     for hit in decisive:
         phase, confidence, basis = _decisive_phase(ctx, hit, hint)
-        severity_rank = 0 if _severity(ctx, hit) == "error" and not _fits_in_free(hits, hit) else 1
+        severity_rank = 0 if _severity(ctx, hit) == "error" and not _fits_in_free(on_line, hit) else 1
         candidates.append((severity_rank, PHASE_STAGE[phase], hit.line.number, phase, confidence, basis, hit))
     phases = {(c[6].line.number, c[6].rule_id): c[3] for c in candidates}
     exceptions = [
@@ -620,14 +625,14 @@ _FREE_SHARE = 0.125
 _FREE_MARGIN_GIB = 1.0
 
 
-def _fits_in_free(hits: list[Hit], oom: Hit) -> bool:
-    """Whether an OOM's own line says the request fitted in the GPU's free memory many times over."""
+def _fits_in_free(on_line: dict[int, list[Hit]], oom: Hit) -> bool:
+    """Whether an OOM's own line says the request fitted in the GPU's free memory many times over
+    (`on_line`: the hits on each OOM's line, in scan order)."""
     if oom.compiled.rule.kind != "oom":
         return False
     facts: dict[str, object] = {}
-    for hit in hits:
-        if hit.line.number == oom.line.number:
-            facts.update(hit.facts)
+    for hit in on_line.get(oom.line.number, ()):
+        facts.update(hit.facts)
     tried, free = facts.get("tried_to_allocate_gib"), facts.get("free_gib")
     if not isinstance(tried, int | float) or not isinstance(free, int | float):
         return False
