@@ -266,6 +266,10 @@ FIX_GAPS = {
         "Marlin's repack refusing a TP-4 shard (`size_n = 5472 is not divisible by tile_n_size = 64`) in a"
         " title: no head or expert count and no GPU count for fix-tensor-parallel-size"
     ),
+    "gh15-xinference3006-how-to-fix-kv-cache-insufficient-by-config-screenshot-only-chinese-words": (
+        "a title asking how to fix an insufficient KV cache with the error only in a screenshot: no length,"
+        " capacity or utilization figure for the KV recipes to size"
+    ),
 }
 CASES = sorted(p.stem for p in CORPUS.glob("*.log"))
 FIX_CASES = [
