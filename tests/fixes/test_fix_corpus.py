@@ -270,6 +270,10 @@ FIX_GAPS = {
         "a title asking how to fix an insufficient KV cache with the error only in a screenshot: no length,"
         " capacity or utilization figure for the KV recipes to size"
     ),
+    "gh15-recipes551-pr-qwen3.6-27b-fp8-h100-max-num-seqs-1024-exceeds-mamba-cache-blocks-856": (
+        "the hybrid model's Mamba-blocks refusal (max_num_seqs 1024 above 856 Mamba cache blocks) in a PR"
+        " description: as for gh10-49064, no capacity recipe reads the block count it states"
+    ),
 }
 CASES = sorted(p.stem for p in CORPUS.glob("*.log"))
 FIX_CASES = [
