@@ -266,6 +266,14 @@ FIX_GAPS = {
         "Marlin's repack refusing a TP-4 shard (`size_n = 5472 is not divisible by tile_n_size = 64`) in a"
         " title: no head or expert count and no GPU count for fix-tensor-parallel-size"
     ),
+    "gh15-xinference3006-how-to-fix-kv-cache-insufficient-by-config-screenshot-only-chinese-words": (
+        "a title asking how to fix an insufficient KV cache with the error only in a screenshot: no length,"
+        " capacity or utilization figure for the KV recipes to size"
+    ),
+    "gh15-recipes551-pr-qwen3.6-27b-fp8-h100-max-num-seqs-1024-exceeds-mamba-cache-blocks-856": (
+        "the hybrid model's Mamba-blocks refusal (max_num_seqs 1024 above 856 Mamba cache blocks) in a PR"
+        " description: as for gh10-49064, no capacity recipe reads the block count it states"
+    ),
 }
 CASES = sorted(p.stem for p in CORPUS.glob("*.log"))
 FIX_CASES = [
