@@ -274,6 +274,10 @@ FIX_GAPS = {
         "the hybrid model's Mamba-blocks refusal (max_num_seqs 1024 above 856 Mamba cache blocks) in a PR"
         " description: as for gh10-49064, no capacity recipe reads the block count it states"
     ),
+    "gh16-15004-v1-rtx-3070-qwen2.5-7b-cpu-offload-14gb-weights-14.25gb-then-get-kv-cache-configs-frame": (
+        "a V1 traceback cut inside get_kv_cache_configs before its error line: placed by the frame, but no"
+        " length, capacity or utilization figure for the KV recipes to size (only the weights line)"
+    ),
 }
 CASES = sorted(p.stem for p in CORPUS.glob("*.log"))
 FIX_CASES = [
