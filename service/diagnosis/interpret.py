@@ -337,8 +337,13 @@ def _words_verdict(ctx: Context, hint: HintFn) -> Verdict | None:
     every clue around the sentence) or one they name by what happened (a prompt too long), never
     more sure than a sentence can make it."""
     stated = [c for c in ctx.prose_cues() if c.memory is not None or c.phase is not None]
-    # a refusal of the layout comes before any memory is used: the root, wherever it is told
-    said = next((c for c in stated if c.phase in ctx.prose.refusals), stated[0] if stated else None)
+    # a refusal of the layout comes before any memory is used: the root, wherever it is told; a
+    # shortfall of memory told by what ran short ("the available KV cache memory is insufficient")
+    # is the same failure as a bare "OOM" beside it, told more exactly
+    said = next(
+        (c for c in stated if c.phase in ctx.prose.refusals),
+        next((c for c in stated if c.phase in ctx.prose.memory_phases), stated[0] if stated else None),
+    )
     if said is None:
         return None
     quoted = f'the person\'s words only ("{said.text[:80]}")'
@@ -349,6 +354,16 @@ def _words_verdict(ctx: Context, hint: HintFn) -> Verdict | None:
     placement = place_line(ctx, ctx.doc.line(said.line), "warmup_oom", hint, ctx.weights)
     confidence = min(placement.confidence, _PROSE_ONLY)
     return Verdict(placement.phase, confidence, None, f"{quoted}; {placement.basis}")
+
+
+def _shortfall_said(ctx: Context) -> tuple[Phase, str] | None:
+    """The phase of a shortfall of memory the person tells by what ran short (`memory_phases`: "the
+    available KV cache memory is insufficient for one request"), with its basis: the same failure as
+    their bare "OOM" beside it, told more exactly."""
+    cue = next((c for c in ctx.prose_cues() if c.phase in ctx.prose.memory_phases), None)
+    if cue is None or cue.phase is None:
+        return None
+    return cue.phase, f'the person\'s words only ("{cue.text[:80]}")'
 
 
 def _oom_word_only_named(ctx: Context, decisive: list[Hit]) -> frozenset[int]:
@@ -488,7 +503,10 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
                 framed.taken_back = taken_back
                 return framed
             confidence = min(confidence, _PROSE_ONLY)
-            if _said_host_oom(ctx, root.line.number):
+            exact = _shortfall_said(ctx)
+            if exact is not None:
+                phase, basis = exact
+            elif _said_host_oom(ctx, root.line.number):
                 phase, basis = "host_oom", "the person's words only; host RAM ran out"
             else:
                 basis = f"the person's words only; {basis}"
