@@ -39,6 +39,7 @@ from service.diagnosis.prose import (
     is_negated_prose,
     is_sentence,
     line_memory,
+    memory_grew,
     memory_side,
     names_memory_only,
     read_prose,
@@ -84,6 +85,8 @@ _HOST_STAGE: dict[Phase, str] = {
     "runtime_oom": "while serving",
 }
 
+# The steps of start-up a person can name (start-up itself, `init`, names none)
+_STEPS: frozenset[Stage] = frozenset({"loading", "profiling", "kv_cache", "warmup"})
 MAX_PLACED_OOMS = 16
 # A message retyped in a person's shorthand counts as this share of a fragment showing as many of
 # its words: its numbers stand in the template's holes, but its words are the person's.
@@ -223,11 +226,19 @@ class Context:
         and a dense paste has hundreds of sentences to follow back)."""
         if self._prose_stages is None:
             found: dict[Stage, tuple[Stage, str, int]] = {}
+            serving: set[int] = set()
             for cue in self.prose_cues():
                 # "then I got OOM" names no stage of its own: it follows the sentence before it
                 stage = cue.stage or sequel_stage(cue, self.doc, self.prose)
+                if stage == "serving":
+                    serving.add(cue.line)
                 if stage is not None and stage not in found:
                     found[stage] = (stage, f'the person\'s words ("{cue.text[:80]}")', cue.line)
+            if serving == {_title_line(self.doc)} and _STEPS.intersection(found):
+                # a title names its topic loosely ("multi images inference meets OOM"): a step of
+                # start-up the person's sentences name for the failure says when, and a run that
+                # failed there never served
+                del found["serving"]
             self._prose_stages = list(found.values())
         return list(self._prose_stages)
 
@@ -258,6 +269,11 @@ class Context:
         lines = self._eager_by_source.get(source, []) if source else self._eager_marker_lines
         at = bisect_left(lines, before)
         return lines[at - 1] if at else 1
+
+
+def _title_line(doc: Document) -> int:
+    """The number of a paste's first line with text: an issue's or a post's title, when it has one."""
+    return next((n for n, text in enumerate(doc.lines, 1) if text.strip()), 0)
 
 
 def _basis(title: str) -> str:
@@ -337,8 +353,15 @@ def _words_verdict(ctx: Context, hint: HintFn) -> Verdict | None:
     every clue around the sentence) or one they name by what happened (a prompt too long), never
     more sure than a sentence can make it."""
     stated = [c for c in ctx.prose_cues() if c.memory is not None or c.phase is not None]
-    # a refusal of the layout comes before any memory is used: the root, wherever it is told
-    said = next((c for c in stated if c.phase in ctx.prose.refusals), stated[0] if stated else None)
+    if not stated:
+        stated = _grown_out(ctx)
+    # a refusal of the layout comes before any memory is used: the root, wherever it is told; a
+    # shortfall of memory told by what ran short ("the available KV cache memory is insufficient")
+    # is the same failure as a bare "OOM" beside it, told more exactly
+    said = next(
+        (c for c in stated if c.phase in ctx.prose.refusals),
+        next((c for c in stated if c.phase in ctx.prose.memory_phases), stated[0] if stated else None),
+    )
     if said is None:
         return None
     quoted = f'the person\'s words only ("{said.text[:80]}")'
@@ -349,6 +372,26 @@ def _words_verdict(ctx: Context, hint: HintFn) -> Verdict | None:
     placement = place_line(ctx, ctx.doc.line(said.line), "warmup_oom", hint, ctx.weights)
     confidence = min(placement.confidence, _PROSE_ONLY)
     return Verdict(placement.phase, confidence, None, f"{quoted}; {placement.basis}")
+
+
+def _grown_out(ctx: Context) -> list[ProseCue]:
+    """The person's clauses saying the server ended ("但是整个服务会停止", "the server crashes") with no
+    word of what failed, read as memory running out when their sentences tell memory growing over
+    time ("显存会逐渐增加", "memory keeps climbing"): a leak ends in the memory it grew into."""
+    ended = [c for c in ctx.prose_cues() if c.phase is None and ctx.prose.crashed.search(c.text)]
+    if not ended or not memory_grew(ctx.doc, ctx.prose):
+        return []
+    return [msgspec.structs.replace(c, memory="unstated") for c in ended[:1]]
+
+
+def _shortfall_said(ctx: Context) -> tuple[Phase, str] | None:
+    """The phase of a shortfall of memory the person tells by what ran short (`memory_phases`: "the
+    available KV cache memory is insufficient for one request"), with its basis: the same failure as
+    their bare "OOM" beside it, told more exactly."""
+    cue = next((c for c in ctx.prose_cues() if c.phase in ctx.prose.memory_phases), None)
+    if cue is None or cue.phase is None:
+        return None
+    return cue.phase, f'the person\'s words only ("{cue.text[:80]}")'
 
 
 def _oom_word_only_named(ctx: Context, decisive: list[Hit]) -> frozenset[int]:
@@ -488,7 +531,10 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
                 framed.taken_back = taken_back
                 return framed
             confidence = min(confidence, _PROSE_ONLY)
-            if _said_host_oom(ctx, root.line.number):
+            exact = _shortfall_said(ctx)
+            if exact is not None:
+                phase, basis = exact
+            elif _said_host_oom(ctx, root.line.number):
                 phase, basis = "host_oom", "the person's words only; host RAM ran out"
             else:
                 basis = f"the person's words only; {basis}"

@@ -979,6 +979,11 @@ def _reads_as_settings(text: str, tokens: list[str], words: int) -> bool:
 _LINK = first_use_re(r"\[([^\[\]\n]{0,200})\]\((?:https?|ftp)://[^\s()]*\)|(?:https?|ftp)://[^\s<>]+")
 
 
+# A setting's value written as a literal dict or list ("if I set limit_mm_per_prompt={"image": 12,
+# "video": 0}, vLLM will…"): the one value of a setting the sentence names, not a record's fields
+_LITERAL_VALUE = first_use_re(r"=(?:\{[^{}\n]{0,160}\}|\[[^\[\]\n]{0,160}\])")
+
+
 def _link_word(match: re.Match[str]) -> str:
     text = match.group(1)
     return "link" if text is None else text
@@ -995,6 +1000,8 @@ def is_prose(line: Line) -> bool:
         return False
     # a link is one word of the sentence: a log line's marks and the words are read around it
     text = _LINK.sub(_link_word, line.text) if "://" in line.text else line.text
+    if "={" in text or "=[" in text:  # a setting's literal value is one word of the sentence
+        text = _LITERAL_VALUE.sub("=literal", text)
     if _NOT_PROSE.search(text) or _PRINTED_RECORD.search(text):
         return False
     tokens = text.split()

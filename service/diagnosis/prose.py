@@ -36,6 +36,7 @@ __all__ = [
     "is_negated_prose",
     "is_sentence",
     "line_memory",
+    "memory_grew",
     "memory_side",
     "names_memory_only",
     "read_prose",
@@ -561,6 +562,12 @@ def cause_said(doc: Document, vocabulary: ProseVocabulary, phase: Phase) -> tupl
 
 def _said_in_prose(doc: Document, pattern: Any) -> bool:
     return any(is_prose(line) for line, _ in _prose_lines(doc, pattern))
+
+
+def memory_grew(doc: Document, vocabulary: ProseVocabulary) -> bool:
+    """Whether one of the person's sentences tells memory growing over time ("显存会逐渐增加",
+    "memory keeps climbing", `crashed.growing`)."""
+    return any(is_sentence(line) for line, _ in _prose_lines(doc, vocabulary.growing_lines))
 
 
 def memory_side(doc: Document, vocabulary: ProseVocabulary) -> Memory:

@@ -24,10 +24,12 @@ __all__ = ["ProseFile", "ProseVocabulary", "inflections", "load_prose", "stage_p
 
 
 class Crashed(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    """Words saying a process ended, and the warnings' phases whose serving goes on (`beside`)."""
+    """Words saying a process ended, the warnings' phases whose serving goes on (`beside`), and memory
+    told growing over time (`growing`), which an end beside it ran out of."""
 
     beside: list[Phase]
     words: list[str]
+    growing: list[str] = []
 
 
 class Cause(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -165,6 +167,7 @@ class ProseVocabulary(msgspec.Struct, frozen=True):
     sequel: Any  # a clause opening with "then" ("then I got OOM"): it follows the sentence before it
     crashed: Any  # a process that ended ("vllm always crashes", 崩溃)
     goes_on: frozenset[Phase]  # a warning of these beside a crash told is what led up to it
+    growing_lines: Any  # memory told growing over time ("显存会逐渐增加"): an end beside it ran out of it
     causes: tuple[tuple[Phase, frozenset[Phase], Any], ...]  # (cause, the phases it explains, words)
     any_cause: Any
 
@@ -336,6 +339,7 @@ def _vocabulary(data: ProseFile, build: Callable[..., Any]) -> ProseVocabulary:
         sequel=build(data.sequel, "$.sequel"),
         crashed=build(data.crashed.words, "$.crashed.words"),
         goes_on=frozenset(data.crashed.beside),
+        growing_lines=build(data.crashed.growing, "$.crashed.growing", True),
         causes=tuple(
             (phase, frozenset(cause.of), build(cause.words, f"$.causes.{phase}.words"))
             for phase, cause in data.causes.items()
