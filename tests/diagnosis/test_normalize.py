@@ -9,7 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.diagnosis.normalize import (
+    _LITERAL_STEPS,
     Document,
+    _clean_once,
+    _triggered,
     clean_text,
     decode_bytes,
     is_prose,
@@ -105,6 +108,30 @@ def test_cleaning_is_idempotent(text: str) -> None:
     once = clean_text(text)
     assert clean_text(once) == once
     assert once.count("\n") == text.replace("\r\n", "\n").count("\n")
+
+
+_PIECES = (
+    "<https://x.io|x>",
+    "<@U1>",
+    "&amp;lt;",
+    "&gt;",
+    "```py",
+    "\t",
+    "\r\n",
+    "\x1b[0m",
+    "[1;36m",
+    "\x07",
+    " ",
+    "\n",
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES) | st.text(max_size=8), max_size=30).map("".join))
+def test_a_step_whose_literal_trigger_is_absent_is_skipped_without_changing_the_text(text: str) -> None:
+    idle = _LITERAL_STEPS - _triggered(text.encode("utf-8", errors="replace"))
+    assert _clean_once(text, idle) == _clean_once(text)
+    assert clean_text(text, _triggered(text.encode("utf-8", errors="replace"))) == clean_text(text)
 
 
 @settings(max_examples=300, deadline=None)
