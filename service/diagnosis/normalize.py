@@ -604,6 +604,7 @@ class Document:
         "_distinct",
         "_ends",
         "_starts",
+        "_unsplit",
         "fences",
         "lines",
         "memo",
@@ -644,6 +645,8 @@ class Document:
         # and the lines are the ones it was taken from (a rejoined wrap empties lines); else None
         self._starts: list[int] | None = None if moved else starts
         self._ends: list[int] | None = None  # byte offset where each line ends, when asked for
+        # the text less the lines already split with a prefix, and each kept line's number (`_kept`)
+        self._unsplit: tuple[bytes, list[int] | None] | None = None
         # whether lines repeat across the text (every rank, every request), as the first pass over
         # it saw (the eager scan); None until one has looked. Later passes then read each distinct
         # line once, or the text as it is.
@@ -684,6 +687,49 @@ class Document:
         if self.repeating or (self.repeating is None and self._looks_repeated()):
             return iter(self.runs(self.distinct.hit_by(pattern)))
         return ((index + 1, repeats) for index, repeats in hit_runs(self.data, pattern))
+
+    def unprefixed_runs(self, pattern: Any) -> Iterator[tuple[int, int]]:
+        """`matched_runs` for a pass that drops every line with a logger or process prefix (a
+        person's words are unprefixed): a line already split (the scan's, the lines read since)
+        with such a prefix is left out of the text searched, once the lines hardly repeat. It may
+        still yield prefixed lines the document has not split; the caller drops them.
+
+        Exactly `matched_runs`' runs of unprefixed lines: a match stays inside its line (the
+        patterns' `never_nl`), the kept lines keep their newlines on both sides, and the first and
+        last lines are always kept (where a bare `^` or `$` matches). A run's copies have one text,
+        so they are kept or dropped alike as far as they are unprefixed; each run is counted in the
+        document itself."""
+        if self.repeating or (self.repeating is None and self._looks_repeated()):
+            return self.matched_runs(pattern)
+        data, numbers = self._kept()
+        if numbers is None:
+            return self.matched_runs(pattern)
+        return self._kept_runs(data, numbers, pattern)
+
+    def _kept(self) -> tuple[bytes, list[int] | None]:
+        """`unprefixed_runs`' text and the number of each of its lines (None: the whole text),
+        taken once from the lines split so far."""
+        if self._unsplit is None:
+            last = len(self.lines)
+            prefixed = {n for n, line in self._cache.items() if (line.source or line.level) and 1 < n < last}
+            if not prefixed:
+                self._unsplit = (self.data, None)
+            else:
+                numbers = list(itertools.filterfalse(prefixed.__contains__, range(1, last + 1)))
+                text = "\n".join(map(self.lines.__getitem__, [n - 1 for n in numbers]))
+                self._unsplit = (text.encode("utf-8", errors="replace"), numbers)
+        return self._unsplit
+
+    def _kept_runs(self, data: bytes, numbers: list[int], pattern: Any) -> Iterator[tuple[int, int]]:
+        """(number, repeats) of the runs of identical document lines whose first line `pattern`
+        matches inside, in `data` (the kept lines, line i numbered numbers[i])."""
+        lines, total, done = self.lines, len(self.lines), 0
+        for index, _ in hit_runs(data, pattern, runs=False):
+            number = numbers[index]
+            if number > done:
+                repeats = _run_length(lines, number - 1, total)
+                yield number, repeats
+                done = number + repeats - 1
 
     def _looks_repeated(self) -> bool:
         """Whether the lines look repeated: many copy the line before (the runs `Document` found,
@@ -868,9 +914,10 @@ def _verdicts(pattern: Any) -> dict[str, bool]:
     return known
 
 
-def hit_runs(data: bytes, pattern: Any) -> Iterator[tuple[int, int]]:
+def hit_runs(data: bytes, pattern: Any, runs: bool = True) -> Iterator[tuple[int, int]]:
     """(0-based index, repeats) of the runs of identical lines of `data` an RE2 `pattern` matches
     inside, in order; a run is skipped past once its first line is hit (its copies are hit alike).
+    Without `runs`, every line is its own (its neighbours need not be its neighbours in a document).
 
     A match running on past its line's end (a leading `\\s*` taking the newline) counts only when
     the pattern also matches inside the line.
@@ -886,7 +933,7 @@ def hit_runs(data: bytes, pattern: Any) -> Iterator[tuple[int, int]]:
         end = data.find(b"\n", match.start())
         end = size if end < 0 else end
         if match.end() <= end or search(data, match.start(), end) is not None:
-            repeats, pos = run_of(data, data[start:end], end)
+            repeats, pos = run_of(data, data[start:end], end) if runs else (1, end + 1)
             yield index, repeats
         else:
             repeats, pos = 1, end + 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import re2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +21,7 @@ from service.diagnosis.normalize import (
     split_prefixes,
 )
 from service.errors import BinaryLogError
+from service.packs.compiled import LineFinder
 
 
 def test_process_logger_and_container_prefixes_are_stripped() -> None:
@@ -237,3 +239,30 @@ def test_a_sentence_naming_a_file_is_still_a_sentence() -> None:
     line = Document("I see the error in model_runner.py while loading and then it crashes").line(1)
     assert not is_record(line.text)
     assert is_prose(line)
+
+
+def test_unprefixed_runs_are_the_matched_runs_of_unprefixed_lines() -> None:
+    options = re2.Options()
+    options.never_nl = True
+    lines = [
+        "oom at the start",
+        "(EngineCore_DP0 pid=1) ERROR 05-12 10:11:12 [core.py:1] oom",
+        "oom again",
+        "(EngineCore_DP0 pid=1) ERROR 05-12 10:11:12 [core.py:1] oom",
+        "oom again",
+        "oom again",
+        "INFO 05-12 10:11:12 [x.py:2] oom",
+        "ends with oom",
+    ]
+    doc = Document("\n".join(lines))
+    for number in range(1, len(lines) + 1):  # split as a scan would have
+        doc.line(number)
+    for pattern in ("oom", "^oom", "oom$", "again"):
+        finder = LineFinder(pattern, options)
+        expected = [
+            run for run in doc.matched_runs(finder) if not doc.line(run[0]).source + doc.line(run[0]).level
+        ]
+        found = [
+            run for run in doc.unprefixed_runs(finder) if not doc.line(run[0]).source + doc.line(run[0]).level
+        ]
+        assert found == expected, pattern
