@@ -711,7 +711,14 @@ class Document:
         taken once from the lines split so far."""
         if self._unsplit is None:
             last = len(self.lines)
-            prefixed = {n for n, line in self._cache.items() if (line.source or line.level) and 1 < n < last}
+            # building the reduced text costs a copy of what it keeps: it pays only on a large text
+            # with split lines (a 300-line paste searches itself faster)
+            small = len(self.data) < _UNSPLIT_MIN_BYTES
+            prefixed = (
+                set()
+                if small
+                else {n for n, line in self._cache.items() if (line.source or line.level) and 1 < n < last}
+            )
             if not prefixed:
                 self._unsplit = (self.data, None)
             else:
@@ -912,6 +919,10 @@ def _verdicts(pattern: Any) -> dict[str, bool]:
             _VERDICTS = {}
         known = _VERDICTS[pattern] = {}
     return known
+
+
+# below this size a pass over the whole text is cheaper than building the text less its split lines
+_UNSPLIT_MIN_BYTES = 1 << 16
 
 
 def hit_runs(data: bytes, pattern: Any, runs: bool = True) -> Iterator[tuple[int, int]]:
