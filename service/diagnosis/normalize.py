@@ -68,19 +68,19 @@ _ENTITIES = {"&lt;": "<", "&gt;": ">", "&amp;": "&", "&quot;": '"', "&#39;": "'"
 _ENTITY = first_use_re("|".join(re.escape(k) for k in _ENTITIES))
 
 
-def _triggers() -> tuple[Any, ...]:
+def _triggers() -> tuple[tuple[str, Any], ...]:
     options = re2.Options()
     options.log_errors = False
-    patterns = (
-        r";0m",
-        r"\[(?:\d{1,3};)*\d{1,3}m",  # a colour code without its escape byte (`[0m` too)
-        r"<(?:https?|mailto|ftp|[@#!])",
-        r"&(?:lt|gt|amp|quot|#39|#x27);",
-        r"```",
-        _IPYTHON_WORDS_PATTERN,
-        *_DIALECT_TRIGGERS,
+    patterns = (  # (the step of _clean_once it is for, its trigger)
+        ("ansi", r";0m"),
+        ("ansi", r"\[(?:\d{1,3};)*\d{1,3}m"),  # a colour code without its escape byte (`[0m` too)
+        ("slack", r"<(?:https?|mailto|ftp|[@#!])"),
+        ("entity", r"&(?:lt|gt|amp|quot|#39|#x27);"),
+        ("fence", r"```"),
+        ("python", _IPYTHON_WORDS_PATTERN),
+        *(("dialect", trigger) for trigger in _DIALECT_TRIGGERS),
     )
-    return tuple(re2.compile(pattern, options) for pattern in patterns)
+    return tuple((step, re2.compile(pattern, options)) for step, pattern in patterns)
 
 
 # Anything clean_text would change (exactly: each step of _clean_once needs one); a log without any
@@ -92,13 +92,19 @@ _TRIGGERS = _triggers()
 _FENCES = tuple(re2.compile(fence) for fence in ("```", "~~~"))  # searched on the bytes: memchr speed
 _CONTROL_BYTES = bytes([*range(0x00, 0x0A), *range(0x0B, 0x20), 0x7F])
 _OTHER_BYTES = bytes(b for b in range(256) if b not in _CONTROL_BYTES)
+# The steps whose trigger is literal text (or control bytes: the carriage-return, tab and control
+# steps), read alike on the str and on its UTF-8: a text without a step's trigger is one that step
+# leaves as it is. (The others read digits and word characters as Unicode does; RE2 reads ASCII.)
+_LITERAL_STEPS = frozenset(("control", "slack", "entity", "fence"))
 
 
-def _needs_cleaning(data: bytes) -> bool:
-    """Whether the UTF-8 text `data` has anything clean_text would change."""
-    return any(trigger.search(data) is not None for trigger in _TRIGGERS) or bool(
-        data.translate(None, _OTHER_BYTES)
-    )
+def _triggered(data: bytes) -> frozenset[str]:
+    """The steps of _clean_once whose trigger the UTF-8 text `data` holds (`control`: a control byte)."""
+    found = {"control"} if data.translate(None, _OTHER_BYTES) else set()
+    for step, trigger in _TRIGGERS:
+        if step not in found and trigger.search(data) is not None:
+            found.add(step)
+    return frozenset(found)
 
 
 # One alternation per prefix family; split_prefixes strips them repeatedly until none is left.
@@ -207,25 +213,29 @@ def decode_bytes(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def _clean_once(text: str) -> str:
-    if "\r" in text:
+def _clean_once(text: str, idle: frozenset[str] = frozenset()) -> str:
+    """One pass of every step. `idle` names steps of `_LITERAL_STEPS` whose trigger `text` lacks
+    (`_triggered`): they are skipped while no step before them changed the text, since on that very
+    text they would change nothing (a second pass, mostly, costs what its triggered steps cost)."""
+    given = text
+    if "\r" in text and not ("control" in idle and text is given):
         text = text.replace("\r\n", "\n").replace("\r", " ")
     if "\x1b" in text or "[0m" in text or ";0m" in text:
         text = _ANSI.sub("", text)
-    if "<" in text:
+    if "<" in text and not ("slack" in idle and text is given):
         text = _SLACK_LINK.sub(lambda m: m.group(2) if m.group(2) is not None else m.group(1), text)
         text = _SLACK_REF.sub(lambda m: m.group(1) or "", text)
-    if "&" in text:
+    if "&" in text and not ("entity" in idle and text is given):
         text = _ENTITY.sub(lambda m: _ENTITIES[m.group(0)], text)
-    if "```" in text:
+    if "```" in text and not ("fence" in idle and text is given):
         text = _drop_fences(text)
-    if "\t" in text:
+    if "\t" in text and not ("control" in idle and text is given):
         text = text.replace("\t", "    ")
     if ".py:" in text:
         text = _python_frames(text)
     if ".py" in text or "❱" in text:
         text = _dialect_frames(text)
-    if _CONTROL.search(text):
+    if not ("control" in idle and text is given) and _CONTROL.search(text):
         text = _CONTROL.sub("", text)
     return text
 
@@ -338,13 +348,18 @@ def _drop_fences(text: str) -> str:
     return "".join(pieces)
 
 
-def clean_text(text: str) -> str:
-    """Whole-text cleanup that keeps the number of lines; repeated to a fixed point (idempotent)."""
+def clean_text(text: str, triggered: frozenset[str] | None = None) -> str:
+    """Whole-text cleanup that keeps the number of lines; repeated to a fixed point (idempotent).
+    `triggered` is `_triggered` of `text`'s UTF-8 where the caller already knows it."""
+    idle = frozenset() if triggered is None else _LITERAL_STEPS - triggered
     while True:
-        cleaned = _clean_once(text)
-        if cleaned == text or not _needs_cleaning(cleaned.encode("utf-8", errors="replace")):
+        cleaned = _clean_once(text, idle)
+        if cleaned == text:
             return cleaned
-        text = cleaned
+        found = _triggered(cleaned.encode("utf-8", errors="replace"))
+        if not found:
+            return cleaned
+        text, idle = cleaned, _LITERAL_STEPS - found
 
 
 def _may_be_glued(raw: str) -> bool:
@@ -589,6 +604,7 @@ class Document:
         "_distinct",
         "_ends",
         "_starts",
+        "_unsplit",
         "fences",
         "lines",
         "memo",
@@ -606,10 +622,11 @@ class Document:
         points: set[int] = set()
         lines = raw.split("\n")
         starts = _repeated_runs(lines)
-        if _needs_cleaning(_distinct_data(lines, starts, encoded)):
+        triggered = _triggered(_distinct_data(lines, starts, encoded))
+        if triggered:
             # widths as the terminal printed them, before fences and colour codes are removed
             points = _wrap_points(lines, starts)
-            raw, data = clean_text(raw), None
+            raw, data = clean_text(raw, triggered), None
             lines = raw.split("\n")
             starts = _repeated_runs(lines)
         points |= _wrap_points(lines, starts)
@@ -628,6 +645,8 @@ class Document:
         # and the lines are the ones it was taken from (a rejoined wrap empties lines); else None
         self._starts: list[int] | None = None if moved else starts
         self._ends: list[int] | None = None  # byte offset where each line ends, when asked for
+        # the text less the lines already split with a prefix, and each kept line's number (`_kept`)
+        self._unsplit: tuple[bytes, list[int] | None] | None = None
         # whether lines repeat across the text (every rank, every request), as the first pass over
         # it saw (the eager scan); None until one has looked. Later passes then read each distinct
         # line once, or the text as it is.
@@ -668,6 +687,56 @@ class Document:
         if self.repeating or (self.repeating is None and self._looks_repeated()):
             return iter(self.runs(self.distinct.hit_by(pattern)))
         return ((index + 1, repeats) for index, repeats in hit_runs(self.data, pattern))
+
+    def unprefixed_runs(self, pattern: Any) -> Iterator[tuple[int, int]]:
+        """`matched_runs` for a pass that drops every line with a logger or process prefix (a
+        person's words are unprefixed): a line already split (the scan's, the lines read since)
+        with such a prefix is left out of the text searched, once the lines hardly repeat. It may
+        still yield prefixed lines the document has not split; the caller drops them.
+
+        Exactly `matched_runs`' runs of unprefixed lines: a match stays inside its line (the
+        patterns' `never_nl`), the kept lines keep their newlines on both sides, and the first and
+        last lines are always kept (where a bare `^` or `$` matches). A run's copies have one text,
+        so they are kept or dropped alike as far as they are unprefixed; each run is counted in the
+        document itself."""
+        if self.repeating or (self.repeating is None and self._looks_repeated()):
+            return self.matched_runs(pattern)
+        data, numbers = self._kept()
+        if numbers is None:
+            return self.matched_runs(pattern)
+        return self._kept_runs(data, numbers, pattern)
+
+    def _kept(self) -> tuple[bytes, list[int] | None]:
+        """`unprefixed_runs`' text and the number of each of its lines (None: the whole text),
+        taken once from the lines split so far."""
+        if self._unsplit is None:
+            last = len(self.lines)
+            # building the reduced text costs a copy of what it keeps: it pays only on a large text
+            # with split lines (a 300-line paste searches itself faster)
+            small = len(self.data) < _UNSPLIT_MIN_BYTES
+            prefixed = (
+                set()
+                if small
+                else {n for n, line in self._cache.items() if (line.source or line.level) and 1 < n < last}
+            )
+            if not prefixed:
+                self._unsplit = (self.data, None)
+            else:
+                numbers = list(itertools.filterfalse(prefixed.__contains__, range(1, last + 1)))
+                text = "\n".join(map(self.lines.__getitem__, [n - 1 for n in numbers]))
+                self._unsplit = (text.encode("utf-8", errors="replace"), numbers)
+        return self._unsplit
+
+    def _kept_runs(self, data: bytes, numbers: list[int], pattern: Any) -> Iterator[tuple[int, int]]:
+        """(number, repeats) of the runs of identical document lines whose first line `pattern`
+        matches inside, in `data` (the kept lines, line i numbered numbers[i])."""
+        lines, total, done = self.lines, len(self.lines), 0
+        for index, _ in hit_runs(data, pattern, runs=False):
+            number = numbers[index]
+            if number > done:
+                repeats = _run_length(lines, number - 1, total)
+                yield number, repeats
+                done = number + repeats - 1
 
     def _looks_repeated(self) -> bool:
         """Whether the lines look repeated: many copy the line before (the runs `Document` found,
@@ -852,9 +921,14 @@ def _verdicts(pattern: Any) -> dict[str, bool]:
     return known
 
 
-def hit_runs(data: bytes, pattern: Any) -> Iterator[tuple[int, int]]:
+# below this size a pass over the whole text is cheaper than building the text less its split lines
+_UNSPLIT_MIN_BYTES = 1 << 16
+
+
+def hit_runs(data: bytes, pattern: Any, runs: bool = True) -> Iterator[tuple[int, int]]:
     """(0-based index, repeats) of the runs of identical lines of `data` an RE2 `pattern` matches
     inside, in order; a run is skipped past once its first line is hit (its copies are hit alike).
+    Without `runs`, every line is its own (its neighbours need not be its neighbours in a document).
 
     A match running on past its line's end (a leading `\\s*` taking the newline) counts only when
     the pattern also matches inside the line.
@@ -870,7 +944,7 @@ def hit_runs(data: bytes, pattern: Any) -> Iterator[tuple[int, int]]:
         end = data.find(b"\n", match.start())
         end = size if end < 0 else end
         if match.end() <= end or search(data, match.start(), end) is not None:
-            repeats, pos = run_of(data, data[start:end], end)
+            repeats, pos = run_of(data, data[start:end], end) if runs else (1, end + 1)
             yield index, repeats
         else:
             repeats, pos = 1, end + 1

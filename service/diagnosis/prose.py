@@ -337,8 +337,8 @@ def _hit_runs(doc: Document, finder: Any) -> Iterator[tuple[int, int]]:
     """(number, repeats) of the runs of identical lines `finder` (or any of several) hits, in order:
     each finder's runs are the runs of the lines it hits, so a run any finder hits is one run."""
     if not isinstance(finder, tuple):
-        return doc.matched_runs(finder)
-    merged = heapq.merge(*(doc.matched_runs(each) for each in finder))
+        return doc.unprefixed_runs(finder)
+    merged = heapq.merge(*(doc.unprefixed_runs(each) for each in finder))
     return (next(runs) for _, runs in itertools.groupby(merged, key=operator.itemgetter(0)))
 
 

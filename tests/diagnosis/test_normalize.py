@@ -5,11 +5,16 @@ from __future__ import annotations
 import re
 
 import pytest
+import re2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from service.diagnosis import normalize
 from service.diagnosis.normalize import (
+    _LITERAL_STEPS,
     Document,
+    _clean_once,
+    _triggered,
     clean_text,
     decode_bytes,
     is_prose,
@@ -17,6 +22,7 @@ from service.diagnosis.normalize import (
     split_prefixes,
 )
 from service.errors import BinaryLogError
+from service.packs.compiled import LineFinder
 
 
 def test_process_logger_and_container_prefixes_are_stripped() -> None:
@@ -105,6 +111,30 @@ def test_cleaning_is_idempotent(text: str) -> None:
     once = clean_text(text)
     assert clean_text(once) == once
     assert once.count("\n") == text.replace("\r\n", "\n").count("\n")
+
+
+_PIECES = (
+    "<https://x.io|x>",
+    "<@U1>",
+    "&amp;lt;",
+    "&gt;",
+    "```py",
+    "\t",
+    "\r\n",
+    "\x1b[0m",
+    "[1;36m",
+    "\x07",
+    " ",
+    "\n",
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES) | st.text(max_size=8), max_size=30).map("".join))
+def test_a_step_whose_literal_trigger_is_absent_is_skipped_without_changing_the_text(text: str) -> None:
+    idle = _LITERAL_STEPS - _triggered(text.encode("utf-8", errors="replace"))
+    assert _clean_once(text, idle) == _clean_once(text)
+    assert clean_text(text, _triggered(text.encode("utf-8", errors="replace"))) == clean_text(text)
 
 
 @settings(max_examples=300, deadline=None)
@@ -210,3 +240,31 @@ def test_a_sentence_naming_a_file_is_still_a_sentence() -> None:
     line = Document("I see the error in model_runner.py while loading and then it crashes").line(1)
     assert not is_record(line.text)
     assert is_prose(line)
+
+
+def test_unprefixed_runs_are_the_matched_runs_of_unprefixed_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(normalize, "_UNSPLIT_MIN_BYTES", 0)  # the reduced text even for a short one
+    options = re2.Options()
+    options.never_nl = True
+    lines = [
+        "oom at the start",
+        "(EngineCore_DP0 pid=1) ERROR 05-12 10:11:12 [core.py:1] oom",
+        "oom again",
+        "(EngineCore_DP0 pid=1) ERROR 05-12 10:11:12 [core.py:1] oom",
+        "oom again",
+        "oom again",
+        "INFO 05-12 10:11:12 [x.py:2] oom",
+        "ends with oom",
+    ]
+    doc = Document("\n".join(lines))
+    for number in range(1, len(lines) + 1):  # split as a scan would have
+        doc.line(number)
+    for pattern in ("oom", "^oom", "oom$", "again"):
+        finder = LineFinder(pattern, options)
+        expected = [
+            run for run in doc.matched_runs(finder) if not doc.line(run[0]).source + doc.line(run[0]).level
+        ]
+        found = [
+            run for run in doc.unprefixed_runs(finder) if not doc.line(run[0]).source + doc.line(run[0]).level
+        ]
+        assert found == expected, pattern
