@@ -186,14 +186,11 @@ def _of_receiver(entries: list[FrameRow], receiver: str | None) -> list[FrameRow
     engine's parts after their classes (`self.model_config` is a ModelConfig, `draft_model_config`
     one too), so `self.cache_config.verify_with_parallel_config(` is CacheConfig's method. All rows
     when the attribute names none of their classes."""
-    owned = [e for e in entries if e.owner is not None]
+    owned = [(e, e.owner.rsplit(".", 1)[-1].lower()) for e in entries if e.owner is not None]
     if receiver is None or not owned:
         return entries
     wanted = receiver.replace("_", "").lower()
-    classes = {e.owner: e.owner.rsplit(".", 1)[-1].lower() for e in owned if e.owner is not None}
-    mine = [e for e in owned if classes[e.owner] == wanted] or [
-        e for e in owned if wanted.endswith(classes[e.owner])
-    ]
+    mine = [e for e, name in owned if name == wanted] or [e for e, name in owned if wanted.endswith(name)]
     return [e for e in entries if e.owner is None] + mine if mine else entries
 
 
