@@ -194,7 +194,8 @@ class FrameTable:
                 if file.startswith(LIBRARY_FOLDERS):
                     continue  # a library's method is not vLLM's of that name (Tensor.cuda is not Module.cuda)
                 mirror.setdefault((_folder(file), function), []).extend(rows)
-                named.setdefault(function, []).extend(rows)
+                if not file.startswith(SERVER_FOLDERS):
+                    named.setdefault(function, []).extend(rows)
             self._mirror = {key: tuple(rows) for key, rows in mirror.items()}
             self._files = frozenset(file for file, _ in by_file) | frozenset(self._modules)
             self._by_name = {key: tuple(rows) for key, rows in named.items()}
@@ -203,6 +204,12 @@ class FrameTable:
 # Libraries whose frames a table may place (rules/frames/torch.json): their rows are keyed by the
 # library's own path (`torch/nn/modules/module.py`), never mirrored into vLLM's folders or names.
 LIBRARY_FOLDERS = ("torch/",)
+
+
+# The OpenAI server's modules (tools/vllm_callgraph.py SERVER_FOLDERS): their functions serve
+# requests and the engine never calls them, so a call of another object's method by name
+# (`self.quant_method.embedding(`) is not the server's `embedding` route helper.
+SERVER_FOLDERS = ("entrypoints/",)
 
 
 def _folder(file: str) -> str:
