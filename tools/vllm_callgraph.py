@@ -29,6 +29,7 @@ names that phase, so a traceback cut before its exception line can still be plac
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import inspect
 import json
@@ -39,6 +40,7 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -133,6 +135,38 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
 # frames themselves; what they call is not walked, since a request reaches every part of the engine.
 REQUEST_HANDLERS = ("generate", "_process_request", "add_request", "encode", "abort")
 REQUEST_FOLDERS = ("vllm/engine/", "vllm/v1/engine/")
+# The OpenAI-compatible server's request path: the route handlers of `entrypoints/openai/api_server.py`
+# (`@router.post("/v1/chat/completions")` -> `create_chat_completion`) and the serving classes' methods
+# they await (`OpenAIServingChat.create_chat_completion` -> `OpenAIServing._preprocess_chat` ->
+# `_tokenize_prompt_input_async` -> `_validate_input`, which refuses a request longer than
+# max_model_len), and the engine's request API above (`REQUEST_HANDLERS`: `AsyncLLM.add_request` ->
+# `Processor.process_inputs` -> `_validate_model_inputs`). A walk from them (`REQUEST_ENTRIES`) marks what
+# it reaches inside the request path's folders (`REQUEST_PATH`) as serving; the server's start-up
+# (`run_server`, `build_async_engine_client`) is outside it, and the stages' walks do not enter
+# `entrypoints/` (a name shared with the engine, `generate`, is not the engine's call).
+REQUEST_ENTRIES = (
+    "create_chat_completion",
+    "create_completion",
+    "create_embedding",
+    "create_pooling",
+    "create_score",
+    "create_classify",
+    "create_transcription",
+    "create_translation",
+    "create_responses",
+    "create_tokenize",
+    "do_rerank",
+    "chat_completion_stream_generator",
+    "chat_completion_full_generator",
+    "completion_stream_generator",
+)
+REQUEST_PATH = (
+    "vllm/entrypoints/",
+    "vllm/v1/engine/processor.py",
+    "vllm/v1/engine/input_processor.py",
+    "vllm/renderers/",
+)
+SERVER_FOLDERS = ("vllm/entrypoints/",)
 # Engine construction: the constructors of engines, executors and workers run every start-up stage
 # in turn, so a traceback whose deepest known frame is one of them failed during start-up, in a stage
 # the cut traceback does not show (`init`). Like request handlers they are marked and not walked; a
@@ -163,7 +197,7 @@ CONSTRUCTOR_FOLDERS = (
 )
 # Folders whose functions no stage's entry point calls: skipped to keep a rerun short.
 SKIPPED = re.compile(
-    r"^vllm/(?:entrypoints|benchmarks|lora|multimodal|transformers_utils|tool_parsers|reasoning|third_party"
+    r"^vllm/(?:entrypoints/(?:cli|openai/tool_parsers|openai/reasoning|sagemaker)|benchmarks|lora|multimodal|transformers_utils|tool_parsers|reasoning|third_party"
     r"|vllm_flash_attn|v1/structured_output|model_executor/guided_decoding|profiler|plugins|usage|assets"
     r"|scripts|logging_utils|v1/metrics|engine/output_processor|tokenizers)/"
 )
@@ -449,16 +483,7 @@ def stages_of(functions: list[Function]) -> dict[tuple[str, str], set[str]]:
             out.extend(by_name.get(name, ()))
         return out
 
-    reached: dict[tuple[str, str], set[str]] = defaultdict(set)
-    entry_stage = {name: stage for stage, names in ENTRY_POINTS.items() for name in names}
-    walks = {
-        stage: [f for name in names for f in by_name.get(name, ())] for stage, names in ENTRY_POINTS.items()
-    }
-    walks["loading"] += [f for f in functions if f.name == "__init__" and f.file.startswith(MODEL_FOLDERS)]
-    walks[MODEL_RUN_STAGE] = [
-        f for f in functions if MODEL_RUN.match(f.name) and f.owner and f.file.startswith(MODEL_RUN_FOLDERS)
-    ]
-    for stage, starts in walks.items():
+    def walk(stage: str, starts: list[Function], within: tuple[str, ...] | None = None) -> None:
         frontier = [f for f in starts if entry_stage.get(f.name, stage) == stage]
         seen = {id(f) for f in frontier}
         for depth in range(MAX_DEPTH + 1):
@@ -470,9 +495,14 @@ def stages_of(functions: list[Function]) -> dict[tuple[str, str], set[str]]:
                 for callee in callees(function):
                     if id(callee) in seen or callee.name in COMMON or _special(callee.name):
                         continue
+                    # the stages' walks stay out of the server; the request walk inside its path
+                    if within is None and callee.file.startswith(SERVER_FOLDERS):
+                        continue
+                    if within is not None and not callee.file.startswith(within):
+                        continue
                     seen.add(id(callee))
                     other = entry_stage.get(callee.name, stage)
-                    if other != stage:
+                    if other != stage and within is None:
                         if _runs_both(stage, other):
                             # another stage's entry run by this one's model runs (V0's `profile_run`
                             # calls `self.execute_model`): specific to neither; not followed
@@ -480,6 +510,26 @@ def stages_of(functions: list[Function]) -> dict[tuple[str, str], set[str]]:
                     elif callee.name not in STARTUP_SEQUENCES:  # runs several stages: not followed
                         following.append(callee)
             frontier = following
+
+    reached: dict[tuple[str, str], set[str]] = defaultdict(set)
+    entry_stage = {name: stage for stage, names in ENTRY_POINTS.items() for name in names}
+    walks = {
+        stage: [f for name in names for f in by_name.get(name, ()) if not f.file.startswith(SERVER_FOLDERS)]
+        for stage, names in ENTRY_POINTS.items()
+    }
+    walks["loading"] += [f for f in functions if f.name == "__init__" and f.file.startswith(MODEL_FOLDERS)]
+    walks[MODEL_RUN_STAGE] = [
+        f for f in functions if MODEL_RUN.match(f.name) and f.owner and f.file.startswith(MODEL_RUN_FOLDERS)
+    ]
+    for stage, starts in walks.items():
+        walk(stage, starts)
+    requests = [
+        f
+        for f in functions
+        if (f.name in REQUEST_ENTRIES and f.file.startswith(SERVER_FOLDERS))
+        or (f.name in REQUEST_HANDLERS and f.file.startswith(REQUEST_FOLDERS))
+    ]
+    walk("serving", requests, REQUEST_PATH)
     for function in functions:
         if function.name in REQUEST_HANDLERS and function.file.startswith(REQUEST_FOLDERS):
             reached[(function.file, function.qualname)].add("serving")
@@ -509,15 +559,25 @@ def _special(name: str) -> bool:
     return name.startswith("__") and name.endswith("__") and name != "__init__"
 
 
-def raised_phases(root: Path) -> dict[tuple[str, str], set[str]]:
-    """(file, function) -> phases of the failure templates it raises (rule phase, else subject)."""
+@functools.cache
+def _read_once(root: Path) -> tuple[Any, dict[str, Any]]:
+    """The inventory and the rules by id, read once for every release's `raised_phases`."""
+    return read_inventory(INVENTORY), load_packs(root).signatures.by_id
+
+
+def raised_phases(root: Path, version: str | None = None) -> dict[tuple[str, str], set[str]]:
+    """(file, function) -> phases of the failure templates it raises (rule phase, else subject), in
+    `version` when given (a check a later release added to a function is not its error before)."""
     if not INVENTORY.is_file():
         return {}
-    inventory = read_inventory(INVENTORY)
-    rules = load_packs(root).signatures.by_id
+    inventory, rules = _read_once(root)
     out: dict[tuple[str, str], set[str]] = defaultdict(set)
     for template in inventory.templates:
         if template.level not in ("raise", "assert"):
+            continue
+        if version is not None and not any(
+            version_key(low) <= version_key(version) <= version_key(high) for low, high in template.versions
+        ):
             continue
         phases = {
             rules[r].rule.phase
@@ -561,12 +621,20 @@ def with_helpers(
 def build(cache: Path) -> dict[str, object]:
     order = sorted((p.name for p in cache.iterdir() if (p / "vllm").is_dir()), key=version_key)
     per_release = release_functions(cache, order)
+    # every release's raises together: the sampled releases leave gaps between them (0.8.4 between
+    # 0.8.0 and 0.8.5.post1), which a phase split per release would leave unplaced
     own_phases = raised_phases(ROOT / "rules")
-    rows: dict[tuple[str, str, str, str | None], list[str]] = {}
+    rows: dict[tuple[str, str, str, str | None, str | None], list[str]] = {}
+    ambiguous: set[str] = set()
+    qualified: set[str] = set()
     for version in order:
         phases = with_helpers(per_release[version], own_phases)
+        # (file, name) -> owner (class, or the function a def is nested in) -> its (stage, phase)s
+        placed: dict[tuple[str, str], dict[str | None, set[tuple[str, str | None]]]] = defaultdict(
+            lambda: defaultdict(set)
+        )
         for (file, qualname), stages in stages_of(per_release[version]).items():
-            name = qualname.rsplit(".", 1)[-1]
+            owner, _, name = qualname.rpartition(".")
             # a dispatcher's own frames, and those of the helpers defined inside it, say nothing
             dispatcher = any(part in DISPATCHERS for part in qualname.split("."))
             if len(stages) != 1 or MODEL_RUN_STAGE in stages or dispatcher or _special(name):
@@ -575,12 +643,26 @@ def build(cache: Path) -> dict[str, object]:
             own = "init" in stages
             raised = (own_phases if own else phases).get((file, qualname), set())
             phase = next(iter(raised)) if len(raised) == 1 and "<several>" not in raised else None
-            key = (file.removeprefix("vllm/"), qualname.rsplit(".", 1)[-1], next(iter(stages)), phase)
-            rows.setdefault(key, []).append(version)
-    frames = []
-    ordered = sorted(rows.items(), key=lambda kv: (*kv[0][:3], kv[0][3] or ""))
-    for (file, function, stage, phase), versions in ordered:
-        frames.append([file, function, stage, phase, ranges(versions, order)])
+            placed[(file.removeprefix("vllm/"), name)][owner or None].add((next(iter(stages)), phase))
+        for (file, name), owners in placed.items():
+            # a traceback names a function, not its class: a name whose classes in one module differ
+            # in stage or phase is keyed by its class too, which the caller's `self.model_config.…(`
+            # names (service/diagnosis/frames.py); one defined twice in one class (per branch of an
+            # `if`) with different places is dropped as ambiguous
+            qualify = len({place for places in owners.values() for place in places}) > 1
+            for owner, places in owners.items():
+                if len(places) > 1:
+                    ambiguous.add(f"{file}:{owner}.{name}" if owner else f"{file}:{name}")
+                    continue
+                if qualify:
+                    qualified.add(f"{file}:{name}")
+                stage, phase = next(iter(places))
+                rows.setdefault((file, name, stage, phase, owner if qualify else None), []).append(version)
+    frames: list[list[object]] = []
+    ordered = sorted(rows.items(), key=lambda kv: (*kv[0][:3], kv[0][3] or "", kv[0][4] or ""))
+    for (file, function, stage, phase, owner), versions in ordered:
+        row: list[object] = [file, function, stage, phase, ranges(versions, order)]
+        frames.append([*row, owner] if owner else row)
     placed = {row[0] for row in frames}
     read = {f.file.removeprefix("vllm/") for functions in per_release.values() for f in functions}
     return {
@@ -590,6 +672,10 @@ def build(cache: Path) -> dict[str, object]:
         # the packages of the platform plugins and forks (tools/vllm_sources.py PLUGINS, their one
         # home): a frame of one is read as vLLM's module of the same path (service/diagnosis/frames.py)
         "plugins": sorted({package for packages, _ in PLUGINS.values() for package in packages}),
+        # names keyed by class as well (their classes in one module differ), and those left out as
+        # ambiguous (one class defines the name twice, placed differently)
+        "qualified": sorted(qualified),
+        "ambiguous": sorted(ambiguous),
         "frames": frames,
     }
 
@@ -622,6 +708,10 @@ def main(argv: list[str] | None = None) -> int:
     frames = table["frames"]
     assert isinstance(frames, list)
     print(f"{len(frames)} frames ({sum(1 for f in frames if f[3])} with a phase) -> {args.output}")
+    for key, what in (("qualified", "keyed by class too"), ("ambiguous", "dropped as ambiguous")):
+        names = table[key]
+        assert isinstance(names, list)
+        print(f"{len(names)} names {what}: {', '.join(names[:20])}{' …' if len(names) > 20 else ''}")
     return 0
 
 

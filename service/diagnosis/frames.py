@@ -149,9 +149,14 @@ def vllm_file(path: str, plugins: tuple[str, ...] = ()) -> str | None:
 
 
 def frame_place(
-    table: FrameTable, text: str, number: int = 0, version: tuple[int, int, int] | None = None
+    table: FrameTable,
+    text: str,
+    number: int = 0,
+    version: tuple[int, int, int] | None = None,
+    receiver: str | None = None,
 ) -> FramePlace | None:
-    """The place of one frame line, or None when it is not a vLLM frame only one stage reaches."""
+    """The place of one frame line, or None when it is not a vLLM frame only one stage reaches;
+    `receiver` is the attribute its caller called it on (`model_config`), which names its class."""
     match = _FRAME.search(text)
     if match is None:
         return None
@@ -172,8 +177,42 @@ def frame_place(
         # of vLLM's worker and model runner, so the rows of every vLLM function of that name decide,
         # when they agree on one stage
         rows = table.rows_named(function)
-    entries = [e for e in rows if e.covers(version)]
+    entries = _of_receiver([e for e in rows if e.covers(version)], receiver)
     return _one_stage(entries, number, file, function, plugin)
+
+
+def _of_receiver(entries: list[FrameRow], receiver: str | None) -> list[FrameRow]:
+    """The rows of the class a caller's attribute names, with those keyed by no class: vLLM names an
+    engine's parts after their classes (`self.model_config` is a ModelConfig, `draft_model_config`
+    one too), so `self.cache_config.verify_with_parallel_config(` is CacheConfig's method. All rows
+    when the attribute names none of their classes."""
+    owned = [(e, e.owner.rsplit(".", 1)[-1].lower()) for e in entries if e.owner is not None]
+    if receiver is None or not owned:
+        return entries
+    wanted = receiver.replace("_", "").lower()
+    mine = [e for e, name in owned if name == wanted] or [e for e, name in owned if wanted.endswith(name)]
+    return [e for e in entries if e.owner is None] + mine if mine else entries
+
+
+# How many lines above a frame its caller's frame line may be: its source line, carets, a wrap.
+_CALLER_LINES = 6
+
+
+def _receiver(doc: Document, number: int, function: str) -> str | None:
+    """The attribute the caller's source line (under the frame printed above frame `number`) calls
+    `function` on: `model_config` in `self.model_config.verify_with_parallel_config(…)`."""
+    for above in range(number - 1, max(0, number - _CALLER_LINES), -1):
+        if _FRAME.search(doc.line(above).text) is not None:
+            return _receiver_in(_code_line(doc, above), function)
+    return None
+
+
+def _receiver_in(code: str, function: str) -> str | None:
+    """The attribute a source line calls `function` on, or None (none, or `self`/`cls`)."""
+    found = re.search(rf"(?P<attr>[A-Za-z_]\w{{0,120}})\.{re.escape(function)}\(", code)
+    if found is None or found.group("attr") in ("self", "cls"):
+        return None
+    return found.group("attr")
 
 
 _LIBRARIES = "|".join(re.escape(folder) for folder in LIBRARY_FOLDERS)
@@ -263,7 +302,9 @@ def deepest_frame(
             if inner is not None:
                 return msgspec.structs.replace(inner, line=number)
             continue
-        place = frame_place(table, line.text, number, version)
+        shown = _FRAME.search(line.text)
+        receiver = _receiver(doc, number, shown.group("function")) if shown is not None else None
+        place = frame_place(table, line.text, number, version, receiver)
         called = _called_place(doc, table, number, place, version)
         if (
             called is not None
@@ -293,7 +334,7 @@ def deepest_frame(
             # only vLLM's own frames: a library's wrapper printed between (torch's `decorate_context`
             # of `@torch.inference_mode()`) is not the function the frame above called
             deeper = frame.group("function")
-            placed = frame_place(table, line.text, number, version) is not None
+            placed = frame_place(table, line.text, number, version, receiver) is not None
     return construction
 
 
@@ -460,7 +501,7 @@ def _called_place(
         rows = tuple(row for row in table.rows_named(function) if row.stage != CONSTRUCTION)
     else:
         return None
-    entries = [e for e in rows if e.covers(version)]
+    entries = _of_receiver([e for e in rows if e.covers(version)], _receiver_in(code, function))
     return _one_stage(entries, number, file, function, plugin)
 
 

@@ -42,6 +42,7 @@ from service.diagnosis.prose import (
     memory_grew,
     memory_side,
     names_memory_only,
+    ran_said,
     read_prose,
     sequel_stage,
     shown_not_run,
@@ -420,10 +421,17 @@ def _crash_said(ctx: Context, taken_back: frozenset[int]) -> Verdict | None:
 def _failure_said(ctx: Context) -> Verdict | None:
     """Something the person says failed, crashed or hangs ("failed to set up vllm with the
     7900XTX", "加载模型失败") with no log line showing an error and no word of memory or of a failure
-    vLLM has a phase for: an error that is not about GPU memory, as sure as words alone can make it."""
-    said = next(iter(ctx.prose_cues()), None)
+    vLLM has a phase for: an error that is not about GPU memory, as sure as words alone can make it.
+    Only a title naming it, with the person's sentences after it saying the run went through ("I
+    was able to run it on an A100"), names the thread's subject, not this run's failure: none."""
+    cues = ctx.prose_cues()
+    said = next(iter(cues), None)
     if said is None:
         return None
+    if all(_is_title(ctx.doc, c.line) for c in cues):
+        ran = ran_said(ctx.doc, ctx.prose)
+        if ran is not None and ran > max(c.line for c in cues):
+            return None
     killed = next((c for c in ctx.prose_cues() if ctx.prose.ended.search(c.text)), None)
     if killed is not None and ctx.memory_side() == "host":
         # a process the host ended (被 kill, SIGKILL, a pod evicted) in a post about host RAM: only

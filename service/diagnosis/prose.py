@@ -39,6 +39,7 @@ __all__ = [
     "memory_grew",
     "memory_side",
     "names_memory_only",
+    "ran_said",
     "read_prose",
     "sequel_stage",
     "stages_said",
@@ -557,6 +558,22 @@ def cause_said(doc: Document, vocabulary: ProseVocabulary, phase: Phase) -> tupl
             for cause, words in wanted:
                 if words.search(clause):
                     return cause, line.number, clause.strip()
+    return None
+
+
+def ran_said(doc: Document, vocabulary: ProseVocabulary) -> int | None:
+    """The line of the first of the person's clauses saying a run went through ("I was able to run
+    it on an A100"), not under a condition, asked or taken back; None when none says so."""
+    for line, _ in _prose_lines(doc, vocabulary.ran_lines):
+        spoken = _spoken(line)
+        for clause in _clauses(spoken, vocabulary) if spoken is not None else []:
+            if (
+                vocabulary.ran.search(clause)
+                and not vocabulary.ran_unless.search(clause)
+                and not vocabulary.question.search(clause)
+                and not _negates(clause, vocabulary)
+            ):
+                return line.number
     return None
 
 

@@ -2,13 +2,14 @@
 
 `tools/vllm_callgraph.py` writes one row per vLLM function that only one start-up stage reaches:
 its file (the path after `vllm/`), its name, the stage, the phase when every error it raises is of
-one phase, and the releases it exists in. Loading turns the rows into one dict keyed by
-(file, function), so placing a traceback frame is a dict lookup, not a regex per row.
+one phase, the releases it exists in, and its class where the name's classes in one module differ.
+Loading turns the rows into one dict keyed by (file, function), so placing a traceback frame is a
+dict lookup, not a regex per row.
 
 The table is JSON, not YAML like the hand-written packs: it has some 10,000 generated rows, which
 even libyaml takes seconds to read, and every `vramdoc diagnose` loads the packs; msgspec decodes
 the same rows, validated into the same Structs, in milliseconds. Rows are arrays
-(`[file, function, stage, phase, versions]`) to keep the file small.
+(`[file, function, stage, phase, versions]`, `owner` appended where it is set) to keep the file small.
 
 Validated and grouped once, the table goes into the compiled-pack cache (service.packs.loader)
 keyed by the tables' bytes: a later start decodes the grouped rows from msgpack without checking
@@ -52,6 +53,9 @@ class FrameRow(msgspec.Struct, frozen=True, array_like=True, forbid_unknown_fiel
     stage: FrameStage
     phase: Phase | None
     versions: list[list[str]]
+    # the class (or enclosing function) the row is of, where the name's classes in one module differ
+    # in stage or phase: a frame shows only the name, its caller's `self.model_config.…(` the class
+    owner: str | None = None
 
     def covers(self, version: tuple[int, int, int] | None) -> bool:
         """Whether the row holds for `version` (any release when it is unknown); parsed here, not at
@@ -82,6 +86,10 @@ class FrameTableFile(Spec, frozen=True, kw_only=True):
     # the packages of platform plugins and forks (`tpu_inference`, `optimum/neuron/vllm`: generated
     # from tools/vllm_sources.py PLUGINS) whose frames are read as vLLM's module of the same path
     plugins: list[str] = msgspec.field(default_factory=list)
+    # what the generator says of names a traceback leaves ambiguous: those it keyed by class too,
+    # and those it left out (rows of neither are read)
+    qualified: list[str] = msgspec.field(default_factory=list)
+    ambiguous: list[str] = msgspec.field(default_factory=list)
 
 
 class FrameGroup(msgspec.Struct, frozen=True, array_like=True):
@@ -186,7 +194,8 @@ class FrameTable:
                 if file.startswith(LIBRARY_FOLDERS):
                     continue  # a library's method is not vLLM's of that name (Tensor.cuda is not Module.cuda)
                 mirror.setdefault((_folder(file), function), []).extend(rows)
-                named.setdefault(function, []).extend(rows)
+                if not file.startswith(SERVER_FOLDERS):
+                    named.setdefault(function, []).extend(rows)
             self._mirror = {key: tuple(rows) for key, rows in mirror.items()}
             self._files = frozenset(file for file, _ in by_file) | frozenset(self._modules)
             self._by_name = {key: tuple(rows) for key, rows in named.items()}
@@ -195,6 +204,12 @@ class FrameTable:
 # Libraries whose frames a table may place (rules/frames/torch.json): their rows are keyed by the
 # library's own path (`torch/nn/modules/module.py`), never mirrored into vLLM's folders or names.
 LIBRARY_FOLDERS = ("torch/",)
+
+
+# The OpenAI server's modules (tools/vllm_callgraph.py SERVER_FOLDERS): their functions serve
+# requests and the engine never calls them, so a call of another object's method by name
+# (`self.quant_method.embedding(`) is not the server's `embedding` route helper.
+SERVER_FOLDERS = ("entrypoints/",)
 
 
 def _folder(file: str) -> str:

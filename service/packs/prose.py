@@ -32,6 +32,13 @@ class Crashed(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=T
     growing: list[str] = []
 
 
+class Ran(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """Words saying a run went through, and the conditions (`unless`) that make one a contrast."""
+
+    words: list[str]
+    unless: list[str]
+
+
 class Cause(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     """A failure the person's words name as the cause of another's message (`of`)."""
 
@@ -105,6 +112,7 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     stage_shift: StageShift
     sequel: list[str]
     crashed: Crashed
+    ran: Ran
     causes: dict[Phase, Cause]
 
 
@@ -168,6 +176,9 @@ class ProseVocabulary(msgspec.Struct, frozen=True):
     crashed: Any  # a process that ended ("vllm always crashes", 崩溃)
     goes_on: frozenset[Phase]  # a warning of these beside a crash told is what led up to it
     growing_lines: Any  # memory told growing over time ("显存会逐渐增加"): an end beside it ran out of it
+    ran: Any  # a run that went through ("I was able to run it", 启动成功)
+    ran_lines: Any
+    ran_unless: Any  # a condition that makes it a contrast ("when I set 100, it starts successfully")
     causes: tuple[tuple[Phase, frozenset[Phase], Any], ...]  # (cause, the phases it explains, words)
     any_cause: Any
 
@@ -340,6 +351,9 @@ def _vocabulary(data: ProseFile, build: Callable[..., Any]) -> ProseVocabulary:
         crashed=build(data.crashed.words, "$.crashed.words"),
         goes_on=frozenset(data.crashed.beside),
         growing_lines=build(data.crashed.growing, "$.crashed.growing", True),
+        ran=build(data.ran.words, "$.ran.words"),
+        ran_lines=build(data.ran.words, "$.ran.words", True),
+        ran_unless=build(data.ran.unless, "$.ran.unless"),
         causes=tuple(
             (phase, frozenset(cause.of), build(cause.words, f"$.causes.{phase}.words"))
             for phase, cause in data.causes.items()

@@ -91,6 +91,7 @@ PROBES = load_probes(
     "prose_probes_twelfth_second.yaml",
     "prose_probes_thirteenth.yaml",
     "prose_probes_fourteenth.yaml",
+    "prose_probes_fifteenth.yaml",
 )
 
 
