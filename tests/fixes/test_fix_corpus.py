@@ -127,9 +127,6 @@ FIX_GAPS = {
         "a traceback cut inside the KV-size check states no figure and names a local model path: no KV"
         " recipe has a number to size"
     ),
-    "gh6-8908-v0.6.2-tp16-ray-placement-group-waiting-autoscaler-esc": (
-        "a Ray placement-group wait, not vLLM's GPU-count check: no parallelism recipe matches its evidence"
-    ),
     "gh6-lmeval2880-v1-prompt-length-2048-equals-max-model-len-bash-repro": (
         "a prompt exactly as long as max_model_len (2048 of 2048): the length recipes size only a longer one"
     ),
@@ -147,9 +144,6 @@ FIX_GAPS = {
     "gh7-msswift3739-v0.7.2-grpo-world-size-8-not-tp4-x-pp1": (
         "a launcher (ms-swift colocate mode) started 8 processes for TP 4 x PP 1: its process count, not a"
         " vLLM flag, is what to change"
-    ),
-    "gh7-23086-v1-nixl-dst-num-blocks-assertion-title-determine-available-memory-code": (
-        "a NIXL block-count assertion misread as a KV-capacity failure (a known_miss): nothing to size"
     ),
     "gh9-gpustack1916-v0.7.3-pipx-venv-initialize-kv-caches-initialize-cache-frames-cut-chinese-title": (
         "a V0 engine's traceback cut inside initialize_cache before its error line: no out-of-memory"
@@ -172,10 +166,6 @@ FIX_GAPS = {
         "an EngineCore traceback cut after its header, right after the --kv-cache-memory-bytes reservation:"
         " placed by that line, but no max_model_len or per-token size for the capacity recipes to size"
     ),
-    "gh11-24814-v1-8x-a100-qwen3-235b-cut-in-compile-or-warm-up-model-oom-title": (
-        "a V1 EngineCore traceback cut at the compile_or_warm_up_model call under _initialize_kv_caches,"
-        " misread as a KV-capacity failure (a known_miss): no figure sizes the capacity recipes"
-    ),
     "gh11-ascend7308-v0.15-910b-two-services-one-card-util-0.3-available-kv-minus-1.33gb-chinese-words": (
         "vllm-ascend's negative KV budget told in Chinese words around a quoted message: no max_model_len"
         " or per-token size stated for a KV recipe to size"
@@ -196,24 +186,12 @@ FIX_GAPS = {
         "a plugin-patched V1 EngineCore traceback cut inside _initialize_kv_caches: placed by the frame, but"
         " no figure (max_model_len, KV budget) sizes the capacity recipes"
     ),
-    "gh8-gpustack3777-ascend910b2-glm45-air-vocab-151552-not-divisible-by-6-cards": (
-        "the vocabulary-vs-TP assertion retold in prose with no command: no --tensor-parallel-size to"
-        " change and no GPU count to size a divisor against"
-    ),
     "gh9-6471-v0.5-qwen-pipeline-parallelism-only-supported-for-architectures-feature": (
         "pipeline parallelism refused for the architecture: no recipe yet turns PP into TP"
         " (the excerpt states no layout to size)"
     ),
-    "gh9-13131-v0.7.2-jetson-orin-nx-unified-memory-profiling-assertion-aborts-words": (
-        "a profiling abort on unified memory retold in words, misread as a KV-capacity failure"
-        " (a known_miss): nothing to size"
-    ),
     "gh9-1927-v0.2-llama2-7b-api-server-hangs-at-kv-cache-usage-10-percent-words": (
         "a hang at 10% KV-cache usage misread as a KV-capacity failure (a known_miss): nothing to size"
-    ),
-    "gh9-34040-v1-glm-ocr-image-item-6042-exceeds-encoder-cache-4800-400-wrapper-body": (
-        "an image item over the encoder cache misread as a KV-capacity failure (a known_miss): nothing"
-        " to size"
     ),
     "gh10-49064-v0.28.0-h100-qwen3.8-27b-hybrid-max-num-seqs-exceeds-mamba-cache-blocks-two-repros": (
         "the hybrid model's Mamba-blocks refusal (max_num_seqs above the available Mamba cache blocks):"
@@ -222,14 +200,6 @@ FIX_GAPS = {
     "gh10-ascend6678-v1-4-nodes-910b-pp4-initialize-kv-cache-attn-backend-keyerror-chinese-title": (
         "a KeyError while building the NPU attention backends, misread as a KV-capacity failure"
         " (a known_miss): nothing to size"
-    ),
-    "gh10-qwen3-698-autoawq-finetuned-qwen72b-tp4-input-size-not-aligned-quoted-in-prose": (
-        "the AWQ shard-alignment refusal quoted in prose, read as a parallelism refusal (a known_miss):"
-        " no head count, GPU count or command for a parallelism recipe to size"
-    ),
-    "gh10-qwen3vl831-v0-qwen25-vl-72b-awq-tp2-tp4-input-size-not-aligned-quantized-weight-shape-backticks": (
-        "the AWQ shard-alignment refusal in backticks, read as a parallelism refusal (a known_miss): no"
-        " head count, GPU count or command for a parallelism recipe to size"
     ),
     "gh11-ascend4404-v1-910b-second-instance-qwen2.5-vl-3b-available-memory-0-chinese": (
         "an NPU worker's `Available memory: 0` line with no max_model_len, KV budget or utilisation stated:"
@@ -256,15 +226,6 @@ FIX_GAPS = {
     "gh14-8097-v0-internvl2-26b-8x-a10-tp4-assertion-25-not-divisible-by-4-title": (
         "the title's generic `divide()` assertion (25 vision heads, TP 4) with the traceback cut before it:"
         " placed by the line, but no head count stated as the config check's for fix-tensor-parallel-size"
-    ),
-    "gh14-qwen3-106-v0-qwen1.5-14b-chat-gptq-int4-tp2-input-size-not-aligned-quantized-weight-shape": (
-        "a GPTQ checkpoint whose group size does not divide the per-rank input at TP 2 (known miss, read as"
-        " parallelism): no head count for fix-tensor-parallel-size and no quantization recipe for the shape"
-    ),
-    "gh14-glmv178-v0.10.2rc2-4x-rtx-a6000-glm-4.5v-fp8-tp4-marlin-size-n-5472-not-divisible-by-tile-64"
-    "-title": (
-        "Marlin's repack refusing a TP-4 shard (`size_n = 5472 is not divisible by tile_n_size = 64`) in a"
-        " title: no head or expert count and no GPU count for fix-tensor-parallel-size"
     ),
     "gh15-xinference3006-how-to-fix-kv-cache-insufficient-by-config-screenshot-only-chinese-words": (
         "a title asking how to fix an insufficient KV cache with the error only in a screenshot: no length,"
