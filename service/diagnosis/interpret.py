@@ -25,6 +25,8 @@ from service.diagnosis.frames import (
 )
 from service.diagnosis.normalize import Document, Line, is_prose
 from service.diagnosis.placement import (
+    PLACED_STAGE,
+    Clue,
     HintFn,
     is_marker,
     place,
@@ -48,10 +50,12 @@ from service.diagnosis.prose import (
     shown_not_run,
     stages_said,
 )
+from service.diagnosis.remedies import remedies_said
 from service.diagnosis.retyped import find_retyped
 from service.diagnosis.scan import Hit, LineBlocks, present
 from service.packs import SignatureIndex
 from service.packs.evidence import EvidenceWeights
+from service.packs.fixes import FixPack
 from service.packs.fragments import LEVEL_RANK, FragmentIndex, empty_fragments
 from service.packs.prose import ProseVocabulary
 from service.packs.signatures import CompiledRule, Stage
@@ -134,6 +138,7 @@ class Context:
         prose: ProseVocabulary,
         fragments: FragmentIndex | None = None,
         copies: tuple[tuple[int, int], ...] = (),
+        fixes: FixPack | None = None,
     ) -> None:
         self.doc = doc
         self.fragments = fragments or empty_fragments()
@@ -142,6 +147,8 @@ class Context:
         self.weights = weights
         self.prose = prose
         self.copies = copies  # the eager scan's repeated lines, which whole-text passes skip
+        self.fixes = fixes  # the fix recipes: which phases a fix the person says worked serves
+        self._remedies: list[Clue] | None = None
         self._cues: list[ProseCue] | None = None
         self._prose_stages: list[tuple[Stage, str, int]] | None = None
         self._side: Memory | None = None
@@ -242,6 +249,26 @@ class Context:
                 del found["serving"]
             self._prose_stages = list(found.values())
         return list(self._prose_stages)
+
+    def remedies(self) -> list[Clue]:
+        """A fix the person says worked (for the stages its recipes serve) or changed nothing
+        (against them), as clues (cached; none without the fix recipes)."""
+        if self._remedies is None:
+            said = remedies_said(self.doc, self.prose, self.fixes) if self.fixes is not None else []
+            self._remedies = [
+                Clue(
+                    "remedy" if r.worked else "remedy_failed",
+                    PLACED_STAGE[phase],
+                    f'the person\'s words on a fix ("{r.text[:80]}")',
+                    r.line,
+                    share=share,
+                    against=not r.worked,
+                )
+                for r in said
+                if r.line not in self._shown
+                for phase, share in r.shares
+            ]
+        return self._remedies
 
     def stages_said(self) -> list[tuple[Stage, int, str]]:
         """What the person says they were doing, stage by stage, in any of their sentences (cached)."""
