@@ -110,6 +110,7 @@ class Verdict(msgspec.Struct):
     first_exception: Hit | None = None
     hit_phases: dict[tuple[int, str], Phase] = msgspec.field(default_factory=dict)
     taken_back: frozenset[int] = frozenset()  # lines of sentences saying a failure is gone or avoided
+    retold: bool = False  # a vLLM message the person retells in a sentence of their own words
 
 
 # The call graph's stages (rules/frames/) as placement's stages: an OOM while allocating the KV
@@ -608,6 +609,10 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
         and (known is None or known.phase is None or seen.confidence >= cut_weight)
         and seen.confidence >= _named_error_strength(ctx, errors, {h.line.number for h in seen.decisive})
     ):
+        if seen.retold:
+            # a refusal the person retells in their own sentence names its phase, never as surely as
+            # the line vLLM printed: words alone claim no more than `_PROSE_ONLY`
+            seen.confidence = min(seen.confidence, _PROSE_ONLY)
         return seen
     # an exception the paste names (a title's `RuntimeError: CUDA error: an illegal memory access`) is
     # the one its cut traceback stopped before: the functions the frames show only say what it may be
@@ -824,6 +829,10 @@ def _is_title(doc: Document, number: int) -> bool:
 # Less than this share of a template in a person's sentence is their own vocabulary ("trying to get
 # started vllm on ROCm") more than the message retold, when an error line says what failed.
 _PROSE_FRAGMENT_SHARE = 0.5
+# A sentence whose words are less than this share the template's has words of the person's own
+# around the message: a retelling ("the error says my prompt of 9000 tokens is longer than …"), not
+# the message cut or lower-cased
+_RETOLD_COVER = 0.8
 
 
 def _retold(ctx: Context, found: FragmentHit, against_error: bool) -> bool:
@@ -876,4 +885,5 @@ def _from_fragments(ctx: Context, skip: set[int], *, against_error: bool = False
     )
     phases = {(f.hit.line.number, f.hit.rule_id): f.hit.compiled.rule.phase or phase for f in found}
     decisive = [f.hit for f in found if f.hit.compiled.rule.phase == phase]
-    return Verdict(phase, confidence, best.hit, basis, decisive, best.hit, phases)
+    retold = is_sentence(best.hit.line) and best.covered < _RETOLD_COVER
+    return Verdict(phase, confidence, best.hit, basis, decisive, best.hit, phases, retold=retold)
