@@ -8,6 +8,7 @@ wrappers, the person's words, the budget) into a phase and a confidence.
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left, bisect_right
 
 import msgspec
@@ -92,6 +93,12 @@ _HOST_STAGE: dict[Phase, str] = {
 
 # The steps of start-up a person can name (start-up itself, `init`, names none)
 _STEPS: frozenset[Stage] = frozenset({"loading", "profiling", "kv_cache", "warmup"})
+# A function's name as a person writes it ("it OOMs in `profile_run`", "fails inside
+# determine_available_memory()"): an identifier with an underscore in it, so that an everyday word
+# that is also some method's name ("generate", "step") stays a word
+_FUNCTION_NAME = re.compile(
+    r"(?<![\w])_*[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?![\w])|(?<![\w])_+[A-Za-z]\w*"
+)
 MAX_PLACED_OOMS = 16
 # A message retyped in a person's shorthand counts as this share of a fragment showing as many of
 # its words: its numbers stand in the template's holes, but its words are the person's.
@@ -248,6 +255,14 @@ class Context:
                 # start-up the person's sentences name for the failure says when, and a run that
                 # failed there never served
                 del found["serving"]
+            if not found:
+                # words naming no stage may name a vLLM function: its stage by vLLM's call graph (a
+                # function named beside a stage's words is as often the cause's place as the failure's)
+                named = ((self.function_stage(c.text), c) for c in self.prose_cues())
+                first = next(((stage, c) for stage, c in named if stage is not None), None)
+                if first is not None:
+                    stage, cue = first
+                    found[stage] = (stage, f'the person\'s words ("{cue.text[:80]}")', cue.line)
             self._prose_stages = list(found.values())
         return list(self._prose_stages)
 
@@ -270,6 +285,17 @@ class Context:
                 for phase, share in r.shares
             ]
         return self._remedies
+
+    def function_stage(self, text: str) -> Stage | None:
+        """The stage of the vLLM functions a person's clause names, by vLLM's call graph (the frame
+        table, rules/frames/), when every function of each name it names is in one stage and they
+        all agree; None when it names none, or names disagree."""
+        stages: set[Stage] = set()
+        for name in _FUNCTION_NAME.findall(text):
+            found = {row.stage for row in self.signatures.frames.rows_named(name)}
+            if len(found) == 1 and (stage := next(iter(found))) in _TABLE_STAGE:
+                stages.add(_TABLE_STAGE[stage])
+        return stages.pop() if len(stages) == 1 else None
 
     def stages_said(self) -> list[tuple[Stage, int, str]]:
         """What the person says they were doing, stage by stage, in any of their sentences (cached)."""
