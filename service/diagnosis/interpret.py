@@ -859,6 +859,9 @@ _PROSE_FRAGMENT_SHARE = 0.5
 # around the message: a retelling ("the error says my prompt of 9000 tokens is longer than …"), not
 # the message cut or lower-cased
 _RETOLD_COVER = 0.8
+# …and that shows less than this share of the template: with all of its words the message is
+# quoted whole (an issue title holding the full message), not retold
+_QUOTED_SEEN = 0.9
 
 
 def _retold(ctx: Context, found: FragmentHit, against_error: bool) -> bool:
@@ -911,5 +914,5 @@ def _from_fragments(ctx: Context, skip: set[int], *, against_error: bool = False
     )
     phases = {(f.hit.line.number, f.hit.rule_id): f.hit.compiled.rule.phase or phase for f in found}
     decisive = [f.hit for f in found if f.hit.compiled.rule.phase == phase]
-    retold = is_sentence(best.hit.line) and best.covered < _RETOLD_COVER
+    retold = is_sentence(best.hit.line) and best.covered < _RETOLD_COVER and best.seen < _QUOTED_SEEN
     return Verdict(phase, confidence, best.hit, basis, decisive, best.hit, phases, retold=retold)
