@@ -61,7 +61,14 @@ def classify_text(
         return budget_hint(values, packs.catalog) or weights_hint(values, packs.catalog)
 
     context = Context(
-        doc, packs.signatures, hits, packs.evidence, packs.prose, packs.fragments, found_hits.copies
+        doc,
+        packs.signatures,
+        hits,
+        packs.evidence,
+        packs.prose,
+        packs.fragments,
+        found_hits.copies,
+        packs.fixes,
     )
     verdict = interpret(context, functools.cache(ask_hint))
     stated = next((str(h.facts["vllm_version"]) for h in hits if "vllm_version" in h.facts), None)

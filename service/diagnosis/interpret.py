@@ -8,6 +8,7 @@ wrappers, the person's words, the budget) into a phase and a confidence.
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left, bisect_right
 
 import msgspec
@@ -25,6 +26,8 @@ from service.diagnosis.frames import (
 )
 from service.diagnosis.normalize import Document, Line, is_prose
 from service.diagnosis.placement import (
+    PLACED_STAGE,
+    Clue,
     HintFn,
     is_marker,
     place,
@@ -48,10 +51,12 @@ from service.diagnosis.prose import (
     shown_not_run,
     stages_said,
 )
+from service.diagnosis.remedies import remedies_said
 from service.diagnosis.retyped import find_retyped
 from service.diagnosis.scan import Hit, LineBlocks, present
 from service.packs import SignatureIndex
 from service.packs.evidence import EvidenceWeights
+from service.packs.fixes import FixPack
 from service.packs.fragments import LEVEL_RANK, FragmentIndex, empty_fragments
 from service.packs.prose import ProseVocabulary
 from service.packs.signatures import CompiledRule, Stage
@@ -88,6 +93,12 @@ _HOST_STAGE: dict[Phase, str] = {
 
 # The steps of start-up a person can name (start-up itself, `init`, names none)
 _STEPS: frozenset[Stage] = frozenset({"loading", "profiling", "kv_cache", "warmup"})
+# A function's name as a person writes it ("it OOMs in `profile_run`", "fails inside
+# determine_available_memory()"): an identifier with an underscore in it, so that an everyday word
+# that is also some method's name ("generate", "step") stays a word
+_FUNCTION_NAME = re.compile(
+    r"(?<![\w])_*[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?![\w])|(?<![\w])_+[A-Za-z]\w*"
+)
 MAX_PLACED_OOMS = 16
 # A message retyped in a person's shorthand counts as this share of a fragment showing as many of
 # its words: its numbers stand in the template's holes, but its words are the person's.
@@ -106,6 +117,7 @@ class Verdict(msgspec.Struct):
     first_exception: Hit | None = None
     hit_phases: dict[tuple[int, str], Phase] = msgspec.field(default_factory=dict)
     taken_back: frozenset[int] = frozenset()  # lines of sentences saying a failure is gone or avoided
+    retold: bool = False  # a vLLM message the person retells in a sentence of their own words
 
 
 # The call graph's stages (rules/frames/) as placement's stages: an OOM while allocating the KV
@@ -134,6 +146,7 @@ class Context:
         prose: ProseVocabulary,
         fragments: FragmentIndex | None = None,
         copies: tuple[tuple[int, int], ...] = (),
+        fixes: FixPack | None = None,
     ) -> None:
         self.doc = doc
         self.fragments = fragments or empty_fragments()
@@ -142,6 +155,8 @@ class Context:
         self.weights = weights
         self.prose = prose
         self.copies = copies  # the eager scan's repeated lines, which whole-text passes skip
+        self.fixes = fixes  # the fix recipes: which phases a fix the person says worked serves
+        self._remedies: list[Clue] | None = None
         self._cues: list[ProseCue] | None = None
         self._prose_stages: list[tuple[Stage, str, int]] | None = None
         self._side: Memory | None = None
@@ -240,8 +255,47 @@ class Context:
                 # start-up the person's sentences name for the failure says when, and a run that
                 # failed there never served
                 del found["serving"]
+            if not found:
+                # words naming no stage may name a vLLM function: its stage by vLLM's call graph (a
+                # function named beside a stage's words is as often the cause's place as the failure's)
+                named = ((self.function_stage(c.text), c) for c in self.prose_cues())
+                first = next(((stage, c) for stage, c in named if stage is not None), None)
+                if first is not None:
+                    stage, cue = first
+                    found[stage] = (stage, f'the person\'s words ("{cue.text[:80]}")', cue.line)
             self._prose_stages = list(found.values())
         return list(self._prose_stages)
+
+    def remedies(self) -> list[Clue]:
+        """A fix the person says worked (for the stages its recipes serve) or changed nothing
+        (against them), as clues (cached; none without the fix recipes)."""
+        if self._remedies is None:
+            said = remedies_said(self.doc, self.prose, self.fixes) if self.fixes is not None else []
+            self._remedies = [
+                Clue(
+                    "remedy" if r.worked else "remedy_failed",
+                    PLACED_STAGE[phase],
+                    f'the person\'s words on a fix ("{r.text[:80]}")',
+                    r.line,
+                    share=share,
+                    against=not r.worked,
+                )
+                for r in said
+                if r.line not in self._shown
+                for phase, share in r.shares
+            ]
+        return self._remedies
+
+    def function_stage(self, text: str) -> Stage | None:
+        """The stage of the vLLM functions a person's clause names, by vLLM's call graph (the frame
+        table, rules/frames/), when every function of each name it names is in one stage and they
+        all agree; None when it names none, or names disagree."""
+        stages: set[Stage] = set()
+        for name in _FUNCTION_NAME.findall(text):
+            found = {row.stage for row in self.signatures.frames.rows_named(name)}
+            if len(found) == 1 and (stage := next(iter(found))) in _TABLE_STAGE:
+                stages.add(_TABLE_STAGE[stage])
+        return stages.pop() if len(stages) == 1 else None
 
     def stages_said(self) -> list[tuple[Stage, int, str]]:
         """What the person says they were doing, stage by stage, in any of their sentences (cached)."""
@@ -581,6 +635,10 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
         and (known is None or known.phase is None or seen.confidence >= cut_weight)
         and seen.confidence >= _named_error_strength(ctx, errors, {h.line.number for h in seen.decisive})
     ):
+        if seen.retold:
+            # a refusal the person retells in their own sentence names its phase, never as surely as
+            # the line vLLM printed: words alone claim no more than `_PROSE_ONLY`
+            seen.confidence = min(seen.confidence, _PROSE_ONLY)
         return seen
     # an exception the paste names (a title's `RuntimeError: CUDA error: an illegal memory access`) is
     # the one its cut traceback stopped before: the functions the frames show only say what it may be
@@ -797,6 +855,13 @@ def _is_title(doc: Document, number: int) -> bool:
 # Less than this share of a template in a person's sentence is their own vocabulary ("trying to get
 # started vllm on ROCm") more than the message retold, when an error line says what failed.
 _PROSE_FRAGMENT_SHARE = 0.5
+# A sentence whose words are less than this share the template's has words of the person's own
+# around the message: a retelling ("the error says my prompt of 9000 tokens is longer than …"), not
+# the message cut or lower-cased
+_RETOLD_COVER = 0.8
+# …and that shows less than this share of the template: with all of its words the message is
+# quoted whole (an issue title holding the full message), not retold
+_QUOTED_SEEN = 0.9
 
 
 def _retold(ctx: Context, found: FragmentHit, against_error: bool) -> bool:
@@ -849,4 +914,5 @@ def _from_fragments(ctx: Context, skip: set[int], *, against_error: bool = False
     )
     phases = {(f.hit.line.number, f.hit.rule_id): f.hit.compiled.rule.phase or phase for f in found}
     decisive = [f.hit for f in found if f.hit.compiled.rule.phase == phase]
-    return Verdict(phase, confidence, best.hit, basis, decisive, best.hit, phases)
+    retold = is_sentence(best.hit.line) and best.covered < _RETOLD_COVER and best.seen < _QUOTED_SEEN
+    return Verdict(phase, confidence, best.hit, basis, decisive, best.hit, phases, retold=retold)

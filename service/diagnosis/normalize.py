@@ -956,13 +956,27 @@ def hit_runs(data: bytes, pattern: Any, runs: bool = True) -> Iterator[tuple[int
 # decimals and more; people write "141GB", "the model is 14.5 GB", and a size they mark as
 # approximate, "~1.3 GB", "≈ 48.5 GiB", "about 2.5 GB", is their estimate, not a measurement), a
 # path. Used on lines without any logger or process prefix (those are log lines by construction).
+_FIGURE = (
+    r"(?<![~≈\d.])(?<![~≈] )(?<!about )(?<!around )(?<!roughly )"
+    r"(?:\d+\.\d+ ?(?:GiB|MiB|KiB)|\d+\.\d{2,} ?(?:GB|MB))\b"
+)
 _NOT_PROSE = first_use_re(
     r"Traceback \(most recent|^\s*File \"|^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning)\b"
-    r"|(?<![~≈\d.])(?<![~≈] )(?<!about )(?<!around )(?<!roughly )"
-    r"(?:\d+\.\d+ ?(?:GiB|MiB|KiB)|\d+\.\d{2,} ?(?:GB|MB))\b"
+    rf"|{_FIGURE}"
     r"|\d+ bytes\b|\|\s*\d+/\d+|/\w+/\w+\.py\b|^\s*[\^~]+\s*$"
     r"|^\s*(?:\$|#|>>>|\.\.\.|-{2,}>)\s|^\s*[\[{(<]\S*$"
 )
+# A memory figure printed to the hundredth of a GiB is a program's mark, unless the line around it is
+# a long run of words: a person retelling what vLLM said ("only 13.2 GiB free of 79.19 GiB, but
+# utilization 0.9 needs 71.27 GiB, so it refuses to start"), read as a sentence when its words are
+# this many and this share of its tokens with the figures taken out
+_FIGURES = first_use_re(_FIGURE)
+# what a program's message shows beside its figures, wherever in the line: an exception's class
+# name (`torch.OutOfMemoryError: CUDA out of memory. Tried to allocate …` under an issue's tag), a
+# clock time (a console's timestamp before the message)
+_PROGRAM_MARK = first_use_re(r"[A-Za-z_]\w*(?:Error|Exception)\b|\b\d{1,2}:\d{2}:\d{2}\b")
+_RETOLD_WORDS = 10
+_RETOLD_SHARE = 0.75
 # A program's record anywhere in a line, whatever tag a fork, a plugin or a collector put before it
 # (`[Stage-1] INFO 03-12 08:22:28 [model_runner.py:133] Model loading took …`, uvicorn's
 # `INFO:     10.0.0.7:5123 - "POST …"`), and a shell's prompt before a command (`(venv)
@@ -1063,6 +1077,14 @@ def _link_word(match: re.Match[str]) -> str:
     return "link" if text is None else text
 
 
+def _retold_figures(text: str) -> bool:
+    """Whether a line whose only program's marks are memory figures (`text`, the figures taken out)
+    is a long run of a person's words."""
+    tokens = text.split()
+    words = _WORD.findall(text)
+    return len(words) >= _RETOLD_WORDS and len(words) >= _RETOLD_SHARE * len(tokens)
+
+
 def is_prose(line: Line) -> bool:
     """Whether a line is a person's sentence rather than something a program printed.
 
@@ -1076,8 +1098,14 @@ def is_prose(line: Line) -> bool:
     text = _LINK.sub(_link_word, line.text) if "://" in line.text else line.text
     if "={" in text or "=[" in text:  # a setting's literal value is one word of the sentence
         text = _LITERAL_VALUE.sub("=literal", text)
-    if _NOT_PROSE.search(text) or _PRINTED_RECORD.search(text):
+    if _PRINTED_RECORD.search(text):
         return False
+    if _NOT_PROSE.search(text):
+        bare = _FIGURES.sub(" ", text)
+        if bare == text or _NOT_PROSE.search(bare) or _PROGRAM_MARK.search(bare) or "=" in bare:
+            return False
+        if not _retold_figures(bare):
+            return False
     tokens = text.split()
     cjk = len(_CJK.findall(text))
     # a Chinese sentence has few spaces: two of its characters count as a word, and a setting glued

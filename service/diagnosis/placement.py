@@ -30,6 +30,7 @@ from service.packs.signatures import Stage
 from service.schemas import Phase
 
 __all__ = [
+    "PLACED_STAGE",
     "STAGE_PHASE",
     "TRACEBACK",
     "Clue",
@@ -68,6 +69,9 @@ _PHASE_STAGE: dict[Phase, Stage] = {
     "warmup_oom": "warmup",
     "runtime_oom": "serving",
 }
+# The stage each phase a failure can be placed in happens in (the start-up check in the worker's
+# device set-up), for evidence that names a phase rather than a stage
+PLACED_STAGE: dict[Phase, Stage] = {**_PHASE_STAGE, "startup_budget": "device"}
 # How far a run has got at each stage; profiling, sizing and allocating the KV cache and warm-up are
 # one step (V1 warms the sampler up inside the profile run, V0 after allocating the cache).
 _PROGRESS: dict[Stage, int] = {
@@ -97,6 +101,8 @@ class Clue(msgspec.Struct, frozen=True):
     stage: Stage
     basis: str
     line: int | None = None
+    share: float = 1.0  # of its kind's weight: a witness spread over several stages gives each a part
+    against: bool = False  # evidence that the failure was not in this stage: it shrinks its support
 
 
 class Placement(msgspec.Struct, frozen=True):
@@ -131,6 +137,8 @@ class StageLookup(Protocol):
     def prose_stages(self) -> list[tuple[Stage, str, int]]: ...
 
     def stages_said(self) -> list[tuple[Stage, int, str]]: ...
+
+    def remedies(self) -> list[Clue]: ...
 
     def table_frame(self, first: int, last: int, source: str) -> tuple[Stage, str, int] | None: ...
 
@@ -421,6 +429,10 @@ def _gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) -
             clues.append(Clue("wrapper" if number is not None else "message_sign", stage, basis, number))
         for stage, basis, number in ctx.prose_stages():
             clues.append(Clue("prose", stage, basis, number))
+        # a fix the person says worked, or did not: for a phase their words already place the
+        # failure in, the same person's belief told twice, not a second witness
+        told = {STAGE_PHASE[c.stage] for c in clues if c.kind == "prose"}
+        clues += [c for c in ctx.remedies() if c.against or STAGE_PHASE[c.stage] not in told]
     if not strong:
         after_clue = _marker_after(ctx, line.number, _printed_in_log(ctx.doc, line), line.source)
         if after_clue is not None:
@@ -491,12 +503,18 @@ def weigh(clues: list[Clue], weights: EvidenceWeights) -> Placement | None:
     support: dict[Phase, float] = {}
     best_clue: dict[Phase, Clue] = {}
     for clue in clues:
+        if clue.against:
+            continue
         phase = STAGE_PHASE[clue.stage]
-        weight = weights.weights[clue.kind]
+        weight = weights.weights[clue.kind] * clue.share
         support[phase] = 1 - (1 - support.get(phase, 0.0)) * (1 - weight)
         held = best_clue.get(phase)
-        if held is None or weights.weights[held.kind] < weight:
+        if held is None or weights.weights[held.kind] * held.share < weight:
             best_clue[phase] = clue
+    for clue in clues:  # evidence against a phase shrinks what supports it, and gives no other any
+        phase = STAGE_PHASE[clue.stage]
+        if clue.against and phase in support:
+            support[phase] *= 1 - weights.weights[clue.kind] * clue.share
     if not support:
         return None
     ranked = sorted(support.items(), key=lambda item: -item[1])

@@ -42,6 +42,7 @@ __all__ = [
     "ran_said",
     "read_prose",
     "sequel_stage",
+    "spoken_clauses",
     "stages_said",
 ]
 
@@ -559,6 +560,16 @@ def cause_said(doc: Document, vocabulary: ProseVocabulary, phase: Phase) -> tupl
                 if words.search(clause):
                     return cause, line.number, clause.strip()
     return None
+
+
+def spoken_clauses(doc: Document, finder: Any, vocabulary: ProseVocabulary) -> Iterator[tuple[int, str]]:
+    """The clauses of the person's own words (a quoted message read as "the message") on the lines
+    `finder` hits, each with its line number, in line order."""
+    for line, _ in _prose_lines(doc, finder):
+        spoken = _spoken(line)
+        if spoken is not None:
+            for clause in _clauses(_unquoted(spoken), vocabulary):
+                yield line.number, clause
 
 
 def ran_said(doc: Document, vocabulary: ProseVocabulary) -> int | None:

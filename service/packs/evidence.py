@@ -40,6 +40,8 @@ ClueKind = Literal[
     "stated_error",
     "stated_failure",
     "cause_words",
+    "remedy",
+    "remedy_failed",
 ]
 CLUE_KINDS: tuple[ClueKind, ...] = ClueKind.__args__  # type: ignore[attr-defined]
 

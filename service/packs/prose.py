@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 import re2
@@ -83,6 +83,18 @@ class Change(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     problem: list[str]
 
 
+class Remedies(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """Words saying a fix worked or changed nothing, advice that says neither, the direction a
+    setting was moved in, and the words of a recipe's id that give its own direction."""
+
+    worked: list[str]
+    failed: list[str]
+    unless: list[str]
+    lower: list[str]
+    raise_: list[str] = msgspec.field(name="raise")
+    directions: dict[Literal["lower", "raise"], list[str]]
+
+
 class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     clause_breaks: list[str]
     failure: list[str]
@@ -114,6 +126,7 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     crashed: Crashed
     ran: Ran
     causes: dict[Phase, Cause]
+    remedies: Remedies
 
 
 class ProseVocabulary(msgspec.Struct, frozen=True):
@@ -181,6 +194,13 @@ class ProseVocabulary(msgspec.Struct, frozen=True):
     ran_unless: Any  # a condition that makes it a contrast ("when I set 100, it starts successfully")
     causes: tuple[tuple[Phase, frozenset[Phase], Any], ...]  # (cause, the phases it explains, words)
     any_cause: Any
+    remedy_worked: Any  # a fix said to have cured the failure ("adding --enforce-eager solved it")
+    remedy_failed: Any  # a fix said to have changed nothing ("tried --enforce-eager, no change")
+    remedy_lines: Any  # the lines either may stand on (one RE2 pass)
+    remedy_unless: Any  # advice, a plan or a question ("try lowering …"): nothing of this run
+    # the direction a clause moves a setting in, and the id words that give a recipe's own direction
+    remedy_moves: tuple[tuple[Literal["lower", "raise"], Any], ...]
+    remedy_directions: tuple[tuple[Literal["lower", "raise"], frozenset[str]], ...]
 
 
 def _options(*, never_nl: bool = False) -> Any:
@@ -359,4 +379,15 @@ def _vocabulary(data: ProseFile, build: Callable[..., Any]) -> ProseVocabulary:
             for phase, cause in data.causes.items()
         ),
         any_cause=build([p for c in data.causes.values() for p in c.words], "$.causes", True),
+        remedy_worked=build(data.remedies.worked, "$.remedies.worked"),
+        remedy_failed=build(data.remedies.failed, "$.remedies.failed"),
+        remedy_lines=build([*data.remedies.worked, *data.remedies.failed], "$.remedies", True),
+        remedy_unless=build(data.remedies.unless, "$.remedies.unless"),
+        remedy_moves=(
+            ("lower", build(data.remedies.lower, "$.remedies.lower")),
+            ("raise", build(data.remedies.raise_, "$.remedies.raise")),
+        ),
+        remedy_directions=tuple(
+            (direction, frozenset(words)) for direction, words in data.remedies.directions.items()
+        ),
     )

@@ -242,6 +242,25 @@ def test_a_sentence_naming_a_file_is_still_a_sentence() -> None:
     assert is_prose(line)
 
 
+def test_a_long_sentence_retelling_memory_figures_is_a_sentence() -> None:
+    retold = "It refuses to start: only 13.2 GiB free of 79.19 GiB, but utilization 0.9 needs 71.27 GiB."
+    assert is_prose(Document(retold).line(1))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # vLLM's own lines, pasted without their logger prefix: figures among few words, or settings
+        "Loading model weights took 14.99 GiB and 12.3 seconds",
+        "the current vLLM instance can use total_gpu_memory (79.19GiB) x gpu_memory_utilization (0.90)"
+        " = 71.27GiB",
+        "Available KV cache memory: 55.88 GiB",
+    ],
+)
+def test_a_programs_memory_figures_in_few_words_are_no_sentence(text: str) -> None:
+    assert not is_prose(Document(text).line(1))
+
+
 def test_unprefixed_runs_are_the_matched_runs_of_unprefixed_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(normalize, "_UNSPLIT_MIN_BYTES", 0)  # the reduced text even for a short one
     options = re2.Options()

@@ -92,6 +92,7 @@ PROBES = load_probes(
     "prose_probes_thirteenth.yaml",
     "prose_probes_fourteenth.yaml",
     "prose_probes_fifteenth.yaml",
+    "prose_probes_sixteenth.yaml",
 )
 
 

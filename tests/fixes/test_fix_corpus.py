@@ -243,6 +243,16 @@ FIX_GAPS = {
         'a bare "npu out of memory" beside a launch command with no figure (misplaced at KV sizing, a known'
         " miss): no length, capacity or utilization figure for the KV recipes to size"
     ),
+    "gh16-18390-v0.8.3-gh200-144gb-cpu-offload-gb-llama-405b-fp8-not-enough-room-for-initial"
+    "-kv-cache-words": (
+        "the KV cache's room told only in words (words11): placed, but no capacity, length or utilization"
+        " figure for the KV recipes to size, and the words' OOM keeps the allocation recipes out"
+    ),
+    "gh16-olmocr269-v0.9.1-rtx-4090-pipeline-duplicate-gpu-memory-utilization-0.80-wins-kv-1.75"
+    "-needed-0.13-available": (
+        "the KV refusal retyped in the person's shorthand (words11 reads its 'KV cache is needed'): placed,"
+        " but the needed and available figures are not extracted, so no KV recipe is sized"
+    ),
 }
 CASES = sorted(p.stem for p in CORPUS.glob("*.log"))
 FIX_CASES = [

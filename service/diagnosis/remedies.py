@@ -1,0 +1,164 @@
+"""A fix the person says worked, or did not, read as evidence for the phases its recipe serves.
+
+"Adding --enforce-eager solved it", "lowering --max-model-len to 16384 fixed it", "把 --max-model-len
+调小没有用": the person names a flag and says what changing it did. Which fix serves which phase is
+written once, in the fix recipes (`rules/fixes/*.yaml`: each recipe's `flags` and `phases`); the
+words saying it worked or changed nothing, and which way the setting moved, are the prose
+vocabulary's `remedies` (`rules/prose.yaml`). A flag's recipes each count as one witness, spread
+over the phases it serves: a fix that only cures one phase (`--enforce-eager`: the CUDA-graph
+capture of warm-up) says much, one that serves several says little of each. Never decisive:
+placement weighs it beside the person's other words (`rules/evidence.yaml` `remedy`,
+`remedy_failed`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import msgspec
+
+from service.diagnosis.normalize import Document
+from service.diagnosis.prose import spoken_clauses
+from service.packs.derived import per_pack
+from service.packs.fixes import FixPack, FixRecipe
+from service.packs.prose import ProseVocabulary
+from service.schemas import Phase
+
+__all__ = ["RemedySaid", "remedies_said"]
+
+_PARTS = re.compile(r"[,，、]")
+# "from 0.9 to 0.7", "从 0.9 调到 0.7", "0.9 -> 0.7": the way a setting moved, by its values
+_FROM_TO = re.compile(
+    r"(?:\bfrom|从)\s*(\d+(?:\.\d+)?)\s*[kK]?\s*(?:\bto\b|\s*(?:调|改|降|升|减|增|提)?(?:到|为|成))\s*(\d+(?:\.\d+)?)"
+    r"|(\d+(?:\.\d+)?)\s*[kK]?\s*(?:->|→|=>)\s*(\d+(?:\.\d+)?)"
+)
+
+
+class RemedySaid(msgspec.Struct, frozen=True):
+    """A fix the person's clause says worked (or changed nothing), and the share of its weight each
+    phase its recipes serve takes."""
+
+    line: int
+    text: str
+    worked: bool
+    shares: tuple[tuple[Phase, float], ...]
+
+
+class _Flag(msgspec.Struct, frozen=True):
+    pattern: re.Pattern[str]
+    recipes: tuple[FixRecipe, ...]
+
+
+def _spelling(name: str) -> str:
+    """A flag's name in the spellings people write it in: `--max-model-len`, `max_model_len`, "max
+    model len"; a `… size` flag also without its `size` ("tensor parallel 4")."""
+    words = name.lstrip("-").split("-")
+    body = r"[ _-]?".join(re.escape(w) for w in words)
+    if len(words) > 2 and words[-1] == "size":
+        body = r"[ _-]?".join(re.escape(w) for w in words[:-1]) + r"(?:[ _-]?size)?"
+    return rf"(?<![\w-])(?:--?)?{body}(?![\w-])"
+
+
+@per_pack()
+def _flags(fixes: FixPack) -> tuple[_Flag, ...]:
+    """Every flag a recipe sets, with the recipes that set it (built once per pack)."""
+    by_flag: dict[str, list[FixRecipe]] = {}
+    for recipe in fixes.recipes:
+        if recipe.status == "retired":
+            continue
+        for name in recipe.flags:
+            by_flag.setdefault(name, []).append(recipe)
+    found: list[_Flag] = []
+    for name, recipes in by_flag.items():
+        spec = fixes.flag(name)
+        names = [name, *(n for n in (spec.previous, spec.replacement) if n)] if spec else [name]
+        spellings = [_spelling(n) for n in names]
+        # a short option ("-tp 4", "TP=4", "tp 8"): only with its value after it
+        spellings += (
+            [rf"(?<![\w-])-?{re.escape(a.lstrip('-'))}\s*=?\s*(?=\d)" for a in spec.aliases] if spec else []
+        )
+        found.append(_Flag(re.compile("|".join(spellings), re.IGNORECASE), tuple(recipes)))
+    return tuple(found)
+
+
+def _own_direction(recipe: FixRecipe, vocabulary: ProseVocabulary) -> str | None:
+    """The way a recipe moves its setting, by the words of its id (`lower-max-model-len`)."""
+    words = set(recipe.id.split("-"))
+    return next((direction for direction, ids in vocabulary.remedy_directions if words & ids), None)
+
+
+def _moved(part: str, at: int, vocabulary: ProseVocabulary) -> str | None:
+    """The way the clause moved the setting named at `at`: its values ("from 0.9 to 0.7"), else the
+    direction word nearest the flag's name."""
+    values = _FROM_TO.search(part)
+    if values is not None:
+        numbers = [float(g) for g in values.groups() if g is not None]
+        if len(numbers) == 2 and numbers[0] != numbers[1]:
+            return "lower" if numbers[1] < numbers[0] else "raise"
+    nearest: tuple[int, str] | None = None
+    for direction, pattern in vocabulary.remedy_moves:
+        for found in pattern.finditer(part):
+            distance = min(abs(found.start() - at), abs(found.end() - at))
+            if nearest is None or distance < nearest[0]:
+                nearest = (distance, direction)
+    return nearest[1] if nearest else None
+
+
+_PLACED: frozenset[Phase] = frozenset(
+    {"startup_budget", "weights_oom", "kv_cache_capacity", "warmup_oom", "runtime_oom"}
+)
+
+
+def _shares(recipes: list[FixRecipe]) -> tuple[tuple[Phase, float], ...]:
+    """Each recipe one witness, spread evenly over the phases it serves that a failure is placed in."""
+    served = [[p for p in r.phases if p in _PLACED] for r in recipes]
+    served = [phases for phases in served if phases]
+    total: dict[Phase, float] = {}
+    for phases in served:
+        for phase in phases:
+            total[phase] = total.get(phase, 0.0) + 1 / (len(phases) * len(served))
+    return tuple(sorted(total.items(), key=lambda item: -item[1]))
+
+
+def _verdict(part: str, vocabulary: ProseVocabulary) -> bool | None:
+    """Whether a part says the change worked (True), changed nothing (False), or neither (None)."""
+    if vocabulary.remedy_failed.search(part):
+        return False
+    return True if vocabulary.remedy_worked.search(part) else None
+
+
+def _read(clause: str, flags: tuple[_Flag, ...], vocabulary: ProseVocabulary) -> Iterator[RemedySaid]:
+    if vocabulary.question.search(clause) or vocabulary.remedy_unless.search(clause):
+        return  # advice, a plan or a question says nothing of this run
+    parts = [p for p in _PARTS.split(clause) if p.strip()]
+    named = [[(flag, m) for flag in flags if (m := flag.pattern.search(p)) is not None] for p in parts]
+    for index, part in enumerate(parts):
+        if not named[index]:
+            continue
+        # what it did: said in the part itself, else in the next parts that name no flag of their
+        # own ("I tried --enforce-eager, no change")
+        verdict = _verdict(part, vocabulary)
+        for later in range(index + 1, len(parts)):
+            if verdict is not None or named[later]:
+                break
+            verdict = _verdict(parts[later], vocabulary)
+        if verdict is None:
+            continue
+        for flag, match in named[index]:
+            moved = _moved(part, match.start(), vocabulary)
+            own = [(r, _own_direction(r, vocabulary)) for r in flag.recipes]
+            ways = {d for _, d in own if d is not None}
+            recipes = [r for r, d in own if d is None or (d == moved if moved else len(ways) == 1)]
+            shares = _shares(recipes)
+            if shares:
+                yield RemedySaid(0, clause.strip(), verdict, shares)
+
+
+def remedies_said(doc: Document, vocabulary: ProseVocabulary, fixes: FixPack) -> list[RemedySaid]:
+    """Every fix the person's clauses say worked or changed nothing, in line order."""
+    flags = _flags(fixes)
+    found: list[RemedySaid] = []
+    for number, clause in spoken_clauses(doc, vocabulary.remedy_lines, vocabulary):
+        found.extend(msgspec.structs.replace(r, line=number) for r in _read(clause, flags, vocabulary))
+    return found
