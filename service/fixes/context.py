@@ -99,6 +99,8 @@ class FixContext(msgspec.Struct, frozen=True):
     catalog: Catalog | None = None
     gpus_present: int | None = None
     flag: str | None = None
+    # the fired rules and the decisive lines as `readings.said_text` joins them, once per diagnosis
+    said: str | None = None
 
     def with_flag(self, flag: str | None) -> FixContext:
         """This context for a recipe whose flag is spelled `flag` (the one thing that differs per

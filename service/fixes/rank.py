@@ -14,9 +14,11 @@ from collections.abc import Mapping, Sequence
 import msgspec
 
 from service.fixes.calculators import CALCULATORS
-from service.fixes.command import ParsedCommand, edit_of, parse_command
+from service.fixes.calculators.readings import said_text
+from service.fixes.command import CommandEdit, ParsedCommand, edit_of, parse_command
 from service.fixes.context import Catalog, FixContext, Proposal
 from service.fixes.render import to_make_exact
+from service.packs.derived import per_pack
 from service.packs.fixes import FixPack, FixRecipe
 from service.schemas import Budget, Facts, Finding, Fix, GpuInfo, Phase, Snapshot
 from service.versions import VersionSpan, has_floor, parse_span
@@ -180,9 +182,8 @@ def _gpus_present(snapshot: Snapshot | None, evidence: Sequence[str]) -> int | N
     return None
 
 
-def _flags_exist(proposal: Proposal, pack: FixPack, span: VersionSpan) -> bool:
+def _flags_exist(edit: CommandEdit | None, pack: FixPack, span: VersionSpan) -> bool:
     """The last guard: a change that sets a flag the version lacks is never offered."""
-    edit = edit_of(proposal.change, pack.aliases)
     if edit is None:
         return True
     for flag, _ in edit.settings:
@@ -192,9 +193,9 @@ def _flags_exist(proposal: Proposal, pack: FixPack, span: VersionSpan) -> bool:
     return True
 
 
-def _target(proposal: Proposal, recipe: FixRecipe, pack: FixPack) -> str:
-    """What a fix changes, so two fixes never change the same thing."""
-    edit = edit_of(proposal.change, pack.aliases)
+def _target(proposal: Proposal, edit: CommandEdit | None, recipe: FixRecipe) -> str:
+    """What a fix changes (`edit`, its change read as a command edit), so two fixes never change
+    the same thing."""
     if edit is not None and edit.set_flag is not None:
         return edit.set_flag
     if edit is not None and edit.env is not None:
@@ -202,23 +203,56 @@ def _target(proposal: Proposal, recipe: FixRecipe, pack: FixPack) -> str:
     return proposal.change if recipe.id == "remove-unknown-flag" else recipe.id
 
 
-def _proposals(ctx: FixContext, pack: FixPack) -> list[tuple[float, int, FixRecipe, Proposal]]:
-    found: list[tuple[float, int, FixRecipe, Proposal]] = []
-    for order, recipe in enumerate(pack.recipes):
-        if not recipe.applies(ctx.phase, ctx.findings) or not all(
-            recipe.versions.contains(v) for v in ctx.span
-        ):
-            continue
-        flag = pack.spelling(recipe.flags, ctx.span) if recipe.flags else None
-        if recipe.flags and flag is None:
-            continue
+# (order, recipe, its flag spelled for the span) of the recipes serving a phase in every version
+# of a span, in file order
+_Candidates = tuple[tuple[int, FixRecipe, str | None], ...]
+_MAX_SPANS = 256  # (phase, span) pairs kept per pack: spans come from logs, so the table is bounded
+
+
+@per_pack()
+def _candidates_of(pack: FixPack) -> dict[tuple[Phase, VersionSpan], _Candidates]:
+    """Per pack, the recipes each (phase, span) may offer: what depends on neither the facts nor
+    the findings is decided once, not for every recipe of every diagnosis."""
+    return {}
+
+
+def _candidates(pack: FixPack, phase: Phase, span: VersionSpan) -> _Candidates:
+    table = _candidates_of(pack)
+    found = table.get((phase, span))
+    if found is None:
+        found = tuple(
+            (order, recipe, pack.spelling(recipe.flags, span) if recipe.flags else None)
+            for order, recipe in enumerate(pack.recipes)
+            if recipe.serves(phase) and all(recipe.versions.contains(v) for v in span)
+        )
+        found = tuple(item for item in found if not item[1].flags or item[2] is not None)
+        if len(table) >= _MAX_SPANS:
+            table.clear()
+        table[phase, span] = found
+    return found
+
+
+# (score, file order, recipe, proposal, the proposal's change read once as a command edit)
+_Ranked = tuple[float, int, FixRecipe, Proposal, CommandEdit | None]
+
+
+def _proposals(ctx: FixContext, pack: FixPack) -> list[_Ranked]:
+    found: list[_Ranked] = []
+    rules: set[str] | None = None  # the diagnosed phase's rules, for recipes that name rules
+    for order, recipe, flag in _candidates(pack, ctx.phase, ctx.span):
+        if recipe.with_rules or recipe.without_rules:
+            if rules is None:
+                rules = {f.rule for f in ctx.findings if f.phase == ctx.phase}
+            if not recipe.admits(rules):
+                continue
         missing = ctx.missing(*recipe.needs)
         if missing and recipe.without_facts == "skip":
             continue
         view = ctx if flag == ctx.flag else ctx.with_flag(flag)  # most recipes name no flag: no copy
         for proposal in CALCULATORS[recipe.calculator](view):
-            if _flags_exist(proposal, pack, ctx.span):
-                found.append((recipe.rank / max(proposal.likelihood, 0.01), order, recipe, proposal))
+            edit = edit_of(proposal.change, pack.aliases)
+            if _flags_exist(edit, pack, ctx.span):
+                found.append((recipe.rank / max(proposal.likelihood, 0.01), order, recipe, proposal, edit))
     return sorted(found, key=lambda item: (item[0], item[1]))
 
 
@@ -275,11 +309,12 @@ def rank_fixes(request: FixRequest, pack: FixPack, catalog: Catalog | None = Non
         catalog=catalog,
         pack=pack,
         gpus_present=_gpus_present(r.snapshot, r.evidence),
+        said=said_text(r.findings, r.evidence),
     )
     fixes: list[Fix] = []
     taken: set[str] = set()
-    for _, _, recipe, proposal in _proposals(ctx, pack):
-        target = _target(proposal, recipe, pack)
+    for _, _, recipe, proposal, edit in _proposals(ctx, pack):
+        target = _target(proposal, edit, recipe)
         if target in taken:
             continue
         taken.add(target)

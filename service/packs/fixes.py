@@ -136,7 +136,10 @@ class FixRecipe(_Pack, frozen=True):
             return False
         if not self.with_rules and not self.without_rules:
             return True
-        rules = {f.rule for f in findings if f.phase == phase}
+        return self.admits({f.rule for f in findings if f.phase == phase})
+
+    def admits(self, rules: set[str]) -> bool:
+        """Whether the rules of the diagnosed phase's findings are ones this recipe is for."""
         if self.with_rules and not rules.intersection(self.with_rules):
             return False
         return not rules.intersection(self.without_rules)

@@ -6,11 +6,12 @@ value came from, so a fix can cite it.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from service import budget
 from service.fixes.context import FixContext
 from service.processes import failing_process
-from service.schemas import OtherProcess
+from service.schemas import Finding, OtherProcess
 from service.versions import NEWEST
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "others",
     "per_gpu_reserve",
     "pipeline_parallel",
+    "said_text",
     "scheduler_default",
     "tensor_parallel",
     "tokens",
@@ -172,13 +174,17 @@ def per_gpu_reserve(ctx: FixContext) -> float:
     return b.activation_peak_gib + b.non_torch_gib + b.cuda_graph_gib
 
 
+def said_text(findings: Sequence[Finding], lines: Sequence[str]) -> str:
+    """The rules that fired, and the decisive lines (also retold in words) lower-cased, one per
+    line: no marker `no_cache_blocks` looks for holds a line break, so none is found across two."""
+    return "\n".join(x.rule for x in findings) + "\n" + "\n".join(lines).lower()
+
+
 def no_cache_blocks(ctx: FixContext) -> bool:
     """vLLM found no memory at all for KV-cache blocks ("No available memory for the cache blocks")."""
     f = ctx.facts
     if f.num_gpu_blocks == 0 or (f.available_kv_cache_gib is not None and f.available_kv_cache_gib <= 0):
         return True
-    # the rules that fired, and the decisive lines (also retold in words), one per line: no marker
-    # holds a line break, so none is found across two of them
-    texts = "\n".join(x.rule for x in ctx.findings) + "\n" + "\n".join(ctx.lines).lower()
+    texts = ctx.said if ctx.said is not None else said_text(ctx.findings, ctx.lines)
     markers = ("no-cache-blocks", "no-blocks", "no available memory for the cache blocks", "gpu blocks: -1")
     return any(marker in texts for marker in markers)
