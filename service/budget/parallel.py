@@ -19,6 +19,7 @@ Each rule is one check vLLM makes while building the model (0.33 sources):
 from __future__ import annotations
 
 from service.packs.catalog import EngineFacts, ModelSpec, QuantMethodSpec
+from service.packs.derived import ByIdentity
 
 __all__ = [
     "expert_parallel_problem",
@@ -150,6 +151,27 @@ def valid_tensor_parallel_sizes(
     expert_parallel: bool = False,
 ) -> list[int]:
     """Every TP size up to `upper` that vLLM accepts for this model, ascending (1 always included)."""
+    owners, params = (model, engine, quant), (quant_scope, upper, dp, expert_parallel)
+    known = _SIZES.get(owners, params)
+    if known is None:
+        known = tuple(_valid_sizes(model, engine, quant, quant_scope, upper, dp, expert_parallel))
+        _SIZES.put(owners, params, known)
+    return list(known)
+
+
+# the TP sizes of a catalog model, asked by every budget and by the fixes: decided once per model
+_SIZES: ByIdentity[tuple[int, ...]] = ByIdentity(1024)
+
+
+def _valid_sizes(
+    model: ModelSpec,
+    engine: EngineFacts,
+    quant: QuantMethodSpec | None,
+    quant_scope: str,
+    upper: int,
+    dp: int,
+    expert_parallel: bool,
+) -> list[int]:
     sizes = [
         tp
         for tp in range(1, upper + 1)

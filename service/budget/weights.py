@@ -15,6 +15,7 @@ import math
 import msgspec
 
 from service.packs.catalog import ModelSpec, VisionSpec
+from service.packs.derived import ByIdentity
 
 __all__ = [
     "Sharding",
@@ -317,6 +318,21 @@ def stage_weight_bytes(
     model: ModelSpec, sharding: Sharding, pp: int, dtype_bytes: float, quant_bytes: float | None
 ) -> list[WeightBytes]:
     """Weight bytes of one GPU in each pipeline stage (the figure vLLM logs per worker)."""
+    params = (sharding, pp, dtype_bytes, quant_bytes)
+    known = _STAGE_WEIGHTS.get((model,), params)
+    if known is None:
+        known = tuple(_stage_weight_bytes(model, sharding, pp, dtype_bytes, quant_bytes))
+        _STAGE_WEIGHTS.put((model,), params, known)
+    return list(known)
+
+
+# a catalog model's weights per sharding: every budget and each TP size a search tries asks again
+_STAGE_WEIGHTS: ByIdentity[tuple[WeightBytes, ...]] = ByIdentity(4096)
+
+
+def _stage_weight_bytes(
+    model: ModelSpec, sharding: Sharding, pp: int, dtype_bytes: float, quant_bytes: float | None
+) -> list[WeightBytes]:
     rope = int(rope_cache_elements(model) * dtype_bytes)
     stages: list[WeightBytes] = []
     start = 0

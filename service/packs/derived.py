@@ -10,10 +10,10 @@ holds `bound` packs.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
-__all__ = ["per_pack"]
+__all__ = ["ByIdentity", "per_pack"]
 
 Owner = TypeVar("Owner")
 Value = TypeVar("Value")
@@ -44,3 +44,28 @@ def per_pack(bound: int = 8) -> Callable[[Callable[[Owner], Value]], Callable[[O
         return _PerPack(build, bound)
 
     return wrap
+
+
+class ByIdentity(Generic[Value]):
+    """Values derived from several pack objects (a model spec, the engine facts) and plain hashable
+    parameters, for functions the budget calls with the same catalog entries on every request.
+
+    Keyed like `per_pack`: by the objects' identity, each kept with its value and compared by `is`,
+    so an object built for one request (a config.json read from disk) is a miss, never another's
+    hit; the table starts over when it holds `bound` values.
+    """
+
+    def __init__(self, bound: int) -> None:
+        self._bound = bound
+        self._values: dict[tuple[tuple[int, ...], Hashable], tuple[tuple[object, ...], Value]] = {}
+
+    def get(self, owners: tuple[object, ...], params: Hashable) -> Value | None:
+        known = self._values.get((tuple(map(id, owners)), params))
+        if known is None or any(a is not b for a, b in zip(known[0], owners, strict=True)):
+            return None
+        return known[1]
+
+    def put(self, owners: tuple[object, ...], params: Hashable, value: Value) -> None:
+        if len(self._values) >= self._bound:
+            self._values = {}  # replaced, not cleared: a concurrent reader keeps the table it holds
+        self._values[tuple(map(id, owners)), params] = (owners, value)
