@@ -8,6 +8,8 @@ rule, and say when the scan stopped at its bound.
 
 from __future__ import annotations
 
+import functools
+
 from service.diagnosis.command import FlagIssue
 from service.diagnosis.interpret import Verdict
 from service.diagnosis.normalize import Document
@@ -21,6 +23,11 @@ CONTEXT_BEFORE = 30
 MAX_TEXT = 2000
 MAX_FINDINGS = 40
 MAX_FACT_LINES = 8
+
+# A shown line's redaction follows from its text alone, and the lines a failure shows (its traceback,
+# the OOM message, the startup lines its facts come from) come back request after request: each is
+# scrubbed once while it is remembered (bounded: a few MB at most)
+_redacted_line = functools.lru_cache(maxsize=2048)(redact)
 
 
 def collect_evidence(
@@ -53,7 +60,7 @@ def collect_evidence(
         shown.add(text)
         rule = chosen[number] or by_line.get(number)
         count = repeats.get(text, 1)
-        evidence.append(Evidence(line=number, text=redact(text[:MAX_TEXT]), rule=rule, repeats=count))
+        evidence.append(Evidence(line=number, text=_redacted_line(text[:MAX_TEXT]), rule=rule, repeats=count))
     return evidence
 
 
