@@ -40,6 +40,15 @@ def test_tp_a_multiple_of_the_kv_heads_replicates_them(catalog: Catalog) -> None
     assert valid_tensor_parallel_sizes(llama, catalog.engine) == [1, 2, 4, 8, 16, 32, 64]
 
 
+def test_remembered_tp_sizes_are_a_fresh_list_and_a_changed_model_is_asked_again(catalog: Catalog) -> None:
+    llama = _model(catalog, "Llama-3.1-70B-Instruct")
+    valid_tensor_parallel_sizes(llama, catalog.engine).append(3)  # a caller's list is its own
+    assert valid_tensor_parallel_sizes(llama, catalog.engine) == [1, 2, 4, 8, 16, 32, 64]
+    # a spec built per request (a config.json) with other heads is not answered with the catalog's
+    fewer_heads = msgspec.structs.replace(llama, num_attention_heads=16)
+    assert valid_tensor_parallel_sizes(fewer_heads, catalog.engine) == [1, 2, 4, 8, 16]
+
+
 def test_mlp_intermediate_size_must_divide(catalog: Catalog) -> None:
     problem = tensor_parallel_problem(_model(catalog, "DeepSeek-R1-Distill-Qwen-1.5B"), 6, catalog.engine)
     assert problem is not None and "MLP intermediate size 8960" in problem
