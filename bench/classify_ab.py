@@ -51,10 +51,12 @@ from service.core import classify, diagnose
 from service.packs import load_packs
 from service.schemas import DiagnoseRequest
 packs = load_packs()
-# the packs live as long as the process: frozen, as the service and the CLI freeze them, so a full
-# collection that walks them falls in neither run of --instructions (one alone added ~65 M a call)
+# the collector paused for the calls: when its collections fall depends on everything allocated
+# before (the packs, every earlier call), not on the call timed, and one full collection landing in
+# one run of --instructions and not the other moved a call's count by tens of millions either way
 gc.collect()
 gc.freeze()
+gc.disable()
 action = diagnose if call == "diagnose" else classify
 pastes = json.loads(open(pastes_file, encoding="utf-8").read())
 requests = [DiagnoseRequest(log=text) for text in pastes]
