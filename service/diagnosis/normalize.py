@@ -107,6 +107,11 @@ def _triggered(data: bytes) -> frozenset[str]:
     return frozenset(found)
 
 
+# vLLM's own process tag's inside (`EngineCore_DP0 pid=210`, `VllmWorker rank=1 pid=7, ip=…`) and
+# its logger header after the level (` 05-12 10:11:12 `): `_PREFIX`'s families and `_LOGGED` read both.
+_VLLM_PROCESS = r"(?:[A-Za-z_][\w\-:.]*(?:[ ]rank=\d+)?[ ])?pid=\d+(?:,[ ]ip=[\w.:\-]+)?"
+_VLLM_HEADER = r"[ ]+\d{2}-\d{2}[ ]+\d{2}:\d{2}:\d{2}(?:\.\d+)?[ ]+"
+_LEVELS = "DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL"
 # One alternation per prefix family; split_prefixes strips them repeatedly until none is left.
 _PREFIX = first_use_re(
     r"""^(?:
@@ -114,10 +119,16 @@ _PREFIX = first_use_re(
     | (?P<piped>(?P<plevel>DEBUG|INFO|WARNING|ERROR|CRITICAL)[ ]+\|[ ](?:[\w.\-]+[ ]\|[ ]?)?)  # fastchat
     | (?P<container>[A-Za-z0-9][\w.\-@]*[ ]*\|[ ])             # compose `vllm-1  | `, swarm `x.1.a@node | `
     | (?P<iso>\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ ]+)
-    | \((?P<proc>(?:[A-Za-z_][\w\-:.]*(?:[ ]rank=\d+)?[ ])?pid=\d+(?:,[ ]ip=[\w.:\-]+)?
+    | \((?P<proc>"""
+    + _VLLM_PROCESS
+    + r"""
         |raylet(?:,[ ]ip=[\w.:\-]+)?)\)[ ]*                              # vLLM, Ray actors, replicas, raylet
     | (?P<rank>\[rank\d+\]:[ ]*)
-    | (?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)[ ]+\d{2}-\d{2}[ ]+\d{2}:\d{2}:\d{2}(?:\.\d+)?[ ]+
+    | (?P<level>"""
+    + _LEVELS
+    + ")"
+    + _VLLM_HEADER
+    + r"""
         (?:\[[^\]]*\][ ]*|[\w.\-]+:\d+\][ ]*)?
     | (?P<pylog>\d{4}-\d{2}-\d{2}[ ][\d:,.]+[ ]-[ ][\w.]+[ ]-[ ](?P<pylevel>[A-Z]+)[ ]-[ ])
     | (?P<uvicorn>(?P<ulevel>INFO|WARNING|ERROR|DEBUG):[ ]+)
@@ -138,6 +149,12 @@ _PREFIX = first_use_re(
     )""",
     re.VERBOSE,
 )
+
+# A line vLLM's process tag or logger header opens: `split_prefixes` gives it a source or a level
+# whatever follows (the tag's and the header's families of `_PREFIX`, the first of its alternatives
+# that can match there). `Document._kept` leaves such lines out of the text a person's words are
+# looked for in before any pass has split them, with one C-level match per line.
+_LOGGED = first_use_re(rf"\({_VLLM_PROCESS}\)|(?:{_LEVELS}){_VLLM_HEADER}")
 
 
 # glog's and NCCL's level words, as the logging module names them
@@ -708,17 +725,17 @@ class Document:
 
     def _kept(self) -> tuple[bytes, list[int] | None]:
         """`unprefixed_runs`' text and the number of each of its lines (None: the whole text),
-        taken once from the lines split so far."""
+        taken once from the lines split so far and the lines vLLM's process tag or logger header
+        opens (`_LOGGED`, one C-level match per line: most of a long log, split or not)."""
         if self._unsplit is None:
             last = len(self.lines)
             # building the reduced text costs a copy of what it keeps: it pays only on a large text
             # with split lines (a 300-line paste searches itself faster)
-            small = len(self.data) < _UNSPLIT_MIN_BYTES
-            prefixed = (
-                set()
-                if small
-                else {n for n, line in self._cache.items() if (line.source or line.level) and 1 < n < last}
-            )
+            prefixed: set[int] = set()
+            if len(self.data) >= _UNSPLIT_MIN_BYTES:
+                prefixed = {n for n, line in self._cache.items() if line.source or line.level}
+                prefixed.update(itertools.compress(range(1, last + 1), map(_LOGGED.match, self.lines)))
+                prefixed -= {1, last}  # where a bare `^` or `$` matches
             if not prefixed:
                 self._unsplit = (self.data, None)
             else:
