@@ -89,7 +89,8 @@ def _triggers() -> tuple[tuple[str, Any], ...]:
 # alternation (or a lone byte class) walks the DFA byte by byte, ten times slower. Control bytes
 # (tab and carriage return included, newline not) are found by deleting every other byte, in C.
 _TRIGGERS = _triggers()
-_FENCES = tuple(re2.compile(fence) for fence in ("```", "~~~"))  # searched on the bytes: memchr speed
+_FENCE_MARKS = (b"```", b"~~~")
+_FENCES = tuple(re2.compile(fence) for fence in _FENCE_MARKS)  # searched on the bytes: memchr speed
 _CONTROL_BYTES = bytes([*range(0x00, 0x0A), *range(0x0B, 0x20), 0x7F])
 _OTHER_BYTES = bytes(b for b in range(256) if b not in _CONTROL_BYTES)
 # The steps whose trigger is literal text (or control bytes: the carriage-return, tab and control
@@ -432,6 +433,8 @@ def run_of(data: bytes, raw: bytes, end: int) -> tuple[int, int]:
     Lines repeat exactly when the text is periodic with the line's length: blocks of a growing
     number of lines are compared (in C) with the same block one line earlier.
     """
+    if not data.startswith(raw, end + 1):  # the next line is another (both checks below need it)
+        return 1, end + 1
     size, period = len(data), len(raw) + 1
     repeats, pos, step = 1, end + 1, 1
     while step and pos < size:
@@ -634,10 +637,10 @@ class Document:
         # (number, text) of every line holding a code fence, as pasted: cleaning removes the fences
         encoded = raw.encode("utf-8", errors="replace")
         fenced = any(fence.search(encoded) is not None for fence in _FENCES)
-        self.fences: tuple[tuple[int, str], ...] = _fence_lines(raw) if fenced else ()
+        lines = raw.split("\n")
+        self.fences: tuple[tuple[int, str], ...] = _fence_lines(encoded, lines) if fenced else ()
         data: bytes | None = encoded
         points: set[int] = set()
-        lines = raw.split("\n")
         starts = _repeated_runs(lines)
         triggered = _triggered(_distinct_data(lines, starts, encoded))
         if triggered:
@@ -780,6 +783,13 @@ class Document:
             self._ends = list(itertools.accumulate(map(len, pieces)))
         return self._ends[number - 1] + number - 1
 
+    def lines_data(self, first: int, last: int) -> bytes:
+        """The UTF-8 of lines first..last (1-based, inclusive, within the document) joined by their
+        newlines: a slice of `data`, which is those lines' own encoding (a character encodes alike
+        wherever it stands), without joining and encoding them again."""
+        start = self.line_end(first - 1) + 1 if first > 1 else 0
+        return self.data[start : self.line_end(last)]
+
     @property
     def data(self) -> bytes:
         """The cleaned text as UTF-8, for RE2 scans (encoded once)."""
@@ -818,13 +828,24 @@ class Document:
         return [self.line(n) for n in range(first, last + 1)]
 
 
-def _fence_lines(raw: str) -> tuple[tuple[int, str], ...]:
-    """(1-based number, text) of each line of `raw` with a ``` or ~~~ fence on it."""
-    return tuple(
-        (number, line.rstrip("\r"))
-        for number, line in enumerate(raw.split("\n"), start=1)
-        if "```" in line or "~~~" in line
-    )
+def _fence_lines(data: bytes, lines: list[str]) -> tuple[tuple[int, str], ...]:
+    """(1-based number, text) of each of `lines` (their UTF-8 is `data`) with a ``` or ~~~ fence on
+    it: the lines `bytes.find` finds the marks on (a Python step per line cost a 2 MB paste several
+    milliseconds, and `str.find` reads a non-ASCII text's four bytes per character)."""
+    starts: set[int] = set()  # the byte offset where each line holding a mark starts
+    for mark in _FENCE_MARKS:
+        at = data.find(mark)
+        while at >= 0:
+            starts.add(data.rfind(b"\n", 0, at) + 1)
+            end = data.find(b"\n", at)
+            at = -1 if end < 0 else data.find(mark, end)
+    found: list[tuple[int, str]] = []
+    newlines = counted = 0
+    for start in sorted(starts):
+        newlines += data.count(b"\n", counted, start)  # a newline is one byte, and only ever "\n"
+        counted = start
+        found.append((newlines + 1, lines[newlines].rstrip("\r")))
+    return tuple(found)
 
 
 def _distinct_data(lines: list[str], starts: list[int] | None, data: bytes) -> bytes:
