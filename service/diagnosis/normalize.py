@@ -786,7 +786,10 @@ class Document:
     def lines_data(self, first: int, last: int) -> bytes:
         """The UTF-8 of lines first..last (1-based, inclusive, within the document) joined by their
         newlines: a slice of `data`, which is those lines' own encoding (a character encodes alike
-        wherever it stands), without joining and encoding them again."""
+        wherever it stands), without joining and encoding them again. A short paste joins them: the
+        offsets of its every line cost it more than the few lines a lookup asks for."""
+        if len(self.lines) < _RUNS_FROM:
+            return "\n".join(self.lines[first - 1 : last]).encode("utf-8", errors="replace")
         start = self.line_end(first - 1) + 1 if first > 1 else 0
         return self.data[start : self.line_end(last)]
 
