@@ -238,17 +238,34 @@ def _is_record(doc: Document, line: str) -> bool:
     )
 
 
+# A line that may open help text (`usage: `, or an option line's indented dash); one C-level search
+# finds each, where a Python step per line tried `_OPTION` on every line of a long paste
+_HELP_CANDIDATE = first_use_re(r"\n(?=usage: |[ ]{1,6}-)")
+
+
+def _help_candidates(text: str) -> Iterator[int]:
+    """The first line's number, then each line's that starts as `usage: ` or an option line may."""
+    yield 1
+    newlines = counted = 0
+    for found in _HELP_CANDIDATE.finditer(text):
+        newlines += text.count("\n", counted, found.start())
+        counted = found.start()
+        yield newlines + 2
+
+
 def _help_lines(doc: Document) -> Iterator[int]:
     """The lines of argparse help text: from a `usage:` line or an option line, the option lines,
     group headings, blank lines and lines indented under them, up to the first line that is none."""
     text = doc.text
     if _HELP_START.search(text) is None and not _HELP_START.match(f"\n{text[:80]}"):
         return
-    total, number = len(doc), 1
-    while number <= total:
+    total, number = len(doc), 0
+    for candidate in _help_candidates(text):
+        if candidate < number:
+            continue  # inside help text already read
+        number = candidate
         line = doc.lines[number - 1]
         if not (line.startswith("usage: ") or _OPTION.match(line)):
-            number += 1
             continue
         start, options = number, 0
         while number <= total:

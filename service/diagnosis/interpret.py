@@ -449,11 +449,11 @@ def _shortfall_said(ctx: Context) -> tuple[Phase, str] | None:
     return cue.phase, f'the person\'s words only ("{cue.text[:80]}")'
 
 
-def _oom_word_only_named(ctx: Context, decisive: list[Hit]) -> frozenset[int]:
+def _oom_word_only_named(ctx: Context, decisive: list[Hit], said: set[int]) -> frozenset[int]:
     """Lines of sentences whose OOM hit is only a word naming a thing (`naming`: "OOM detection"):
     the person's clauses on the line affirm a failure, and every word of theirs saying memory ran
-    out stands in such a name."""
-    lines = {h.line.number for h in decisive if h.compiled.rule.kind == "oom" and is_prose(h.line)}
+    out stands in such a name. `said`: the ids of the OOM hits of `decisive` on prose lines."""
+    lines = {h.line.number for h in decisive if id(h) in said}
     cued = {c.line for c in ctx.prose_cues() if c.line in lines} if lines else set()
     return frozenset(n for n in cued if names_memory_only(ctx.doc.lines[n - 1], ctx.prose))
 
@@ -542,13 +542,15 @@ def _choose(ctx: Context, hint: HintFn) -> Verdict:
     decisive = [h for h in decisive if h.line.number not in taken_back]
     # a bare OOM word in a sentence the words channel reads as a failure of another kind ("the crash
     # turned out to be a divide-by-zero, invisible to dmesg OOM detection"): the word names a thing
-    unsaid = _oom_word_only_named(ctx, decisive)
+    # (which OOM hits are on prose lines is read once: `is_prose` runs several patterns a line)
+    said = {id(h) for h in decisive if h.compiled.rule.kind == "oom" and is_prose(h.line)}
+    unsaid = _oom_word_only_named(ctx, decisive, said)
     if unsaid:
         taken_back |= unsaid
         decisive = [h for h in decisive if h.line.number not in unsaid]
     # by hit, not by line: a program's own wording (Ray's "how to address the out of memory issue"
     # advice) on a line that also reads as a sentence still decides, only the bare OOM word is said
-    said = {id(h) for h in decisive if h.compiled.rule.kind == "oom" and is_prose(h.line)}
+    # (`said` may still name hits just dropped: only those kept are looked up in it)
     if any(id(h) not in said for h in decisive):
         decisive = [h for h in decisive if id(h) not in said]
     ooms = [h for h in decisive if h.compiled.rule.kind == "oom"]

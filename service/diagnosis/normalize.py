@@ -89,7 +89,8 @@ def _triggers() -> tuple[tuple[str, Any], ...]:
 # alternation (or a lone byte class) walks the DFA byte by byte, ten times slower. Control bytes
 # (tab and carriage return included, newline not) are found by deleting every other byte, in C.
 _TRIGGERS = _triggers()
-_FENCES = tuple(re2.compile(fence) for fence in ("```", "~~~"))  # searched on the bytes: memchr speed
+_FENCE_MARKS = (b"```", b"~~~")
+_FENCES = tuple(re2.compile(fence) for fence in _FENCE_MARKS)  # searched on the bytes: memchr speed
 _CONTROL_BYTES = bytes([*range(0x00, 0x0A), *range(0x0B, 0x20), 0x7F])
 _OTHER_BYTES = bytes(b for b in range(256) if b not in _CONTROL_BYTES)
 # The steps whose trigger is literal text (or control bytes: the carriage-return, tab and control
@@ -107,6 +108,11 @@ def _triggered(data: bytes) -> frozenset[str]:
     return frozenset(found)
 
 
+# vLLM's own process tag's inside (`EngineCore_DP0 pid=210`, `VllmWorker rank=1 pid=7, ip=…`) and
+# its logger header after the level (` 05-12 10:11:12 `): `_PREFIX`'s families and `_LOGGED` read both.
+_VLLM_PROCESS = r"(?:[A-Za-z_][\w\-:.]*(?:[ ]rank=\d+)?[ ])?pid=\d+(?:,[ ]ip=[\w.:\-]+)?"
+_VLLM_HEADER = r"[ ]+\d{2}-\d{2}[ ]+\d{2}:\d{2}:\d{2}(?:\.\d+)?[ ]+"
+_LEVELS = "DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL"
 # One alternation per prefix family; split_prefixes strips them repeatedly until none is left.
 _PREFIX = first_use_re(
     r"""^(?:
@@ -114,10 +120,16 @@ _PREFIX = first_use_re(
     | (?P<piped>(?P<plevel>DEBUG|INFO|WARNING|ERROR|CRITICAL)[ ]+\|[ ](?:[\w.\-]+[ ]\|[ ]?)?)  # fastchat
     | (?P<container>[A-Za-z0-9][\w.\-@]*[ ]*\|[ ])             # compose `vllm-1  | `, swarm `x.1.a@node | `
     | (?P<iso>\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ ]+)
-    | \((?P<proc>(?:[A-Za-z_][\w\-:.]*(?:[ ]rank=\d+)?[ ])?pid=\d+(?:,[ ]ip=[\w.:\-]+)?
+    | \((?P<proc>"""
+    + _VLLM_PROCESS
+    + r"""
         |raylet(?:,[ ]ip=[\w.:\-]+)?)\)[ ]*                              # vLLM, Ray actors, replicas, raylet
     | (?P<rank>\[rank\d+\]:[ ]*)
-    | (?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)[ ]+\d{2}-\d{2}[ ]+\d{2}:\d{2}:\d{2}(?:\.\d+)?[ ]+
+    | (?P<level>"""
+    + _LEVELS
+    + ")"
+    + _VLLM_HEADER
+    + r"""
         (?:\[[^\]]*\][ ]*|[\w.\-]+:\d+\][ ]*)?
     | (?P<pylog>\d{4}-\d{2}-\d{2}[ ][\d:,.]+[ ]-[ ][\w.]+[ ]-[ ](?P<pylevel>[A-Z]+)[ ]-[ ])
     | (?P<uvicorn>(?P<ulevel>INFO|WARNING|ERROR|DEBUG):[ ]+)
@@ -138,6 +150,12 @@ _PREFIX = first_use_re(
     )""",
     re.VERBOSE,
 )
+
+# A line vLLM's process tag or logger header opens: `split_prefixes` gives it a source or a level
+# whatever follows (the tag's and the header's families of `_PREFIX`, the first of its alternatives
+# that can match there). `Document._kept` leaves such lines out of the text a person's words are
+# looked for in before any pass has split them, with one C-level match per line.
+_LOGGED = first_use_re(rf"\({_VLLM_PROCESS}\)|(?:{_LEVELS}){_VLLM_HEADER}")
 
 
 # glog's and NCCL's level words, as the logging module names them
@@ -415,6 +433,8 @@ def run_of(data: bytes, raw: bytes, end: int) -> tuple[int, int]:
     Lines repeat exactly when the text is periodic with the line's length: blocks of a growing
     number of lines are compared (in C) with the same block one line earlier.
     """
+    if not data.startswith(raw, end + 1):  # the next line is another (both checks below need it)
+        return 1, end + 1
     size, period = len(data), len(raw) + 1
     repeats, pos, step = 1, end + 1, 1
     while step and pos < size:
@@ -617,10 +637,10 @@ class Document:
         # (number, text) of every line holding a code fence, as pasted: cleaning removes the fences
         encoded = raw.encode("utf-8", errors="replace")
         fenced = any(fence.search(encoded) is not None for fence in _FENCES)
-        self.fences: tuple[tuple[int, str], ...] = _fence_lines(raw) if fenced else ()
+        lines = raw.split("\n")
+        self.fences: tuple[tuple[int, str], ...] = _fence_lines(encoded, lines) if fenced else ()
         data: bytes | None = encoded
         points: set[int] = set()
-        lines = raw.split("\n")
         starts = _repeated_runs(lines)
         triggered = _triggered(_distinct_data(lines, starts, encoded))
         if triggered:
@@ -708,17 +728,17 @@ class Document:
 
     def _kept(self) -> tuple[bytes, list[int] | None]:
         """`unprefixed_runs`' text and the number of each of its lines (None: the whole text),
-        taken once from the lines split so far."""
+        taken once from the lines split so far and the lines vLLM's process tag or logger header
+        opens (`_LOGGED`, one C-level match per line: most of a long log, split or not)."""
         if self._unsplit is None:
             last = len(self.lines)
             # building the reduced text costs a copy of what it keeps: it pays only on a large text
             # with split lines (a 300-line paste searches itself faster)
-            small = len(self.data) < _UNSPLIT_MIN_BYTES
-            prefixed = (
-                set()
-                if small
-                else {n for n, line in self._cache.items() if (line.source or line.level) and 1 < n < last}
-            )
+            prefixed: set[int] = set()
+            if len(self.data) >= _UNSPLIT_MIN_BYTES:
+                prefixed = {n for n, line in self._cache.items() if line.source or line.level}
+                prefixed.update(itertools.compress(range(1, last + 1), map(_LOGGED.match, self.lines)))
+                prefixed -= {1, last}  # where a bare `^` or `$` matches
             if not prefixed:
                 self._unsplit = (self.data, None)
             else:
@@ -763,6 +783,16 @@ class Document:
             self._ends = list(itertools.accumulate(map(len, pieces)))
         return self._ends[number - 1] + number - 1
 
+    def lines_data(self, first: int, last: int) -> bytes:
+        """The UTF-8 of lines first..last (1-based, inclusive, within the document) joined by their
+        newlines: a slice of `data`, which is those lines' own encoding (a character encodes alike
+        wherever it stands), without joining and encoding them again. A short paste joins them: the
+        offsets of its every line cost it more than the few lines a lookup asks for."""
+        if len(self.lines) < _RUNS_FROM:
+            return "\n".join(self.lines[first - 1 : last]).encode("utf-8", errors="replace")
+        start = self.line_end(first - 1) + 1 if first > 1 else 0
+        return self.data[start : self.line_end(last)]
+
     @property
     def data(self) -> bytes:
         """The cleaned text as UTF-8, for RE2 scans (encoded once)."""
@@ -801,13 +831,24 @@ class Document:
         return [self.line(n) for n in range(first, last + 1)]
 
 
-def _fence_lines(raw: str) -> tuple[tuple[int, str], ...]:
-    """(1-based number, text) of each line of `raw` with a ``` or ~~~ fence on it."""
-    return tuple(
-        (number, line.rstrip("\r"))
-        for number, line in enumerate(raw.split("\n"), start=1)
-        if "```" in line or "~~~" in line
-    )
+def _fence_lines(data: bytes, lines: list[str]) -> tuple[tuple[int, str], ...]:
+    """(1-based number, text) of each of `lines` (their UTF-8 is `data`) with a ``` or ~~~ fence on
+    it: the lines `bytes.find` finds the marks on (a Python step per line cost a 2 MB paste several
+    milliseconds, and `str.find` reads a non-ASCII text's four bytes per character)."""
+    starts: set[int] = set()  # the byte offset where each line holding a mark starts
+    for mark in _FENCE_MARKS:
+        at = data.find(mark)
+        while at >= 0:
+            starts.add(data.rfind(b"\n", 0, at) + 1)
+            end = data.find(b"\n", at)
+            at = -1 if end < 0 else data.find(mark, end)
+    found: list[tuple[int, str]] = []
+    newlines = counted = 0
+    for start in sorted(starts):
+        newlines += data.count(b"\n", counted, start)  # a newline is one byte, and only ever "\n"
+        counted = start
+        found.append((newlines + 1, lines[newlines].rstrip("\r")))
+    return tuple(found)
 
 
 def _distinct_data(lines: list[str], starts: list[int] | None, data: bytes) -> bytes:

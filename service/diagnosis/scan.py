@@ -197,7 +197,7 @@ def scan_lines(doc: Document, index: PatternIndex, first: int, last: int) -> lis
     first, last = max(1, first), min(len(doc.lines), last)
     if first > last:
         return []
-    data = "\n".join(doc.lines[first - 1 : last]).encode("utf-8", errors="replace")
+    data = doc.lines_data(first, last)
     return _Scanner(doc, index).run(data, first, None).hits
 
 
@@ -227,7 +227,7 @@ class LineBlocks:
         lines = self.doc.lines
         first = run_span(lines, first - 1)[0] + 1
         last = run_span(lines, last - 1)[1] + 1
-        data = "\n".join(lines[first - 1 : last]).encode("utf-8", errors="replace")
+        data = self.doc.lines_data(first, last)
         self._scanned[first : last + 1] = b"\1" * (last - first + 1)
         self.scanned += last - first + 1
         for hit in self._scanner.run(data, first, None).hits:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 import re2
@@ -287,3 +288,100 @@ def test_unprefixed_runs_are_the_matched_runs_of_unprefixed_lines(monkeypatch: p
             run for run in doc.unprefixed_runs(finder) if not doc.line(run[0]).source + doc.line(run[0]).level
         ]
         assert found == expected, pattern
+
+
+_CORPUS = Path(__file__).resolve().parent.parent / "corpus"
+_HEALTHY = Path(__file__).resolve().parent.parent / "healthy"
+
+
+def _pasted_lines() -> list[str]:
+    lines: list[str] = []
+    for path in sorted([*_CORPUS.glob("*.log"), *_HEALTHY.glob("*.log")]):
+        lines += Document(path.read_text(encoding="utf-8", errors="replace")).lines
+    return lines
+
+
+def test_every_pasted_line_a_vllm_tag_or_header_opens_splits_with_a_source_or_a_level() -> None:
+    opened = [line for line in _pasted_lines() if normalize._LOGGED.match(line)]
+    assert len(opened) > 1000  # most of the corpus's records
+    assert [line for line in opened if not any(split_prefixes(line)[:2])] == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(["(EngineCore_DP0 pid=7) ", "(VllmWorker rank=1 pid=9, ip=10.0.0.2) ", "(pid=3) ", ""]),
+    st.sampled_from(["", "INFO 05-12 10:11:12 ", "WARNING 05-12 10:11:12.345 ", "ERROR 03-23 21:43:38 "]),
+    st.text(alphabet=st.sampled_from(list("ab (pid=)[]|:-_0123456789 INFO\u00e9\u4e2d")), max_size=40),
+)
+def test_a_line_a_vllm_tag_or_header_opens_always_splits_with_a_source_or_a_level(
+    tag: str, header: str, rest: str
+) -> None:
+    line = tag + header + rest
+    if normalize._LOGGED.match(line):
+        assert any(split_prefixes(line)[:2])
+
+
+def test_unsplit_lines_a_tag_opens_are_left_out_of_the_person_words_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(normalize, "_UNSPLIT_MIN_BYTES", 0)
+    options = re2.Options()
+    options.never_nl = True
+    lines = [
+        "oom at the start",
+        "(EngineCore_DP0 pid=1) ERROR 05-12 10:11:12 [core.py:1] oom",
+        "oom again",
+        "INFO 05-12 10:11:12 [x.py:2] oom",
+        "ERROR 05-12 10:11:12",  # no header: a time without the space after it
+        "ends with oom",
+    ]
+    doc = Document("\n".join(lines))  # nothing split yet
+    finder = LineFinder("oom", options)
+    kept = doc.unprefixed_runs(finder)
+    assert doc._kept()[1] == [1, 3, 5, 6]
+    assert [run for run in kept if not any(split_prefixes(lines[run[0] - 1])[:2])] == [(1, 1), (3, 1), (6, 1)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.text(alphabet=st.sampled_from(list("`~ ax\r\u00e9\u4e2d\ud800")), max_size=12), max_size=8)
+)
+def test_fence_lines_are_the_lines_holding_a_fence_mark(pieces: list[str]) -> None:
+    raw = "\n".join(pieces)
+    lines = raw.split("\n")
+    expected = tuple(
+        (number, line.rstrip("\r"))
+        for number, line in enumerate(lines, start=1)
+        if "```" in line or "~~~" in line
+    )
+    assert normalize._fence_lines(raw.encode("utf-8", errors="replace"), lines) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.text(alphabet=st.sampled_from(list("ab \u00e9\u4e2d\U0001f600")), max_size=6),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_a_run_of_lines_reads_as_those_lines_joined_and_encoded(lines: list[str]) -> None:
+    doc = Document("\n".join(lines))
+    total = len(doc.lines)
+    for first in range(1, total + 1):
+        for last in range(first, total + 1):
+            assert doc.lines_data(first, last) == "\n".join(doc.lines[first - 1 : last]).encode(
+                "utf-8", errors="replace"
+            )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([b"a", b"ab", b"b", b"a\r"]), min_size=1, max_size=10))
+def test_run_of_counts_the_copies_of_a_line_that_follow_it(pieces: list[bytes]) -> None:
+    data = b"\n".join(pieces)
+    lines = data.split(b"\n")
+    end = len(lines[0])
+    repeats = 1
+    while repeats < len(lines) and lines[repeats] == lines[0]:
+        repeats += 1
+    assert normalize.run_of(data, lines[0], end) == (repeats, sum(len(line) + 1 for line in lines[:repeats]))
