@@ -10,8 +10,9 @@ binaries. The generators (templates, call graph) read these folders; nothing her
     python tools/vllm_sources.py plugins          # the platform plugins' and forks' releases (PLUGINS)
 
 Platform plugins and forks that are published on pip print their own messages and run their own
-workers and model runners (`PLUGINS`, data): their pinned releases are cached the same way, only the
-`.py` files of the packages named, under `<cache>/plugins/<distribution>/<version>/`.
+workers and model runners, and the kernel libraries under vLLM print their own refusals (`PLUGINS`,
+data): their pinned releases are cached the same way, only the `.py` files of the packages named,
+under `<cache>/plugins/<distribution>/<version>/`.
 """
 
 from __future__ import annotations
@@ -93,6 +94,10 @@ PLUGINS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "optimum-neuron": (("optimum/neuron/vllm",), ("0.3.0", "0.4.5")),
     "ipex-llm": (("ipex_llm/vllm",), ("2.1.0", "2.2.0")),
     "aphrodite-engine": (("aphrodite",), ("0.6.5", "0.24.1")),
+    # Triton, the kernel compiler vLLM's quantization and attention kernels are written in: its own
+    # refusals (`type fp8e4nv not supported in this architecture`) are pasted as vLLM's. One release per
+    # PyTorch vLLM pinned: torch 2.1 (vLLM 0.2-0.3), 2.5 (0.7), 2.7 (0.9-0.10), 2.9 (0.12 on).
+    "triton": (("triton",), ("2.1.0", "3.1.0", "3.3.1", "3.5.0")),
 }
 # Plugins for accelerators hosted on aarch64 (Ascend) publish some releases for it only.
 PLUGIN_PLATFORMS = (

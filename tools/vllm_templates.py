@@ -83,7 +83,8 @@ SUBJECTS: dict[str, str] = {
     r"|world[ _]size|not enough GPUs|more GPUs"
     # placing the parallel workers on devices: Ray's placement groups and bundles, the driver node
     r"|placement group|placement bundle|driver node",
-    "quantization": r"(?i)quantiz|\b(?:awq|gptq|marlin|fp8|bitsandbytes|gguf|compressed.tensors)\b",
+    # `fp8\w*`: a kernel library names the FP8 formats by their own names (Triton's fp8e4nv, fp8e5)
+    "quantization": r"(?i)quantiz|\b(?:awq|gptq|marlin|fp8\w*|bitsandbytes|gguf|compressed.tensors)\b",
     "dtype": r"(?i)bfloat16|\bdtype\b|compute capability|float16 is",
     "preemption": r"(?i)preempt|swap space|swapped|recomputation",
     "profiling": r"(?i)profil|CUDA ?graph|cudagraph|torch\.compile",
@@ -107,8 +108,13 @@ SIGNALS: dict[str, str] = {
     r"|gpu_memory_utilization",
     "length limit": r"(?i)(?:max_model_len|max seq len|model length|max_num_batched_tokens|context length)"
     r".{0,80}(?:greater|larger|smaller|exceed|longer|less than|must be|cannot|too)"
-    r"|(?:greater|larger|longer|exceeds?|too long).{0,80}"
-    r"(?:max_model_len|model length|context length|maximum)",
+    r"|(?:greater|larger|longer|exceeds?|too long|too large).{0,80}"
+    r"(?:max_model_len|model length|context length|maximum)"
+    # the OpenAI server's refusals state the limit, then the request's size against it ("This
+    # model's maximum context length is {} tokens. However, your request has {} input tokens";
+    # "You passed {} input tokens … However, the model's context length is only {} tokens")
+    r"|(?:max_model_len|model length|context length)[^.]{0,40}\.\s+However,"
+    r"|\bHowever,[^.]{0,80}(?:max_model_len|model length|context length)",
     "preemption": r"(?i)preempt|swap space",
     "parallel split": r"(?i)(?:divisible|divide|evenly).{0,80}(?:parallel|world|GPUs|tp_size|tp size|TP size)"
     r"|(?:parallel|GPUs).{0,80}(?:divisible|evenly)|(?:more|enough) GPUs|number of (?:available )?GPUs"
@@ -126,8 +132,12 @@ SIGNALS: dict[str, str] = {
     "parallel product": r"(?i)(?:world[ _]size|parallel[ _]size)\b.{0,80}(?:is not equal to|does not match|!=)"
     r".{0,80}(?:parallel|world)",
     "hardware support": r"(?i)compute capability"
-    r"|(?:not|isn't|un)\s?supported (?:on|by|for) (?:the current |this |your )?"
-    r"(?:GPU|device|hardware|platform)|Minimum capability|Bfloat16 is only supported|requires? (?:a )?GPU",
+    r"|(?:not|isn't|un)\s?supported (?:on|by|for|in) (?:the current |this |your )?"
+    r"(?:GPU|device|hardware|platform|architecture)|Minimum capability|Bfloat16 is only supported"
+    r"|requires? (?:a )?GPU"
+    # a kernel compiler's refusal of a number type below a GPU generation (Triton 3.0-3.1's
+    # "fp8e4nv data type is not supported on CUDA arch < 89")
+    r"|not supported on (?:CUDA|HIP|ROCm) arch",
     # a quantization method refused with a parallel layout (BitsAndBytes with TP or PP, a
     # pre-quantized BitsAndBytes checkpoint with tensor parallelism, quantized Mamba layers with TP)
     "quantization layout": r"(?:(?i:quantiz|bitsandbytes|bitandbytes|\bbnb\b|\bgguf\b|\bawq\b|\bgptq\b)"

@@ -25,6 +25,7 @@ from typing import Any
 
 import re2
 
+from service.diagnosis.exception_lines import EXCEPTION_CLASS, exception_line
 from service.diagnosis.normalize import Document
 from service.first_use import first_use_re
 
@@ -76,7 +77,7 @@ _CODE = first_use_re(
     re.VERBOSE,
 )
 _COMMENT = first_use_re(r"^[+\-]?[ \t]*(?:\#(?!!)|//)")
-_NAMED_EXCEPTION = first_use_re(r"\b(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):[ ]")
+_NAMED_EXCEPTION = first_use_re(rf"\b{EXCEPTION_CLASS}:[ ]")
 _DIFF_HEADER = first_use_re(
     r"^(?:diff --git |index [0-9a-f]+\.\.|--- (?:a/|/dev/null)|\+\+\+ (?:b/|/dev/null))"
 )
@@ -88,7 +89,6 @@ _HUNK_LINE = ("+", "-", " ", "\t", "\\")
 # bodies, RFC 9457 problem details), `"object": "error"`
 _ERROR_BODY = first_use_re(r'"(?:error|detail|exception|traceback)"[ ]*:|"object"[ ]*:[ ]*"error"')
 _FRAME_STARTS = ("Traceback (most recent", 'File "')
-_EXCEPTION_LINE = first_use_re(r"^[ \t]*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?::|$)")
 
 # argparse's help: `usage: prog …`, an option line (`  -h, --help  show…`, `  --max-model-len
 # MAX_MODEL_LEN`), a group heading (`options:`, `CacheConfig:`), and help lines indented under them.
@@ -225,6 +225,12 @@ def _reports_error(line: str) -> bool:
     return _COMMENT.match(line) is not None and _NAMED_EXCEPTION.search(line) is not None
 
 
+def _exception_record(text: str) -> bool:
+    """An exception line with its message, or its class alone (`KeyboardInterrupt`)."""
+    found = exception_line(text)
+    return found is not None and (found.message is not None or found.bare)
+
+
 def _is_record(doc: Document, line: str) -> bool:
     """Whether a line has a log record's form: a logger or process prefix, a traceback, a frame, an
     exception line (`torch.OutOfMemoryError: CUDA out of memory…`, not `except …:` or `raise …`)."""
@@ -233,7 +239,7 @@ def _is_record(doc: Document, line: str) -> bool:
         return True
     return (
         text.lstrip().startswith(_FRAME_STARTS)
-        or _EXCEPTION_LINE.match(text) is not None
+        or _exception_record(text)
         or _ERROR_BODY.search(text) is not None
     )
 

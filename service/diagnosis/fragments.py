@@ -17,6 +17,7 @@ from difflib import SequenceMatcher
 import msgspec
 
 from service.diagnosis.continued import record_text
+from service.diagnosis.exception_lines import exception_line
 from service.diagnosis.normalize import Document, Line
 from service.diagnosis.scan import Hit, match_line
 from service.first_use import first_use_re
@@ -122,12 +123,6 @@ def find_fragments(
     return sorted(found, key=lambda f: f.hit.line.number)
 
 
-# An exception line: the exception's (dotted) name and its message.
-_EXCEPTION_LINE = first_use_re(
-    r"^\s*(?:\w+\.){0,6}(?P<name>[A-Z]\w{0,80}(?:Error|Exception)):[ \t]*(?P<message>\S.{0,200})$"
-)
-
-
 def _cut_heads(
     doc: Document, index: FragmentIndex, rules: dict[str, CompiledRule], skip: set[int]
 ) -> list[FragmentHit]:
@@ -142,11 +137,11 @@ def _cut_heads(
         if number in skip or "Error" not in text and "Exception" not in text:
             continue
         line = doc.line(number)
-        match = _EXCEPTION_LINE.match(line.text)
-        if match is None:
+        raised = exception_line(line.text)
+        if raised is None or not raised.message:
             continue
-        shown = [w for w, _, _ in words(unicodedata.normalize("NFKC", match.group("message")))]
-        name = match.group("name")
+        shown = [w for w, _, _ in words(unicodedata.normalize("NFKC", raised.message))]
+        name = raised.name
         opened = [
             c for c in heads.get(" ".join(shown), ()) if index.table.templates[c].exception in (name, None)
         ]

@@ -13,6 +13,7 @@ import re
 
 import msgspec
 
+from service.diagnosis.exception_lines import exception_line
 from service.diagnosis.normalize import Document
 from service.packs.frames import LIBRARY_FOLDERS, FrameRow, FrameTable
 from service.schemas import Phase
@@ -84,7 +85,6 @@ _DISPATCHED = re.compile(
 # `self.model.sample(` into "CUDA out of memory occurred when warming up sampler"): a failure inside
 # another object's call is still its error. Other phases are checks of values on its own lines.
 _HANDLED: frozenset[Phase] = frozenset({"weights_oom", "warmup_oom", "runtime_oom"})
-_EXCEPTION = re.compile(r"^(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\b")
 TRACEBACK = "Traceback (most recent call last)"
 # vLLM's logger prefix (`ERROR 03-31 16:55:54 multiproc_worker_utils.py:242]`, V1's `ERROR 11-04
 # 09:45:23 [core.py:588]`) cut before its closing bracket: a line the paste ends in the middle of.
@@ -392,7 +392,7 @@ def stack_below(doc: Document, number: int) -> tuple[int, int, bool] | None:
             if doc.line(following).source != line.source or TRACEBACK in text:
                 break
             end = following
-            if _EXCEPTION.match(text.strip()):
+            if exception_line(text):
                 break
         return (number, end, False) if end > number else None
     for following in range(number + 1, min(total, number + _DUMP_AFTER) + 1):
@@ -578,7 +578,7 @@ def cut_traceback(doc: Document) -> tuple[int, int, str] | None:
         return None
     last = printed[-1]
     tail = doc.line(last).text.strip()
-    if _EXCEPTION.match(tail):
+    if exception_line(tail):
         return None
     # the last frame and what may follow it before the cut: its code line, the carets under it, and
     # the start of one more line (an exception cut before its name, a logger prefix's date)
@@ -594,7 +594,7 @@ def _held_cut(held: Document) -> bool:
     if not frames:
         return False
     after = (held.line(n).text.strip() for n in range(frames[-1] + 1, len(held.lines) + 1))
-    return not any(_EXCEPTION.match(text) for text in after)
+    return not any(exception_line(text) for text in after)
 
 
 _AFTER_FRAME = 3

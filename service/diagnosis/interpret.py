@@ -184,10 +184,28 @@ class Context:
         """Lines (not in `skip`) showing part of a decisive vLLM template without its rule matching,
         or retyping one with its numbers (weaker: `RETYPED_STRENGTH` of the share of words seen)."""
         found = find_fragments(self.doc, self.fragments, self.signatures.by_id, skip)
-        # a line some rule read is vLLM's (or a wrapper's) own wording, not a person's retyping
-        shown = skip | {f.hit.line.number for f in found} | {h.line.number for h in self.hits}
-        retyped = find_retyped(self.doc, self.fragments, self.signatures.by_id, shown)
-        found += [FragmentHit(r.hit, round(r.seen * RETYPED_STRENGTH, 3), r.covered) for r in retyped]
+        # a line some rule read is vLLM's (or a wrapper's) own wording, not a person's retyping;
+        # the generic exception rule reads only its class, which a retyped raise opens with
+        read = {h.line.number for h in self.hits if not _generic_exception(h)}
+        retyped = find_retyped(self.doc, self.fragments, self.signatures.by_id, skip | read)
+        # a line showing a fragment of a template and retyping one with its numbers: the fragment's
+        # share of words is the evidence; the retyping, which also aligns the numbers with the
+        # holes, says which template it is where it shows more of its words (`Free memory on
+        # device` is not the CPU backend's `Available memory on node`), and reads the numbers the
+        # fragment's holes did not place (words between them dropped)
+        by_line = {f.hit.line.number: i for i, f in enumerate(found)}
+        for r in retyped:
+            at = by_line.get(r.hit.line.number)
+            if at is None:
+                found.append(FragmentHit(r.hit, round(r.seen * RETYPED_STRENGTH, 3), r.covered))
+                continue
+            shown = found[at]
+            if shown.hit.rule_id != r.hit.rule_id and r.seen > shown.seen:
+                found[at] = FragmentHit(r.hit, shown.seen, shown.covered)
+            elif shown.hit.rule_id == r.hit.rule_id and r.hit.facts.keys() - shown.hit.facts.keys():
+                facts = {**r.hit.facts, **shown.hit.facts}
+                hit = Hit(shown.hit.compiled, shown.hit.line, facts, shown.hit.repeats)
+                found[at] = FragmentHit(hit, shown.seen, shown.covered)
         return sorted(found, key=lambda f: f.hit.line.number)
 
     def present(self) -> list[CompiledRule]:
@@ -329,6 +347,11 @@ class Context:
 def _title_line(doc: Document) -> int:
     """The number of a paste's first line with text: an issue's or a post's title, when it has one."""
     return next((n for n, text in enumerate(doc.lines, 1) if text.strip()), 0)
+
+
+def _generic_exception(hit: Hit) -> bool:
+    """Whether a hit is the generic exception rule's: an exception line whose message is unknown."""
+    return hit.compiled.rule.kind == "exception" and hit.compiled.rule.phase is None
 
 
 def _basis(title: str) -> str:

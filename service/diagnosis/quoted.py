@@ -43,8 +43,13 @@ def quoted_hits(doc: Document, index: PatternIndex, hits: list[Hit]) -> list[Hit
         line = doc.line(number)
         if line.source or line.level or not is_sentence(line):
             continue
+        whole = line.text.encode("utf-8", errors="replace")
         for raw in stretches:
             for compiled, facts in _matched(index, raw):
+                # a rule's veto holds for the sentence around the quote too: "KV Cache … `type
+                # fp8e4nv not supported …`" quotes the cache's refusal, not a quantized model's
+                if any(exclude.search(whole) for exclude in compiled.excludes):
+                    continue
                 if (number, compiled.rule.id) not in had:
                     had.add((number, compiled.rule.id))
                     found.append(Hit(compiled=compiled, line=line, facts=facts))

@@ -14,8 +14,10 @@ of either side may be left out) and keeps the alignment only when it has the tem
 - at least `MIN_WORDS` of the template's literal words, `MIN_SHARE` of those in the stretch of the
   template it covers;
 - where the template states a comparison ("is less than", "exceeds", "larger than"), the line
-  states it too: the comparison is the check's verdict, and a line without it is another message
-  (V1's `Free memory on device (…) on startup. Desired GPU memory utilization is (…)` info line).
+  states it too, or opens with the exception class vLLM raises the template with (the inventory's
+  `exception`: `ValueError: 1.75 GiB KV cache is needed, available 0.13 GiB`): the comparison, or the
+  raise, is the check's verdict, and a line with neither is another message (V1's `Free memory on
+  device (…) on startup. Desired GPU memory utilization is (…)` info line, which is never raised).
 
 A line a logger printed (`INFO 01-14 08:10:25 worker.py:241] …`) is vLLM's own wording, never a
 retyping. The holes are read as the template's own facts: the template is rendered with them and the rule
@@ -30,6 +32,7 @@ import unicodedata
 
 import msgspec
 
+from service.diagnosis.exception_lines import exception_line
 from service.diagnosis.fragments import stated_facts
 from service.diagnosis.normalize import Document
 from service.diagnosis.scan import Hit
@@ -129,7 +132,7 @@ def _align(template: list[RetypedToken], line: list[RetypedToken]) -> list[tuple
 
 
 def _shaped(
-    template: list[RetypedToken], line: list[RetypedToken], pairs: list[tuple[int, int]]
+    template: list[RetypedToken], line: list[RetypedToken], pairs: list[tuple[int, int]], raised: bool
 ) -> float | None:
     """The share of the template's words the alignment shows, when it has the template's shape."""
     numbers = [(i, j) for i, j in pairs if template[i].kind in _NUMERIC]
@@ -148,7 +151,7 @@ def _shaped(
     if not all(_anchored(template, matched, i) for i, _ in numbers):
         return None
     compares = any(t.kind == "word" and t.text in _COMPARISONS for t in template)
-    if compares and not any(template[i].text in _COMPARISONS for i, _ in words):
+    if compares and not raised and not any(template[i].text in _COMPARISONS for i, _ in words):
         return None
     literal = sum(1 for t in template if t.kind == "word")
     return len(words) / literal if literal else None
@@ -195,7 +198,11 @@ def retyped_hit(
     text: str, index: FragmentIndex, rules: dict[str, CompiledRule], candidates: list[int]
 ) -> tuple[CompiledRule, list[str | None], int, float, float] | None:
     """The template among `candidates` that `text` retypes best: (rule, hole values, template,
-    share of its words, share of the line's tokens it covers), or None."""
+    share of its words, share of the line's tokens it covers), or None. A line opening with the
+    exception class a template is raised with states that template's verdict; one opening with
+    another class retypes none of the templates raised with a class."""
+    opened = exception_line(text)
+    raised_as = opened.name if opened is not None and opened.message else None
     shown = _with_comparisons(text)
     line = _line_tokens(shown)
     if sum(1 for t in line if t.kind == "number") < MIN_NUMBERS:
@@ -204,13 +211,18 @@ def retyped_hit(
     for candidate in candidates:
         spec = index.table.templates[candidate]
         compiled = rules.get(spec.rule)
-        if compiled is None:
+        raised_with = spec.exception.rsplit(".", 1)[-1] if spec.exception else None
+        # the class a line opens with is the one its message was raised with: a template vLLM
+        # raises with another class is another message (a trainer's `AssertionError: … must be
+        # divisible by …` is not vLLM's ValueError about attention heads)
+        other_class = raised_as is not None and raised_with is not None and raised_as != raised_with
+        if compiled is None or other_class:
             continue
         template = index.retyped_tokens(candidate)
         pairs = _align(template, line)
         if not pairs:
             continue
-        seen = _shaped(template, line, pairs)
+        seen = _shaped(template, line, pairs, raised_as is not None and raised_as == raised_with)
         if seen is None or (found is not None and seen <= found[3]):
             continue
         covered = (pairs[-1][1] - pairs[0][1] + 1) / len(line)

@@ -341,7 +341,7 @@ def build_fragments(inventories: list[InventoryFile], rules: dict[str, CompiledR
     seeds = {
         seed: sorted(found)
         for seed, found in sorted(where.items())
-        if len(owners[seed]) == 1 and None not in owners[seed]
+        if len(owners[seed]) == 1 and None not in owners[seed] and _distinctive(seed)
     }
     heads = {
         head: sorted(found)
@@ -349,6 +349,12 @@ def build_fragments(inventories: list[InventoryFile], rules: dict[str, CompiledR
         if len(head_owners[head]) == 1 and None not in head_owners[head]
     }
     return Fragments(templates=kept, seeds=seeds, heads=heads)
+
+
+def _distinctive(seed: str) -> bool:
+    """Whether a seed holds two words a sentence does not use everywhere: "length of the" (one word
+    and two function words) is any paragraph's, even where only one phase's templates hold it."""
+    return sum(1 for word in seed.split() if word not in RETYPED_COMMON) >= 2
 
 
 def _decisive_rule(template: Template, rules: dict[str, CompiledRule]) -> tuple[Phase | None, str | None]:

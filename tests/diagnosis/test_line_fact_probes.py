@@ -31,7 +31,9 @@ class Probe(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     known_gap: str | None = None  # what the classifier still misses: a non-strict xfail
 
 
-PROBES = load_probes(Probe, "line_fact_probes.yaml", "line_fact_probes_fourteenth.yaml")
+PROBES = load_probes(
+    Probe, "line_fact_probes.yaml", "line_fact_probes_fourteenth.yaml", "line_fact_probes_lines11.yaml"
+)
 
 
 def test_probe_names_are_distinct() -> None:

@@ -43,7 +43,9 @@ from service.schemas import DiagnoseRequest
             "fp8 weights on my V100 die in the kernel compile:\n\n"
             "    triton.compiler.errors.CompilationError: at 12:4: "
             "type fp8e4b8 not supported in this architecture\n",
-            "dtype_unsupported",
+            # Triton's FP8 refusal for a quantized model's weights: a quantization the GPU cannot run
+            # (rules/signatures/startup.yaml triton-fp8-type-unsupported); an FP8 KV cache's is a dtype
+            "quantization_config",
             {},
             id="a-compiler-refusing-a-number-type",
         ),

@@ -67,6 +67,16 @@ NOT_A_FACT: dict[str, str] = {
     r"cumulative_preemption=$": "a running count of preemptions",
     r"kv cache memory in use is $": "bytes the KV cache holds, stated as available_kv_cache_gib",
     r"tokens per request: $": "max_concurrency is read from the same line's `x` figure",
+    # the OpenAI server's request-length refusals (OpenAIServing._validate_input, renderers/params.py):
+    # requested_tokens holds the request's total, context_limit the limit
+    r"(?:you|and) requested $": "the output tokens a request asked for (max_tokens), a part of the total",
+    r"prompt contains (?:at least )?$|and your request has $|tokens \($| in the messages, $| [-+=>] $": (
+        "the prompt's or the completion's share of the requested total, or the total restated as a sum"
+    ),
+    r"(?:more than|upper bound for|at most|You passed|maximum input length of) $": (
+        "the character bound vLLM checks before tokenizing, and the input it leaves room for"
+    ),
+    r"in the input for $": "the operation's name (score, classification), a text hole",
     r"^ KV cache size: $": (
         "rendered after a placeholder device name (`{} KV cache size`, 0.30+), which the rule naming"
         " vLLM's devices does not read; the 0.28 wording's count is checked with its `GPU`"
