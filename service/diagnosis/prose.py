@@ -257,16 +257,29 @@ def _affirmed_beside(clause: str, vocabulary: ProseVocabulary) -> str | None:
     OOM, the server just hangs") governs only its comma-bounded part. A negation of another kind
     anywhere in the clause (a condition, a fix, "went away") still takes the whole clause back."""
     parts = _coordinated(clause, vocabulary)
-    if len(parts) < 2 and vocabulary.denial.search(clause):
+    if len(parts) < 2 and (vocabulary.denial.search(clause) or vocabulary.remedy_worked.search(clause)):
         parts = [p for p in re.split("[,，、]", clause) if p.strip()]
     if len(parts) < 2:
         return None
+    solved = [i for i, p in enumerate(parts) if _solved(p, vocabulary)]
+    if solved:
+        # a failure the person says was solved is past ("the loading OOM was solved with TP 2, and
+        # now it runs out of memory after 50 requests"): the failure told after it is the present one
+        later = parts[solved[-1] + 1 :]
+        kept = [p.strip() for p in later if vocabulary.said.search(p) is not None and not _negates(p, vocabulary)]
+        return ", ".join(kept) or None
     for part in parts:
         found = vocabulary.negation.search(part)
         if found is not None and not vocabulary.plain_negator.match(found.group()):
             return None
     kept = [p.strip() for p in parts if vocabulary.said.search(p) is not None and not _negates(p, vocabulary)]
     return ", ".join(kept) or None
+
+
+def _solved(part: str, vocabulary: ProseVocabulary) -> bool:
+    """Whether a part of a clause names a failure and says it was cured (`remedies.worked`: "the
+    GPU0 OOM is solved", "加载时的显存不足已经解决了")."""
+    return vocabulary.said.search(part) is not None and vocabulary.remedy_worked.search(part) is not None
 
 
 def _coordinated(clause: str, vocabulary: ProseVocabulary) -> list[str]:
