@@ -126,7 +126,9 @@ def _stage(clause: str, vocabulary: ProseVocabulary) -> Stage | None:
                 vocabulary,
             )
             if said is not None:
-                bound = stage != _WHOLE_STARTUP and _bound(clause, found.start(), found.end(), failures, vocabulary)
+                bound = stage != _WHOLE_STARTUP and _bound(
+                    clause, found.start(), found.end(), failures, vocabulary
+                )
                 named.append((said[1], not bound, rank, said[0]))
     return min(named)[3] if named else None
 
@@ -266,7 +268,9 @@ def _affirmed_beside(clause: str, vocabulary: ProseVocabulary) -> str | None:
         # a failure the person says was solved is past ("the loading OOM was solved with TP 2, and
         # now it runs out of memory after 50 requests"): the failure told after it is the present one
         later = parts[solved[-1] + 1 :]
-        kept = [p.strip() for p in later if vocabulary.said.search(p) is not None and not _negates(p, vocabulary)]
+        kept = [
+            p.strip() for p in later if vocabulary.said.search(p) is not None and not _negates(p, vocabulary)
+        ]
         return ", ".join(kept) or None
     for part in parts:
         found = vocabulary.negation.search(part)
