@@ -53,6 +53,8 @@ _STAGE_OF: dict[Phase, Stage] = {
 # Whose memory a clause says ran out: the host's RAM, the GPU's, or it does not say.
 Memory = Literal["host", "device", "unstated"]
 _SUBCLAUSE = (",", "，", "、")
+# start-up without saying which step (rules/prose.yaml `stages.init`): every step is part of it
+_WHOLE_STARTUP: Stage = "init"
 # A message a person quotes (double, curly or CJK quotes, backticks; four words or more, so a quoted
 # flag or a quoted "OOM" stays their word) holds the program's words, not theirs: its "to avoid this
 # error" takes nothing back and its "?" asks nothing.
@@ -106,10 +108,14 @@ def _clauses(text: str, vocabulary: ProseVocabulary) -> list[str]:
 
 
 def _stage(clause: str, vocabulary: ProseVocabulary) -> Stage | None:
-    """The stage a clause names: of the stages its words name (the vocabulary's priority order
-    breaking ties), one named as it happened before one the clause says was over ("after loading the
-    model, the first request OOMs" is serving's)."""
-    named: list[tuple[bool, int, Stage]] = []
+    """The stage a clause names: of the stages its words name, one named as it happened before one
+    the clause says was over ("after loading the model, the first request OOMs" is serving's); then
+    the one its failure word is bound to ("crash during inference … despite successful model load",
+    "Decode OOM with CUDA graphs enabled"); the vocabulary's priority order breaking what ties are
+    left. Start-up as a whole (`init`) binds nothing: a step the clause names beside it is narrower
+    ("an OOM during engine startup, at the sampler warmup")."""
+    named: list[tuple[bool, bool, int, Stage]] = []
+    failures = [(f.start(), f.end()) for f in vocabulary.said.finditer(clause)]
     for rank, (stage, pattern) in enumerate(vocabulary.stages):
         for found in pattern.finditer(clause):
             said = _shifted(
@@ -120,8 +126,27 @@ def _stage(clause: str, vocabulary: ProseVocabulary) -> Stage | None:
                 vocabulary,
             )
             if said is not None:
-                named.append((said[1], rank, said[0]))
-    return min(named)[2] if named else None
+                bound = stage != _WHOLE_STARTUP and _bound(
+                    clause, found.start(), found.end(), failures, vocabulary
+                )
+                named.append((said[1], not bound, rank, said[0]))
+    return min(named)[3] if named else None
+
+
+def _bound(
+    clause: str, start: int, end: int, failures: list[tuple[int, int]], vocabulary: ProseVocabulary
+) -> bool:
+    """Whether the stage word at `start:end` is bound to one of the clause's failure words
+    (`stage_shift.attached`: "OOM during <stage>", "<stage> OOM"). Only the binding counts, not
+    nearness: a stage named nearer the failure word is as often a modifier ("the profile run
+    prefills the whole context … OOM", "crashes during prefill warmup")."""
+    preceding, following = next((p, f) for name, p, f in vocabulary.shifts if name == "attached")
+    for low, high in failures:
+        if high <= start and preceding.search(clause[high:start]) is not None:
+            return True
+        if end <= low and following.search(clause[end:low]) is not None:
+            return True
+    return False
 
 
 def _shifted(
@@ -234,16 +259,31 @@ def _affirmed_beside(clause: str, vocabulary: ProseVocabulary) -> str | None:
     OOM, the server just hangs") governs only its comma-bounded part. A negation of another kind
     anywhere in the clause (a condition, a fix, "went away") still takes the whole clause back."""
     parts = _coordinated(clause, vocabulary)
-    if len(parts) < 2 and vocabulary.denial.search(clause):
+    if len(parts) < 2 and (vocabulary.denial.search(clause) or vocabulary.remedy_worked.search(clause)):
         parts = [p for p in re.split("[,，、]", clause) if p.strip()]
     if len(parts) < 2:
         return None
+    solved = [i for i, p in enumerate(parts) if _solved(p, vocabulary)]
+    if solved:
+        # a failure the person says was solved is past ("the loading OOM was solved with TP 2, and
+        # now it runs out of memory after 50 requests"): the failure told after it is the present one
+        later = parts[solved[-1] + 1 :]
+        kept = [
+            p.strip() for p in later if vocabulary.said.search(p) is not None and not _negates(p, vocabulary)
+        ]
+        return ", ".join(kept) or None
     for part in parts:
         found = vocabulary.negation.search(part)
         if found is not None and not vocabulary.plain_negator.match(found.group()):
             return None
     kept = [p.strip() for p in parts if vocabulary.said.search(p) is not None and not _negates(p, vocabulary)]
     return ", ".join(kept) or None
+
+
+def _solved(part: str, vocabulary: ProseVocabulary) -> bool:
+    """Whether a part of a clause names a failure and says it was cured (`remedies.worked`: "the
+    GPU0 OOM is solved", "加载时的显存不足已经解决了")."""
+    return vocabulary.said.search(part) is not None and vocabulary.remedy_worked.search(part) is not None
 
 
 def _coordinated(clause: str, vocabulary: ProseVocabulary) -> list[str]:

@@ -70,6 +70,7 @@ class StageShift(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
     not_begun: Beside
     until_done: Beside
     ordinary: Beside
+    attached: Beside
 
 
 class Change(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -365,6 +366,7 @@ def _vocabulary(data: ProseFile, build: Callable[..., Any]) -> ProseVocabulary:
                 ("not_begun", data.stage_shift.not_begun),
                 ("until_done", data.stage_shift.until_done),
                 ("ordinary", data.stage_shift.ordinary),
+                ("attached", data.stage_shift.attached),
             )
         ),
         sequel=build(data.sequel, "$.sequel"),

@@ -93,6 +93,7 @@ PROBES = load_probes(
     "prose_probes_fourteenth.yaml",
     "prose_probes_fifteenth.yaml",
     "prose_probes_sixteenth.yaml",
+    "prose_probes_seventeenth.yaml",
 )
 
 
