@@ -262,10 +262,15 @@ def test_a_programs_memory_figures_in_few_words_are_no_sentence(text: str) -> No
     assert not is_prose(Document(text).line(1))
 
 
-def test_unprefixed_runs_are_the_matched_runs_of_unprefixed_lines(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(normalize, "_UNSPLIT_MIN_BYTES", 0)  # the reduced text even for a short one
+def _line_finder(pattern: str) -> LineFinder:
+    """A finder as the scan builds one: RE2 with `never_nl`, so a match never spans lines."""
     options = re2.Options()
     options.never_nl = True
+    return LineFinder(pattern, options)
+
+
+def test_unprefixed_runs_are_the_matched_runs_of_unprefixed_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(normalize, "_UNSPLIT_MIN_BYTES", 0)  # the reduced text even for a short one
     lines = [
         "oom at the start",
         "(EngineCore_DP0 pid=1) ERROR 05-12 10:11:12 [core.py:1] oom",
@@ -280,7 +285,7 @@ def test_unprefixed_runs_are_the_matched_runs_of_unprefixed_lines(monkeypatch: p
     for number in range(1, len(lines) + 1):  # split as a scan would have
         doc.line(number)
     for pattern in ("oom", "^oom", "oom$", "again"):
-        finder = LineFinder(pattern, options)
+        finder = _line_finder(pattern)
         expected = [
             run for run in doc.matched_runs(finder) if not doc.line(run[0]).source + doc.line(run[0]).level
         ]
@@ -325,8 +330,6 @@ def test_unsplit_lines_a_tag_opens_are_left_out_of_the_person_words_text(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(normalize, "_UNSPLIT_MIN_BYTES", 0)
-    options = re2.Options()
-    options.never_nl = True
     lines = [
         "oom at the start",
         "(EngineCore_DP0 pid=1) ERROR 05-12 10:11:12 [core.py:1] oom",
@@ -336,7 +339,7 @@ def test_unsplit_lines_a_tag_opens_are_left_out_of_the_person_words_text(
         "ends with oom",
     ]
     doc = Document("\n".join(lines))  # nothing split yet
-    finder = LineFinder("oom", options)
+    finder = _line_finder("oom")
     kept = doc.unprefixed_runs(finder)
     assert doc._kept()[1] == [1, 3, 5, 6]
     assert [run for run in kept if not any(split_prefixes(lines[run[0] - 1])[:2])] == [(1, 1), (3, 1), (6, 1)]
