@@ -25,8 +25,10 @@ class Probe(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 
 
 # plugin_probes.yaml: the plugins' own templates; plugin_allocator_probes.yaml: their device allocators'
-# failures (CANN through torch_npu, Gaudi's PT_DEVMEM) and memory checks (vllm-metal) with twins
-_FILES = ("plugin_probes.yaml", "plugin_allocator_probes.yaml")
+# failures (CANN through torch_npu, Gaudi's PT_DEVMEM) and memory checks (vllm-metal) with twins;
+# plugin_allocator_probes_platforms12.yaml: other accelerator runtimes' device-memory exhaustion
+# (AWS Neuron, Tenstorrent tt-metal, Cambricon MLU, Moore Threads MUSA, CANN EI0011) with twins
+_FILES = ("plugin_probes.yaml", "plugin_allocator_probes.yaml", "plugin_allocator_probes_platforms12.yaml")
 
 
 def _probes() -> list[Probe]:
