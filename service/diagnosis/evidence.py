@@ -8,7 +8,7 @@ rule, and say when the scan stopped at its bound.
 
 from __future__ import annotations
 
-import functools
+import hashlib
 
 from service.diagnosis.command import FlagIssue
 from service.diagnosis.interpret import Verdict
@@ -26,8 +26,20 @@ MAX_FACT_LINES = 8
 
 # A shown line's redaction follows from its text alone, and the lines a failure shows (its traceback,
 # the OOM message, the startup lines its facts come from) come back request after request: each is
-# scrubbed once while it is remembered (bounded: a few MB at most)
-_redacted_line = functools.lru_cache(maxsize=2048)(redact)
+# scrubbed once while it is remembered. Keyed by a digest of the raw line, so no secret a line held
+# outlives its request in the table; bounded (a few MB at most), started over when full.
+_REDACTED_BOUND = 2048
+_redacted: dict[bytes, str] = {}
+
+
+def _redacted_line(text: str) -> str:
+    key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    known = _redacted.get(key)
+    if known is None:
+        if len(_redacted) >= _REDACTED_BOUND:
+            _redacted.clear()
+        known = _redacted[key] = redact(text)
+    return known
 
 
 def collect_evidence(

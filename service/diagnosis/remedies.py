@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import msgspec
 
 from service.diagnosis.normalize import Document
+from service.diagnosis.placement import PLACED_STAGE
 from service.diagnosis.prose import spoken_clauses
 from service.packs.derived import per_pack
 from service.packs.fixes import FixPack, FixRecipe
@@ -105,14 +106,9 @@ def _moved(part: str, at: int, vocabulary: ProseVocabulary) -> str | None:
     return nearest[1] if nearest else None
 
 
-_PLACED: frozenset[Phase] = frozenset(
-    {"startup_budget", "weights_oom", "kv_cache_capacity", "warmup_oom", "runtime_oom"}
-)
-
-
 def _shares(recipes: list[FixRecipe]) -> tuple[tuple[Phase, float], ...]:
     """Each recipe one witness, spread evenly over the phases it serves that a failure is placed in."""
-    served = [[p for p in r.phases if p in _PLACED] for r in recipes]
+    served = [[p for p in r.phases if p in PLACED_STAGE] for r in recipes]
     served = [phases for phases in served if phases]
     total: dict[Phase, float] = {}
     for phases in served:
@@ -128,7 +124,9 @@ def _verdict(part: str, vocabulary: ProseVocabulary) -> bool | None:
     return True if vocabulary.remedy_worked.search(part) else None
 
 
-def _read(clause: str, flags: tuple[_Flag, ...], vocabulary: ProseVocabulary) -> Iterator[RemedySaid]:
+def _read(
+    number: int, clause: str, flags: tuple[_Flag, ...], vocabulary: ProseVocabulary
+) -> Iterator[RemedySaid]:
     if vocabulary.question.search(clause) or vocabulary.remedy_unless.search(clause):
         return  # advice, a plan or a question says nothing of this run
     parts = [p for p in _PARTS.split(clause) if p.strip()]
@@ -152,7 +150,7 @@ def _read(clause: str, flags: tuple[_Flag, ...], vocabulary: ProseVocabulary) ->
             recipes = [r for r, d in own if d is None or (d == moved if moved else len(ways) == 1)]
             shares = _shares(recipes)
             if shares:
-                yield RemedySaid(0, clause.strip(), verdict, shares)
+                yield RemedySaid(number, clause.strip(), verdict, shares)
 
 
 def remedies_said(doc: Document, vocabulary: ProseVocabulary, fixes: FixPack) -> list[RemedySaid]:
@@ -160,5 +158,5 @@ def remedies_said(doc: Document, vocabulary: ProseVocabulary, fixes: FixPack) ->
     flags = _flags(fixes)
     found: list[RemedySaid] = []
     for number, clause in spoken_clauses(doc, vocabulary.remedy_lines, vocabulary):
-        found.extend(msgspec.structs.replace(r, line=number) for r in _read(clause, flags, vocabulary))
+        found.extend(_read(number, clause, flags, vocabulary))
     return found

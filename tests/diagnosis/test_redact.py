@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service import redact as redact_module
+from service.core import classify
+from service.diagnosis import evidence
+from service.packs import RulePacks
 from service.redact import REDACTED, redact, redact_value
+from service.schemas import DiagnoseRequest
 
 
 @pytest.mark.parametrize(
@@ -214,3 +219,15 @@ def test_redact_value_keeps_the_values_of_named_keys() -> None:
     [button] = redact_value(blocks, keep=frozenset({"type", "action_id"}))
     assert (button["type"], button["action_id"]) == ("button", "show_all_fixes")
     assert secret not in button["text"]["text"]
+
+
+def test_the_shown_lines_memo_keeps_no_secret_a_line_held(packs: RulePacks) -> None:
+    token = "hf_Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa"
+    command = f"HF_TOKEN={REDACTED} vllm serve m"
+    log = f"HF_TOKEN={token} vllm serve m\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2GiB"
+    shown = classify(DiagnoseRequest(log=log), packs)
+    assert command in [e.text for e in shown.evidence]  # the secret's line is shown
+    assert token[:8] not in msgspec.json.encode(shown).decode()
+    remembered = list(evidence._redacted.items())
+    assert command in [value for _, value in remembered]
+    assert all(token[:8] not in repr(key) + value for key, value in remembered)  # kept by digest, scrubbed
