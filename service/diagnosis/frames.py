@@ -14,7 +14,7 @@ import re
 import msgspec
 
 from service.diagnosis.exception_lines import exception_line
-from service.diagnosis.normalize import Document
+from service.diagnosis.normalize import UNSHOWN_FILE, Document
 from service.packs.frames import LIBRARY_FOLDERS, FrameRow, FrameTable
 from service.schemas import Phase
 
@@ -28,6 +28,7 @@ __all__ = [
     "frame_place",
     "innermost_outwards",
     "library_file",
+    "neutral_library",
     "stack_below",
     "vllm_file",
 ]
@@ -54,6 +55,9 @@ _SEPARATORS = re.compile(r"[\\/]*\\[\\/]*")
 # A traceback held in one line as an escaped string (a JSON log record's `"exception": "Traceback
 # (most recent call last):\n  File \"…\", line 12, in load_model\n …"`, an HTTP error body's
 # `"detail"`): its frames are the escaped `File \"` ones; read as the lines they stand for.
+# pytest's header of one failed test's report (`____ test_models[hf] ____`): what Python's own traceback
+# header is for a paste cut before the exception's `E   ` lines
+_PYTEST_SECTION = re.compile(r"^_{3,} \S.{0,400} _{3,}$")
 _HELD_FRAME = re.compile(r'File \\+"')
 _ESCAPE = re.compile(r'\\+(?P<char>["n\\/])')
 _ESCAPED = {"n": "\n", '"': '"', "/": "/"}  # not `\t`: a Windows path's `\torch\`
@@ -161,8 +165,13 @@ def frame_place(
     if match is None:
         return None
     path = match.group("path")
-    file = vllm_file(path, table.plugins)
     function = match.group("function")
+    if path == UNSHOWN_FILE:
+        # a frame whose file the paste does not show (a pytest report cut before the entry's location):
+        # every vLLM function of that name, which must agree on one stage
+        entries = [e for e in table.rows_named(function) if e.covers(version)]
+        return _one_stage(entries, number, "", function, False)
+    file = vllm_file(path, table.plugins)
     if file is None:
         library = library_file(path)
         if library is None:
@@ -224,6 +233,19 @@ def library_file(path: str) -> str | None:
     of `…/site-packages/torch/nn/modules/module.py`), or None."""
     found = _LIBRARY.search(path.replace("\\", "/"))
     return found.group("rest") if found else None
+
+
+def neutral_library(text: str, libraries: tuple[str, ...]) -> str | None:
+    """The folder of `libraries` (rules/evidence.yaml `neutral_libraries`: code that runs in every stage
+    that runs the model) a frame line's file is in, or None: `torch/_dynamo/` of `File ".../site-packages/
+    torch/_dynamo/eval_frame.py", line 655, in _fn`."""
+    if not libraries:
+        return None
+    match = _FRAME.search(text)
+    if match is None:
+        return None
+    path = "/" + match.group("path").replace("\\", "/").lstrip("/")
+    return next((folder for folder in libraries if f"/{folder}" in path), None)
 
 
 def _one_stage(
@@ -552,7 +574,7 @@ def _frames_run_start(doc: Document) -> int | None:
 def cut_traceback(doc: Document) -> tuple[int, int, str] | None:
     """(header line, last line, process) of a traceback the paste cut before its exception line."""
     total = len(doc.lines)
-    header = next((n for n in range(total, 0, -1) if TRACEBACK in doc.line(n).text), None)
+    header = next((n for n in range(total, 0, -1) if _heads_traceback(doc.line(n).text)), None)
     if header is not None:
         source = doc.line(header).source
         held = held_traceback(doc.line(header).text)
@@ -586,6 +608,11 @@ def cut_traceback(doc: Document) -> tuple[int, int, str] | None:
     if after and (after[-1] == last or not tail.endswith(":")):
         return header, last, source
     return None
+
+
+def _heads_traceback(text: str) -> bool:
+    """Whether a line heads a traceback: Python's header, or pytest's header of a failed test's report."""
+    return TRACEBACK in text or ("___" in text and _PYTEST_SECTION.match(text.strip()) is not None)
 
 
 def _held_cut(held: Document) -> bool:

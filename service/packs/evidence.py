@@ -17,6 +17,7 @@ __all__ = ["CLUE_KINDS", "ClueKind", "EvidenceWeights", "load_evidence"]
 
 ClueKind = Literal[
     "frame",
+    "neutral_frame",
     "table_frame",
     "construction_frame",
     "inner_frame",
@@ -50,6 +51,9 @@ class EvidenceWeights(msgspec.Struct, forbid_unknown_fields=True, frozen=True, k
     """Weight per clue kind in (0, 1), and how the runner-up and the bounds shape the confidence."""
 
     weights: dict[ClueKind, float]
+    # library folders whose code runs in every stage that runs the model (`torch/_dynamo/`): a frame of
+    # one weighs `neutral_frame`
+    neutral_libraries: tuple[str, ...] = ()
     contest: float
     floor: float
     ceiling: float
@@ -61,6 +65,9 @@ class EvidenceWeights(msgspec.Struct, forbid_unknown_fields=True, frozen=True, k
         for kind, weight in self.weights.items():
             if not 0 < weight < 1:
                 raise ValueError(f"weight of {kind} must be in (0, 1), not {weight}")
+        for folder in self.neutral_libraries:
+            if folder.startswith("/") or not folder.endswith(("/", ".py")):
+                raise ValueError(f"neutral library {folder!r} must be a relative folder or module path")
         if not 0 <= self.contest <= 1:
             raise ValueError("contest must be in [0, 1]")
         if not 0 < self.floor <= self.ceiling < 1:
