@@ -134,6 +134,20 @@ def _plugin_roots(packages: tuple[str, ...]) -> re.Pattern[str] | None:
     return re.compile(rf"(?:^|/)(?:{names})/(?P<rest>[\w/]{{1,300}}\.py)$")
 
 
+def plugin_file(path: str, plugins: tuple[str, ...] = ()) -> str | None:
+    """The path of a platform plugin's frame inside its site-packages, its package included
+    (`vllm_ascend/worker/model_runner_v1.py`): the key of the plugin's own rows in the frame table
+    (tools/vllm_callgraph.py reads the plugins' sources), or None for a frame of no plugin."""
+    path = _SEPARATORS.sub("/", path) if "\\" in path else path
+    named = _plugin_roots(plugins)
+    found = named.search(path) if named is not None else None
+    if found is None and "/vllm/" not in path and not path.startswith("vllm/"):
+        found = _PLUGIN.search(path)
+    if found is None:
+        return None
+    return found.group(0).lstrip("/")
+
+
 def vllm_file(path: str, plugins: tuple[str, ...] = ()) -> str | None:
     """The path inside vLLM of a frame's file (after `vllm/`, or a platform plugin's package: a
     `vllm_*` one or one of `plugins`), or None. Windows separators count as `/`, doubled ones too (a
@@ -179,6 +193,12 @@ def frame_place(
         entries = [e for e in table.rows_for(library, function) if e.covers(version)]
         return _one_stage(entries, number, library, function, False)
     plugin = _is_plugin(path, table.plugins)
+    own = plugin_file(path, table.plugins) if plugin else None
+    if own is not None and (mine := table.rows_for(own, function)):
+        # the plugin's own call graph places it (tools/vllm_callgraph.py reads the plugins' sources)
+        return _one_stage(
+            _of_receiver([e for e in mine if e.covers(version)], receiver), number, file, function, True
+        )
     rows = table.rows_for(file, function, plugin=_mirrored(file))
     if not rows and plugin and _mirrored(file):
         # a plugin's module in a folder where vLLM has no function of that name (tpu_inference's
@@ -493,14 +513,16 @@ def _called_place(
     object's method, when the table places it: the frame one deeper, which the paste was cut before
     (or inside). The frame itself may be one the table does not place (a vLLM function several stages
     reach, or a release's name the table lacks)."""
+    frame = _FRAME.search(doc.line(number).text)
     if place is not None:
         file, own, plugin = place.file, place.function, place.plugin
     else:
-        frame = _FRAME.search(doc.line(number).text)
         inside = vllm_file(frame.group("path"), table.plugins) if frame is not None else None
         if frame is None or inside is None:
             return None
         file, own, plugin = inside, frame.group("function"), _mirrored(inside)
+    # a plugin's module: the function it calls of its own module, by the plugin's own rows first
+    mine = plugin_file(frame.group("path"), table.plugins) if frame is not None and plugin else None
     code = _code_line(doc, number)
     if "File " in code:
         return None
@@ -513,7 +535,9 @@ def _called_place(
         function = call.group("function")
         if function == own:
             return None
-        rows = table.rows_for(file, function, plugin=plugin or _mirrored(file))
+        rows = (table.rows_for(mine, function) if mine else ()) or table.rows_for(
+            file, function, plugin=plugin or _mirrored(file)
+        )
     elif (other := _OTHER_CALL.match(code)) is not None:
         # another object's method: every vLLM function of that name, which must agree on one stage
         # (`self.model_runner.capture_model(self.gpu_cache)` under V0's `warm_up_model`)
