@@ -718,9 +718,18 @@ def build(cache: Path) -> dict[str, object]:
                     qualified.add(f"{file}:{name}")
                 stage, phase = next(iter(places))
                 rows.setdefault((file, name, stage, phase, owner if qualify else None), []).append(version)
+    plugin_packages = tuple(f"{package}/" for package in plugin_phases)
+    # a plugin's rows hold for every vLLM release (its own releases are not vLLM's), so a name its
+    # releases (or classes) place in different stages says nothing: left out as ambiguous
+    plugin_stages: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for file, name, stage, _, _ in rows:
+        if file.startswith(plugin_packages):
+            plugin_stages[(file, name)].add(stage)
+    split = {key for key, stages in plugin_stages.items() if len(stages) > 1}
+    ambiguous |= {f"{file}:{name}" for file, name in split}
+    rows = {key: versions for key, versions in rows.items() if key[:2] not in split}
     frames: list[list[object]] = []
     ordered = sorted(rows.items(), key=lambda kv: (*kv[0][:3], kv[0][3] or "", kv[0][4] or ""))
-    plugin_packages = tuple(f"{package}/" for package in plugin_phases)
     for (file, function, stage, phase, owner), versions in ordered:
         # a plugin's releases are its own, not vLLM's: its row holds for every vLLM release read
         spans = [[order[0], order[-1]]] if file.startswith(plugin_packages) else ranges(versions, order)
