@@ -258,6 +258,10 @@ FIX_GAPS = {
         "the Marlin shape check of AWQ weights (a known miss, placed as parallelism_config): the message"
         " states no head count or GPU count, so no parallel-layout recipe has a figure to act on"
     ),
+    "gh18-spyre47-v0-online-serving-spyreplatform-no-attribute-spyre-warmup-shapes-line": (
+        "a Spyre platform AttributeError (`spyre_warmup_shapes`) misplaced at KV sizing (a known miss):"
+        " no length, capacity or utilization figure for the KV recipes to size"
+    ),
 }
 CASES = sorted(p.stem for p in CORPUS.glob("*.log"))
 FIX_CASES = [
