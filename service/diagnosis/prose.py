@@ -691,6 +691,7 @@ def ran_said(doc: Document, vocabulary: ProseVocabulary) -> int | None:
             if (
                 vocabulary.ran.search(clause)
                 and not vocabulary.ran_unless.search(clause)
+                and not vocabulary.condition.search(clause)  # "without LoRA it works fine"
                 and not vocabulary.question.search(clause)
                 and not _negates(clause, vocabulary)
             ):
