@@ -441,9 +441,9 @@ def _affirmed(text: str, vocabulary: ProseVocabulary) -> list[ProseCue]:
     change; a sentence opening with a condition that tells a variant run reads its failures in the
     stage the condition switches off, or in none (`_variant`)."""
     cues: list[ProseCue] = []
-    asked: list[Phase] = []  # what a question before asked is supported ("…支持bfloat16吗？")
+    asked: Phase | None = None  # what a question before asked is supported ("…支持bfloat16吗？")
     for sentence in _sentences(_clauses(text, vocabulary)):
-        found = _affirmed_clauses(sentence, vocabulary, asked)
+        found, asked = _affirmed_clauses(sentence, vocabulary, asked)
         variant, off = _variant(sentence, vocabulary) if found else (False, None)
         if variant:
             found = [msgspec.structs.replace(c, stage=off, variant=off is None) for c in found]
@@ -452,18 +452,15 @@ def _affirmed(text: str, vocabulary: ProseVocabulary) -> list[ProseCue]:
 
 
 def _affirmed_clauses(
-    clauses: list[str], vocabulary: ProseVocabulary, asked_before: list[Phase]
-) -> list[ProseCue]:
-    """The cues of one sentence's clauses; `asked_before` carries what a question asked on to the
-    sentences after it (it is appended to)."""
+    clauses: list[str], vocabulary: ProseVocabulary, asked: Phase | None
+) -> tuple[list[ProseCue], Phase | None]:
+    """The cues of one sentence's clauses, and what a question asked so far (`asked`, carried on to
+    the sentences after it: "Does the V100 support bf16? I get an error when running")."""
     cues: list[ProseCue] = []
-    asked: Phase | None = asked_before[0] if asked_before else None
     for clause in clauses:
         part = _affirmed_part(clause, vocabulary)
         if part is None:
             asked = asked or _asked(clause, vocabulary)
-            if asked is not None and not asked_before:
-                asked_before.append(asked)
         else:  # what ran out and when, read in the part that states it
             # a failure word naming a thing ("dmesg OOM detection") says nothing ran out
             stage, memory = _stage(part, vocabulary), _memory(_named_only(part, vocabulary), vocabulary)
@@ -474,7 +471,7 @@ def _affirmed_clauses(
                 stage = _STAGE_OF.get(phase)  # "causes KV cache OOM" names the cache's own stage
             before = _before_change(part, vocabulary)
             cues.append(ProseCue(0, stage, part.strip(), memory, phase, before))
-    return cues
+    return cues, asked
 
 
 def _asked(clause: str, vocabulary: ProseVocabulary) -> Phase | None:
