@@ -34,6 +34,8 @@ def test_the_probes_cover_each_reading_and_its_twins() -> None:
 
 
 @pytest.mark.parametrize("probe", [probe_param(p, p.id) for p in PROBES])
-def test_a_bare_oom_is_placed_by_the_budget_of_what_the_paste_names(run_classify: Classify, probe: Probe) -> None:
+def test_a_bare_oom_is_placed_by_the_budget_of_what_the_paste_names(
+    run_classify: Classify, probe: Probe
+) -> None:
     diagnosis = run_classify(probe.text, **probe.hints)
     assert diagnosis.phase == probe.phase, diagnosis.summary

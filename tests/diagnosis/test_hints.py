@@ -5,10 +5,22 @@ from __future__ import annotations
 import pytest
 
 from service.diagnosis import classify_text
-from service.diagnosis.hints import budget_hint, gpu_named, gpus_counted, model_params_billion, weights_hint
+from service.diagnosis.hints import (
+    budget_reading,
+    gpu_named,
+    gpus_counted,
+    model_params_billion,
+    weights_hint,
+)
+from service.diagnosis.placement import BudgetReading
 from service.packs import load_packs
 
 CATALOG = load_packs().catalog
+MARGINS = load_packs().evidence.in_use_margins
+
+
+def budget_hint(facts: dict[str, object]) -> BudgetReading | None:
+    return budget_reading(facts, CATALOG, MARGINS)
 
 
 @pytest.mark.parametrize(
@@ -56,11 +68,12 @@ def test_unknown_size_or_model_gives_no_hint() -> None:
 
 
 def test_catalog_budget_places_a_context_free_oom_for_models_without_a_size_in_the_name() -> None:
-    catalog = CATALOG
     assert weights_hint({"model": "deepseek-ai/DeepSeek-V3", "total_gib": 79.19}, CATALOG) is None
-    assert budget_hint({"model": "deepseek-ai/DeepSeek-V3", "total_gib": 79.19}, catalog) == "weights_oom"
-    assert budget_hint({"model": "facebook/opt-125m", "total_gib": 79.19}, catalog) is None
-    assert budget_hint({"model": "no-such/model-xyz", "total_gib": 79.19}, catalog) is None
+    assert budget_hint({"model": "deepseek-ai/DeepSeek-V3", "total_gib": 79.19}) == BudgetReading(
+        weights="exceed"
+    )
+    assert budget_hint({"model": "facebook/opt-125m", "total_gib": 79.19}) == BudgetReading(weights="room")
+    assert budget_hint({"model": "no-such/model-xyz", "total_gib": 79.19}) is None
 
 
 @pytest.mark.parametrize(
