@@ -478,10 +478,10 @@ def budget_clues(reading: BudgetReading, clues: list[Clue]) -> list[Clue]:
     """The clues the budget's reading gives, beside `clues` (the others gathered for the failure).
 
     Weights that cannot fit, or a process holding far less than its weights, place the failure in
-    loading. Weights with room for a KV pool say it was not loading, and, where the other clues say
-    start-up, the profiling run; weights and KV pool held say the pool was allocated: warm-up or
-    serving, as the other clues say. The allocator's measurement outranks the estimate: with one,
-    the estimate's reading is not added.
+    loading. Weights with room for a KV pool say it was not loading but the profiling run, where the
+    other clues say only that it failed at start-up; weights and KV pool held say the pool was
+    allocated: warm-up or serving, as the other clues say. The allocator's measurement outranks the
+    estimate: with one, the estimate's reading is not added.
     """
     basis, before = reading.basis, _before_serving(clues)
     if reading.held == "below_weights":
@@ -494,11 +494,19 @@ def budget_clues(reading: BudgetReading, clues: list[Clue]) -> list[Clue]:
         return found
     if reading.weights == "exceed":
         return [Clue("budget", "loading", basis)]
-    if reading.weights == "room":
+    if reading.weights == "room" and _vague_startup(clues):
         room = f"{basis}: the weights fit with room"
-        found = [Clue("budget_room", "loading", room, against=True)]
-        return found + [Clue("budget_room", "profiling", room)] if before else found
+        return [Clue("budget_room", "loading", room, against=True), Clue("budget_room", "profiling", room)]
     return []
+
+
+def _vague_startup(clues: list[Clue]) -> bool:
+    """Whether the clues say only that the failure came at start-up, not in which step ("when I
+    start it", a pasted command): the estimate's room then says the weights had loaded. A step
+    named (the person's "while loading the shards", a marker) is an observation it does not
+    overrule."""
+    named = [c for c in clues if not c.against]
+    return bool(named) and all(c.stage in _STARTED for c in named)
 
 
 def _printed_in_log(doc: Document, line: Line) -> bool:
