@@ -27,6 +27,7 @@ from service.diagnosis.frames import (
 from service.diagnosis.normalize import Document, Line, is_prose
 from service.diagnosis.placement import (
     PLACED_STAGE,
+    BudgetReading,
     Clue,
     HintFn,
     is_marker,
@@ -412,7 +413,7 @@ def _severity(ctx: Context, hit: Hit) -> str:
     return severity
 
 
-def _no_hint() -> Phase | None:
+def _no_hint() -> BudgetReading | None:
     return None
 
 
