@@ -12,16 +12,17 @@ from service.diagnosis.command import join_commands
 from service.diagnosis.continued import continue_hits
 from service.diagnosis.evidence import collect_evidence, collect_findings
 from service.diagnosis.facts import collect_facts, infer_engine
-from service.diagnosis.hints import budget_hint, gpu_named, gpus_counted, weights_hint
+from service.diagnosis.hints import budget_reading, gpu_named, gpus_counted, weights_hint
 from service.diagnosis.interpret import Context, interpret
 from service.diagnosis.misleading import flag_misleading, implied_by_flagged
 from service.diagnosis.normalize import Document, is_prose
+from service.diagnosis.placement import BudgetReading
 from service.diagnosis.quoted import quoted_hits
 from service.diagnosis.scan import Hit, scan_document
 from service.diagnosis.settings import stated_settings
 from service.diagnosis.wording import describe
 from service.packs import RulePacks
-from service.schemas import Diagnosis, Phase
+from service.schemas import Diagnosis
 from service.versions import parse_version
 
 __all__ = ["classify_text"]
@@ -34,7 +35,7 @@ def classify_text(
     request_facts: dict[str, object] | None = None,
     command: str | None = None,
     vllm_version: str | None = None,
-    hint: Phase | None = None,
+    hint: BudgetReading | None = None,
 ) -> Diagnosis:
     """Classify one pasted log; request facts and a command fill what the log does not state."""
     doc = Document(log)
@@ -45,7 +46,7 @@ def classify_text(
         hits = sorted([*hits, *quoted], key=lambda h: h.line.number)
     settings = list(stated_settings(doc, packs.fixes))
 
-    def ask_hint() -> Phase | None:
+    def ask_hint() -> BudgetReading | None:
         if hint is not None:
             return hint
         early = collect_facts(hits, set(), request_facts or {}, command, vllm_version, packs.fixes, settings)
@@ -58,7 +59,10 @@ def classify_text(
             # loading; "8块4090" with no parallel size stated is not one GPU holding them all
             count = gpus_counted(_said_lines(doc), packs.catalog)
             values = {**values, "tensor_parallel_size": count} if count and count > 1 else values
-        return budget_hint(values, packs.catalog) or weights_hint(values, packs.catalog)
+        reading = budget_reading(values, packs.catalog, packs.evidence.in_use_margins)
+        if reading is None and weights_hint(values, packs.catalog) == "weights_oom":
+            return BudgetReading(weights="exceed")  # a model the catalog lacks, sized from its id
+        return reading
 
     context = Context(
         doc,

@@ -1,26 +1,40 @@
-"""Placing a context-free CUDA OOM from what the caller told us: do the weights alone fit the GPU?
+"""Placing a context-free CUDA OOM from what the caller told us: do the weights fit the GPU, and how
+much did the failing process hold?
 
 A pasted OOM line with no traceback and no neighbouring lines cannot say when it happened. When the
-model is named (request or log) and the GPU's size is known (the OOM line states it, or the GPU name
-carries it), a rough weight size decides the one case that is certain: weights larger than the GPU
-can only fail while loading. Anything else stays undecided here (the budget part refines it).
+model is named (request, log or launch command) and the GPU's size is known (the OOM line states it,
+or the GPU name carries it), the estimator's budget reads the stage (`budget_reading`): weights
+larger than the memory there is can only fail while loading, weights with room for a KV pool did
+not, and the allocator's "this process has X memory in use" says how far the process got (below its
+weights: loading; at its weights and KV pool: the pool was allocated). Placement weighs what it says
+with the other clues (rules/evidence.yaml). For a model the catalog lacks, only a rough size read
+from its id says the one certain case (`weights_hint`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Literal
 
 import msgspec
 
 from service.budget import budget_from_facts, find_gpu, find_quantization
+from service.diagnosis.placement import BudgetReading
 from service.errors import InputError
 from service.first_use import first_use_re
 from service.packs.catalog import Catalog, fold_name
+from service.packs.evidence import InUseMargins
 from service.quantities import COUNT_WORD, count_word
-from service.schemas import Facts, Phase
+from service.schemas import Budget, Facts, Phase
 
-__all__ = ["budget_hint", "gpu_named", "gpus_counted", "model_params_billion", "weights_hint"]
+__all__ = [
+    "budget_reading",
+    "gpu_named",
+    "gpus_counted",
+    "model_params_billion",
+    "weights_hint",
+]
 
 _PARAMS = first_use_re(r"(?<![\w.])(?:(\d+)x)?(\d+(?:\.\d+)?)\s?[bB](?![a-zA-Z])")
 _GPU_GIB = first_use_re(r"(\d{2,3})\s?(?:GB|GiB|G)\b", re.IGNORECASE)
@@ -139,12 +153,67 @@ def weights_hint(facts: dict[str, object], catalog: Catalog) -> Phase | None:
     return "weights_oom" if weights_gib / parallel > 0.95 * gpu_gib else None
 
 
-def budget_hint(facts: dict[str, object], catalog: Catalog) -> Phase | None:
-    """weights_oom when the catalog's budget puts the weights per GPU above the GPU's memory."""
+def _usable_gib(facts: dict[str, object], budget: Budget) -> float:
+    """The memory the weights of one GPU must fit in: the card's total less its CUDA context when the
+    log states the total (an allocator's "total capacity": the weights load into whatever is there),
+    else what vLLM asks of the named GPU (total × gpu_memory_utilization)."""
+    if isinstance(facts.get("total_gib"), float | int):
+        return budget.total_gib - budget.non_torch_gib
+    return budget.requested_gib
+
+
+def _weights_reading(facts: dict[str, object], loading: Budget) -> Literal["exceed", "room"] | None:
+    """Whether the weights per GPU as they load exceed the usable memory, or leave a KV pool larger
+    than the estimate's own spread; None in between."""
+    if loading.weights_gib > _usable_gib(facts, loading):
+        return "exceed"
+    spread = loading.sources.get("available_kv_gib")
+    margin = spread.uncertainty_gib if spread is not None and spread.uncertainty_gib else 0.0
+    return "room" if loading.available_kv_gib > margin else None
+
+
+def _held_reading(
+    held: object, served: Budget, loading: Budget, margins: InUseMargins
+) -> Literal["below_weights", "weights_and_pool"] | None:
+    """The failing process's in-use memory against its weights per GPU (far below them: still
+    loading) and against its weights as they load plus its KV pool (the pool was allocated). Near
+    the weights alone it says nothing: the last layer loading and the profiling run both hold them."""
+    if not isinstance(held, float | int) or held <= 0:
+        return None
+    if held < margins.below_weights * served.weights_gib:
+        return "below_weights"
+    pool = served.available_kv_gib
+    if pool > 0 and held >= loading.weights_gib + margins.pool_share * pool:
+        return "weights_and_pool"
+    return None
+
+
+def _budget(facts: dict[str, object], catalog: Catalog) -> Budget | None:
     try:
-        budget = budget_from_facts(msgspec.convert(facts, Facts), catalog)
+        return budget_from_facts(msgspec.convert(facts, Facts), catalog)
     except (InputError, msgspec.ValidationError):
         return None
-    if budget is None:
+
+
+def budget_reading(facts: dict[str, object], catalog: Catalog, margins: InUseMargins) -> BudgetReading | None:
+    """What the estimator's budget for the model and GPU the facts name says of a bare OOM's stage:
+    the weights per GPU against the GPU, and the failing process's in-use memory against them.
+
+    A quantization the checkpoint does not carry is applied after its weights load at their own
+    width (vLLM's online quantization), so loading is judged by the budget without it. Only what
+    the catalog resolves (no network in the classifier's path); None when the budget cannot be
+    sized or says nothing for sure.
+    """
+    served = _budget(facts, catalog)
+    if served is None:
         return None
-    return "weights_oom" if budget.weights_gib > 0.95 * budget.total_gib else None
+    loading = served
+    if facts.get("quantization") is not None:
+        unquantized = _budget({**facts, "quantization": None}, catalog)
+        if unquantized is not None and unquantized.weights_gib > served.weights_gib:
+            loading = unquantized
+    reading = BudgetReading(
+        weights=_weights_reading(facts, loading),
+        held=_held_reading(facts.get("process_in_use_gib"), served, loading, margins),
+    )
+    return reading if reading.weights is not None or reading.held is not None else None

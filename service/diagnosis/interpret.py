@@ -27,6 +27,7 @@ from service.diagnosis.frames import (
 from service.diagnosis.normalize import Document, Line, is_prose
 from service.diagnosis.placement import (
     PLACED_STAGE,
+    BudgetReading,
     Clue,
     HintFn,
     is_marker,
@@ -260,15 +261,16 @@ class Context:
         and a dense paste has hundreds of sentences to follow back)."""
         if self._prose_stages is None:
             found: dict[Stage, tuple[Stage, str, int]] = {}
-            serving: set[int] = set()
+            told: dict[Stage, set[int]] = {}  # the lines naming each stage
             for cue in self.prose_cues():
                 # "then I got OOM" names no stage of its own: it follows the sentence before it
-                stage = cue.stage or sequel_stage(cue, self.doc, self.prose)
-                if stage == "serving":
-                    serving.add(cue.line)
+                # (a variant run's failure, told under a condition, names none of the reported run)
+                stage = cue.stage or (None if cue.variant else sequel_stage(cue, self.doc, self.prose))
+                if stage is not None:
+                    told.setdefault(stage, set()).add(cue.line)
                 if stage is not None and stage not in found:
                     found[stage] = (stage, f'the person\'s words ("{cue.text[:80]}")', cue.line)
-            if serving == {_title_line(self.doc)} and _STEPS.intersection(found):
+            if told.get("serving") == {_title_line(self.doc)} and _STEPS.intersection(found):
                 # a title names its topic loosely ("multi images inference meets OOM"): a step of
                 # start-up the person's sentences name for the failure says when, and a run that
                 # failed there never served
@@ -411,7 +413,7 @@ def _severity(ctx: Context, hit: Hit) -> str:
     return severity
 
 
-def _no_hint() -> Phase | None:
+def _no_hint() -> BudgetReading | None:
     return None
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Protocol
+from typing import Literal, Protocol
 
 import msgspec
 
@@ -31,12 +31,14 @@ from service.schemas import Phase
 
 __all__ = [
     "PLACED_STAGE",
+    "BudgetReading",
     "STAGE_PHASE",
     "TRACEBACK",
     "Clue",
     "HintFn",
     "Placement",
     "StageLookup",
+    "budget_clues",
     "is_marker",
     "place",
     "place_line",
@@ -91,7 +93,23 @@ _STARTED = frozenset({"config", "init"})
 TRACEBACK = "Traceback (most recent call last)"
 _FRAME_WINDOW = 400
 _AFTER_WINDOW = 120
-HintFn = Callable[[], Phase | None]
+
+
+class BudgetReading(msgspec.Struct, frozen=True):
+    """What the estimator's budget for the model and GPU a paste names says of a bare OOM's stage
+    (service/diagnosis/hints.py computes it; the weights of what it says are rules/evidence.yaml's).
+
+    `weights`: the weights per GPU exceed the memory there is, or fit with room for a KV pool (None:
+    neither for sure). `held`: the failing process's in-use memory (the allocator's line) against
+    them: far below its weights, or at its weights and its KV pool.
+    """
+
+    weights: Literal["exceed", "room"] | None = None
+    held: Literal["below_weights", "weights_and_pool"] | None = None
+    basis: str = "the model and GPU given"
+
+
+HintFn = Callable[[], BudgetReading | None]
 
 
 class Clue(msgspec.Struct, frozen=True):
@@ -435,10 +453,6 @@ def _gather(
     strong = any(
         c.kind in ("frame", "table_frame", "marker", "frame_after") and c.stage not in _STARTED for c in clues
     )
-    if not strong:
-        given = hint()  # only set when the weights alone cannot fit: then nothing else could run
-        if given is not None and given in _PHASE_STAGE:
-            clues.append(Clue("budget", _PHASE_STAGE[given], "the model and GPU given"))
     # the failing process's own traceback outweighs every position-free sign together (0.92 against
     # at most 1 - 0.5 x 0.55 x 0.58 = 0.84), so with one those are not read: a paste with a
     # traceback, the usual case, costs no extra whole-text pass
@@ -462,9 +476,55 @@ def _gather(
         if doing is not None:
             clues.append(doing)
     clues = _refine_construction(clues)
+    if not strong:  # the arithmetic of what the paste names, read against the clues gathered so far
+        reading = hint()
+        if reading is not None:
+            clues += budget_clues(reading, clues)
     if not clues and default in _PHASE_STAGE:
         clues.append(Clue("rule", _PHASE_STAGE[default], "no context around it"))
     return clues
+
+
+def _before_serving(clues: list[Clue]) -> bool | None:
+    """Whether the clues say the failure came before serving (True), while serving (False), or
+    neither or both (None)."""
+    said = {c.stage == "serving" for c in clues if not c.against}
+    return None if len(said) != 1 else not said.pop()
+
+
+def budget_clues(reading: BudgetReading, clues: list[Clue]) -> list[Clue]:
+    """The clues the budget's reading gives, beside `clues` (the others gathered for the failure).
+
+    Weights that cannot fit, or a process holding far less than its weights, place the failure in
+    loading. Weights with room for a KV pool say it was not loading but the profiling run, where the
+    other clues say only that it failed at start-up; weights and KV pool held say the pool was
+    allocated: warm-up or serving, as the other clues say. The allocator's measurement outranks the
+    estimate: with one, the estimate's reading is not added.
+    """
+    basis, before = reading.basis, _before_serving(clues)
+    if reading.held == "below_weights":
+        return [Clue("in_use", "loading", f"{basis}: this process held less than its weights")]
+    if reading.held == "weights_and_pool":
+        held = f"{basis}: this process held its weights and KV cache"
+        found = [Clue("in_use", s, held, against=True) for s in ("loading", "kv_cache")]
+        if before is not None:
+            found.append(Clue("in_use", "warmup" if before else "serving", held))
+        return found
+    if reading.weights == "exceed":
+        return [Clue("budget", "loading", basis)]
+    if reading.weights == "room" and _vague_startup(clues):
+        room = f"{basis}: the weights fit with room"
+        return [Clue("budget_room", "loading", room, against=True), Clue("budget_room", "profiling", room)]
+    return []
+
+
+def _vague_startup(clues: list[Clue]) -> bool:
+    """Whether the clues say only that the failure came at start-up, not in which step ("when I
+    start it", a pasted command): the estimate's room then says the weights had loaded. A step
+    named (the person's "while loading the shards", a marker) is an observation it does not
+    overrule."""
+    named = [c for c in clues if not c.against]
+    return bool(named) and all(c.stage in _STARTED for c in named)
 
 
 def _printed_in_log(doc: Document, line: Line) -> bool:

@@ -55,6 +55,7 @@ Memory = Literal["host", "device", "unstated"]
 _SUBCLAUSE = (",", "，", "、")
 # start-up without saying which step (rules/prose.yaml `stages.init`): every step is part of it
 _WHOLE_STARTUP: Stage = "init"
+_SERVING: Stage = "serving"
 # A message a person quotes (double, curly or CJK quotes, backticks; four words or more, so a quoted
 # flag or a quoted "OOM" stays their word) holds the program's words, not theirs: its "to avoid this
 # error" takes nothing back and its "?" asks nothing.
@@ -88,6 +89,9 @@ class ProseCue(msgspec.Struct, frozen=True):
     phase: Phase | None = None  # a failure the words name by what happened (a prompt too long)
     # told in the past as the state before a change: in a paste describing a change, the bug it removes
     before_change: bool = False
+    # told under a condition whose change let the run get further ("with --enforce-eager it loads but
+    # then OOMs on the first request"): a variant run's failure, its stage not the reported run's
+    variant: bool = False
 
 
 def _utf8(text: str) -> str | bytes:
@@ -159,12 +163,16 @@ def _shifted(
     names the one before it ("before any request" is start-up, "before the weights load" a worker
     setting up its device), unless said not to have run to its end ("before the weights are fully
     loaded" is during loading); a word in its everyday sense ("I capture it", "the page loads")
-    names none."""
+    names none; a word of the harness that drives the server ("the benchmark's warmup requests",
+    "profiling the server with nsys") names serving."""
     beside = {name: (preceding, following) for name, preceding, following in vocabulary.shifts}
     preceding, following = beside["ordinary"]
     if preceding.search(before) or following.search(rest):
         return None  # an everyday verb ("I capture it", "the page is loading")
     after = rest[length:]
+    preceding, following = beside["harness"]
+    if stage != _SERVING and (preceding.search(before) or following.search(after)):
+        return _SERVING, False  # what a load tester warms up or a profiler watches is a serving engine
     preceding, following = beside["not_begun"]
     if preceding.search(before) or following.search(after):
         done_before, done_from = beside["until_done"]
@@ -384,13 +392,72 @@ def _hit_runs(doc: Document, finder: Any) -> Iterator[tuple[int, int]]:
     return (next(runs) for _, runs in itertools.groupby(merged, key=operator.itemgetter(0)))
 
 
+_SENTENCE_END = re.compile(r"[.!?;。！？；]$")
+
+
+def _sentences(clauses: list[str]) -> Iterator[list[str]]:
+    """The clauses grouped by sentence: a clause that closes with a sentence's mark ends one (a
+    clause broken at "but" does not)."""
+    current: list[str] = []
+    for clause in clauses:
+        current.append(clause)
+        if _SENTENCE_END.search(clause.rstrip()):
+            yield current
+            current = []
+    if current:
+        yield current
+
+
+def _variant(sentence: list[str], vocabulary: ProseVocabulary) -> tuple[bool, Stage | None]:
+    """What a sentence opening with a condition (`conditions`) says of the reported run: whether its
+    failures are a variant run's (a change under which the run got further: "with --enforce-eager it
+    loads but then OOMs"), and the stage the condition switches off ("when warmup is disabled, …"):
+    that stage ran in the reported run, and its failures are read there."""
+    first = sentence[0]
+    opened = vocabulary.condition.search(first)
+    if opened is None:
+        return False, None
+    rest = first[opened.end() :]
+    end = vocabulary.condition_end.search(rest)
+    part = first[: opened.end() + (end.start() if end is not None else len(rest))]
+    before, after = vocabulary.turned_off
+    for stage, pattern in vocabulary.stages:
+        if stage not in vocabulary.switchable:
+            continue
+        for found in pattern.finditer(part):
+            if before.search(part[: found.start()]) or after.search(part[found.end() :]):
+                return True, stage
+    if vocabulary.condition_changes.search(part) is None:
+        return False, None
+    got_further = any(
+        vocabulary.progressed.search(c) is not None and not _negates(c, vocabulary) for c in sentence
+    )
+    return got_further, None
+
+
 def _affirmed(text: str, vocabulary: ProseVocabulary) -> list[ProseCue]:
     """The failure clauses a prose line affirms (as cues of line 0), with the stage each names, what
     ran out, or the failure it names by what happened, and whether each tells the state before a
-    change."""
+    change; a sentence opening with a condition that tells a variant run reads its failures in the
+    stage the condition switches off, or in none (`_variant`)."""
     cues: list[ProseCue] = []
     asked: Phase | None = None  # what a question before asked is supported ("…支持bfloat16吗？")
-    for clause in _clauses(text, vocabulary):
+    for sentence in _sentences(_clauses(text, vocabulary)):
+        found, asked = _affirmed_clauses(sentence, vocabulary, asked)
+        variant, off = _variant(sentence, vocabulary) if found else (False, None)
+        if variant:
+            found = [msgspec.structs.replace(c, stage=off, variant=off is None) for c in found]
+        cues.extend(found)
+    return cues
+
+
+def _affirmed_clauses(
+    clauses: list[str], vocabulary: ProseVocabulary, asked: Phase | None
+) -> tuple[list[ProseCue], Phase | None]:
+    """The cues of one sentence's clauses, and what a question asked so far (`asked`, carried on to
+    the sentences after it: "Does the V100 support bf16? I get an error when running")."""
+    cues: list[ProseCue] = []
+    for clause in clauses:
         part = _affirmed_part(clause, vocabulary)
         if part is None:
             asked = asked or _asked(clause, vocabulary)
@@ -404,7 +471,7 @@ def _affirmed(text: str, vocabulary: ProseVocabulary) -> list[ProseCue]:
                 stage = _STAGE_OF.get(phase)  # "causes KV cache OOM" names the cache's own stage
             before = _before_change(part, vocabulary)
             cues.append(ProseCue(0, stage, part.strip(), memory, phase, before))
-    return cues
+    return cues, asked
 
 
 def _asked(clause: str, vocabulary: ProseVocabulary) -> Phase | None:
@@ -621,6 +688,7 @@ def ran_said(doc: Document, vocabulary: ProseVocabulary) -> int | None:
             if (
                 vocabulary.ran.search(clause)
                 and not vocabulary.ran_unless.search(clause)
+                and not vocabulary.condition.search(clause)  # "without LoRA it works fine"
                 and not vocabulary.question.search(clause)
                 and not _negates(clause, vocabulary)
             ):

@@ -117,18 +117,25 @@ def _shares(recipes: list[FixRecipe]) -> tuple[tuple[Phase, float], ...]:
     return tuple(sorted(total.items(), key=lambda item: -item[1]))
 
 
-def _verdict(part: str, vocabulary: ProseVocabulary) -> bool | None:
-    """Whether a part says the change worked (True), changed nothing (False), or neither (None)."""
+def _verdict(part: str, vocabulary: ProseVocabulary, conditional: bool = False) -> bool | None:
+    """Whether a part says the change worked (True), changed nothing (False), or neither (None); under
+    a condition, the run getting further ("with --enforce-eager it loads") says it worked."""
     if vocabulary.remedy_failed.search(part):
         return False
-    return True if vocabulary.remedy_worked.search(part) else None
+    if vocabulary.remedy_worked.search(part):
+        return True
+    return True if conditional and vocabulary.progressed.search(part) else None
 
 
 def _read(
     number: int, clause: str, flags: tuple[_Flag, ...], vocabulary: ProseVocabulary
 ) -> Iterator[RemedySaid]:
-    if vocabulary.question.search(clause) or vocabulary.remedy_unless.search(clause):
+    # a first-person condition ("if I pass …", 如果把 …) is the person's experiment, not advice
+    tried = vocabulary.condition_tried.search(clause)
+    told = clause[tried.end() :] if tried is not None else clause
+    if vocabulary.question.search(clause) or vocabulary.remedy_unless.search(told):
         return  # advice, a plan or a question says nothing of this run
+    conditional = vocabulary.condition.search(clause) is not None
     parts = [p for p in _PARTS.split(clause) if p.strip()]
     named = [[(flag, m) for flag in flags if (m := flag.pattern.search(p)) is not None] for p in parts]
     for index, part in enumerate(parts):
@@ -136,11 +143,11 @@ def _read(
             continue
         # what it did: said in the part itself, else in the next parts that name no flag of their
         # own ("I tried --enforce-eager, no change")
-        verdict = _verdict(part, vocabulary)
+        verdict = _verdict(part, vocabulary, conditional)
         for later in range(index + 1, len(parts)):
             if verdict is not None or named[later]:
                 break
-            verdict = _verdict(parts[later], vocabulary)
+            verdict = _verdict(parts[later], vocabulary, conditional)
         if verdict is None:
             continue
         for flag, match in named[index]:

@@ -2,7 +2,8 @@
 
 Order is by `rank / likelihood`: the recipe's base rank says how well the fix usually works and how
 little it costs; the calculator's likelihood says how well it fits these facts. Each fix is one
-change; two fixes never change the same flag; no fix names a flag the user's version lacks.
+change; two fixes never change the same flag; no fix names a flag the user's version lacks, and no
+fix sets a value the budget says cannot work (`_budget_allows`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import msgspec
 from service.fixes.calculators import CALCULATORS
 from service.fixes.calculators.readings import said_text
 from service.fixes.command import CommandEdit, ParsedCommand, edit_of, parse_command
-from service.fixes.context import Catalog, FixContext, Proposal
+from service.fixes.context import GIB, Catalog, FixContext, Proposal
 from service.fixes.render import to_make_exact
 from service.packs.derived import per_pack
 from service.packs.fixes import FixPack, FixRecipe
@@ -193,6 +194,71 @@ def _flags_exist(edit: CommandEdit | None, pack: FixPack, span: VersionSpan) -> 
     return True
 
 
+# the facts a fix's settings may change that the budget can re-run with (`Catalog.reestimate`)
+_RERUN_FACTS = (
+    "max_model_len",
+    "tensor_parallel_size",
+    "gpu_memory_utilization",
+    "kv_cache_dtype",
+    "quantization",
+)
+
+
+def _set_facts(edit: CommandEdit, pack: FixPack) -> dict[str, str]:
+    """The facts an edit sets (the flag history's `fact` of each flag), as their values' text."""
+    found: dict[str, str] = {}
+    for flag, values in edit.settings:
+        spec = pack.flag(flag)
+        if spec is not None and spec.fact in _RERUN_FACTS and len(values) == 1:
+            found[spec.fact] = values[0]
+    return found
+
+
+def _number(text: str | None, kind: type[int] | type[float]) -> float | None:
+    if text is None:
+        return None
+    try:
+        return kind(text)
+    except ValueError:
+        return None
+
+
+def _budget_allows(proposal: Proposal, edit: CommandEdit | None, ctx: FixContext) -> bool:
+    """Whether the budget lets a change work, so advice never contradicts it.
+
+    A `--gpu-memory-utilization` above the largest that passes the startup check at the budget's
+    free memory (vLLM's own check, exact arithmetic) cannot start. A `--max-model-len` longer than
+    the budget re-run with every setting of the change (its parallel size, utilization, KV dtype,
+    quantization) holds, beyond the estimate's own spread, leaves no KV cache for one request;
+    a length the log's own figures give (a change citing a line) outranks the estimate.
+    """
+    budget = ctx.budget
+    if edit is None or budget is None:
+        return True
+    values = _set_facts(edit, ctx.pack)
+    utilization = _number(values.get("gpu_memory_utilization"), float)
+    ceiling = budget.startup_check.max_passing_utilization
+    if utilization is not None and ceiling is not None and utilization > ceiling:
+        return False
+    length = _number(values.get("max_model_len"), int)
+    if length is None or ctx.catalog is None or any(s.startswith("line ") for s in proposal.source):
+        return True
+    parallel = _number(values.get("tensor_parallel_size"), int)
+    rerun = ctx.catalog.reestimate(
+        budget,
+        max_model_len=int(length),
+        tensor_parallel_size=int(parallel) if parallel else None,
+        gpu_memory_utilization=utilization,
+        kv_cache_dtype=values.get("kv_cache_dtype"),
+        quantization=values.get("quantization"),
+    )
+    if rerun is None or rerun.kv_bytes_per_token <= 0:
+        return True
+    spread = rerun.sources.get("available_kv_gib")
+    margin_gib = spread.uncertainty_gib if spread is not None and spread.uncertainty_gib else 0.0
+    return rerun.max_model_len_fit + margin_gib * GIB / rerun.kv_bytes_per_token >= length
+
+
 def _target(proposal: Proposal, edit: CommandEdit | None, recipe: FixRecipe) -> str:
     """What a fix changes (`edit`, its change read as a command edit), so two fixes never change
     the same thing."""
@@ -251,7 +317,7 @@ def _proposals(ctx: FixContext, pack: FixPack) -> list[_Ranked]:
         view = ctx if flag == ctx.flag else ctx.with_flag(flag)  # most recipes name no flag: no copy
         for proposal in CALCULATORS[recipe.calculator](view):
             edit = edit_of(proposal.change, pack.aliases)
-            if _flags_exist(edit, pack, ctx.span):
+            if _flags_exist(edit, pack, ctx.span) and _budget_allows(proposal, edit, ctx):
                 found.append((recipe.rank / max(proposal.likelihood, 0.01), order, recipe, proposal, edit))
     return sorted(found, key=lambda item: (item[0], item[1]))
 

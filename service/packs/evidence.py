@@ -13,7 +13,7 @@ import msgspec
 
 from service.packs.loader import load_yaml_file
 
-__all__ = ["CLUE_KINDS", "ClueKind", "EvidenceWeights", "load_evidence"]
+__all__ = ["CLUE_KINDS", "ClueKind", "EvidenceWeights", "InUseMargins", "load_evidence"]
 
 ClueKind = Literal[
     "frame",
@@ -26,6 +26,8 @@ ClueKind = Literal[
     "other_marker",
     "frame_after",
     "budget",
+    "budget_room",
+    "in_use",
     "wrapper",
     "message_sign",
     "prose",
@@ -47,10 +49,24 @@ ClueKind = Literal[
 CLUE_KINDS: tuple[ClueKind, ...] = ClueKind.__args__  # type: ignore[attr-defined]
 
 
+class InUseMargins(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """Where the failing process's in-use memory reads as a stage, against the budget's weights and
+    KV pool per GPU (shares in (0, 1))."""
+
+    below_weights: float
+    pool_share: float
+
+    def __post_init__(self) -> None:
+        for name in ("below_weights", "pool_share"):
+            if not 0 < getattr(self, name) < 1:
+                raise ValueError(f"{name} must be in (0, 1)")
+
+
 class EvidenceWeights(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     """Weight per clue kind in (0, 1), and how the runner-up and the bounds shape the confidence."""
 
     weights: dict[ClueKind, float]
+    in_use_margins: InUseMargins
     # library folders whose code runs in every stage that runs the model (`torch/_dynamo/`): a frame of
     # one weighs `neutral_frame`
     neutral_libraries: tuple[str, ...] = ()

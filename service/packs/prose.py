@@ -71,6 +71,21 @@ class StageShift(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
     until_done: Beside
     ordinary: Beside
     attached: Beside
+    harness: Beside
+
+
+class Conditions(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """How a sentence opening with a condition tells a variant of the reported run: the words that
+    open and end the condition, a first-person experiment, a stage it switches off, a change it
+    names, and the run getting further under it."""
+
+    opens: list[str]
+    ends: list[str]
+    tried: list[str]
+    switchable: list[Stage]
+    turned_off: Beside
+    changes: list[str]
+    progressed: list[str]
 
 
 class Change(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -125,6 +140,7 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     stage_shift: StageShift
     sequel: list[str]
     crashed: Crashed
+    conditions: Conditions
     ran: Ran
     causes: dict[Phase, Cause]
     remedies: Remedies
@@ -185,11 +201,18 @@ class ProseVocabulary(msgspec.Struct, frozen=True):
     any_stage: Any  # every stage's words together: which lines say what the person was doing
     shifts: tuple[
         tuple[str, Any, Any], ...
-    ]  # (over | unfinished | earlier | not_begun | until_done | ordinary, preceding, following)
+    ]  # (over | unfinished | earlier | not_begun | until_done | ordinary | attached | harness, …)
     sequel: Any  # a clause opening with "then" ("then I got OOM"): it follows the sentence before it
     crashed: Any  # a process that ended ("vllm always crashes", 崩溃)
     goes_on: frozenset[Phase]  # a warning of these beside a crash told is what led up to it
     growing_lines: Any  # memory told growing over time ("显存会逐渐增加"): an end beside it ran out of it
+    condition: Any  # a sentence opening with a condition ("when warmup is disabled, …")
+    condition_end: Any  # where its own words end (a comma, 就)
+    condition_tried: Any  # a first-person experiment ("if I pass …"): no advice
+    switchable: frozenset[Stage]  # the stages a person can switch off (warm-up, the profile run)
+    turned_off: tuple[Any, Any]  # a stage switched off (preceding, following its word)
+    condition_changes: Any  # a change it names (a flag, "I set …", 把 …)
+    progressed: Any  # the run getting further under it ("it loads", 能起来)
     ran: Any  # a run that went through ("I was able to run it", 启动成功)
     ran_lines: Any
     ran_unless: Any  # a condition that makes it a contrast ("when I set 100, it starts successfully")
@@ -367,12 +390,23 @@ def _vocabulary(data: ProseFile, build: Callable[..., Any]) -> ProseVocabulary:
                 ("until_done", data.stage_shift.until_done),
                 ("ordinary", data.stage_shift.ordinary),
                 ("attached", data.stage_shift.attached),
+                ("harness", data.stage_shift.harness),
             )
         ),
         sequel=build(data.sequel, "$.sequel"),
         crashed=build(data.crashed.words, "$.crashed.words"),
         goes_on=frozenset(data.crashed.beside),
         growing_lines=build(data.crashed.growing, "$.crashed.growing", True),
+        condition=build(data.conditions.opens, "$.conditions.opens"),
+        condition_end=build(data.conditions.ends, "$.conditions.ends"),
+        condition_tried=build(data.conditions.tried, "$.conditions.tried"),
+        switchable=frozenset(data.conditions.switchable),
+        turned_off=(
+            build(data.conditions.turned_off.preceding, "$.conditions.turned_off.preceding"),
+            build(data.conditions.turned_off.following, "$.conditions.turned_off.following"),
+        ),
+        condition_changes=build(data.conditions.changes, "$.conditions.changes"),
+        progressed=build(data.conditions.progressed, "$.conditions.progressed"),
         ran=build(data.ran.words, "$.ran.words"),
         ran_lines=build(data.ran.words, "$.ran.words", True),
         ran_unless=build(data.ran.unless, "$.ran.unless"),
@@ -383,7 +417,10 @@ def _vocabulary(data: ProseFile, build: Callable[..., Any]) -> ProseVocabulary:
         any_cause=build([p for c in data.causes.values() for p in c.words], "$.causes", True),
         remedy_worked=build(data.remedies.worked, "$.remedies.worked"),
         remedy_failed=build(data.remedies.failed, "$.remedies.failed"),
-        remedy_lines=build([*data.remedies.worked, *data.remedies.failed], "$.remedies", True),
+        # (a run that got further under a condition is a fix that worked: `conditions.progressed`)
+        remedy_lines=build(
+            [*data.remedies.worked, *data.remedies.failed, *data.conditions.progressed], "$.remedies", True
+        ),
         remedy_unless=build(data.remedies.unless, "$.remedies.unless"),
         remedy_moves=(
             ("lower", build(data.remedies.lower, "$.remedies.lower")),

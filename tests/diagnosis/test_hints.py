@@ -5,10 +5,22 @@ from __future__ import annotations
 import pytest
 
 from service.diagnosis import classify_text
-from service.diagnosis.hints import budget_hint, gpu_named, gpus_counted, model_params_billion, weights_hint
+from service.diagnosis.hints import (
+    budget_reading,
+    gpu_named,
+    gpus_counted,
+    model_params_billion,
+    weights_hint,
+)
+from service.diagnosis.placement import BudgetReading
 from service.packs import load_packs
 
 CATALOG = load_packs().catalog
+MARGINS = load_packs().evidence.in_use_margins
+
+
+def budget_hint(facts: dict[str, object]) -> BudgetReading | None:
+    return budget_reading(facts, CATALOG, MARGINS)
 
 
 @pytest.mark.parametrize(
@@ -56,11 +68,12 @@ def test_unknown_size_or_model_gives_no_hint() -> None:
 
 
 def test_catalog_budget_places_a_context_free_oom_for_models_without_a_size_in_the_name() -> None:
-    catalog = CATALOG
     assert weights_hint({"model": "deepseek-ai/DeepSeek-V3", "total_gib": 79.19}, CATALOG) is None
-    assert budget_hint({"model": "deepseek-ai/DeepSeek-V3", "total_gib": 79.19}, catalog) == "weights_oom"
-    assert budget_hint({"model": "facebook/opt-125m", "total_gib": 79.19}, catalog) is None
-    assert budget_hint({"model": "no-such/model-xyz", "total_gib": 79.19}, catalog) is None
+    assert budget_hint({"model": "deepseek-ai/DeepSeek-V3", "total_gib": 79.19}) == BudgetReading(
+        weights="exceed"
+    )
+    assert budget_hint({"model": "facebook/opt-125m", "total_gib": 79.19}) == BudgetReading(weights="room")
+    assert budget_hint({"model": "no-such/model-xyz", "total_gib": 79.19}) is None
 
 
 @pytest.mark.parametrize(
@@ -128,3 +141,27 @@ def test_weights_that_fit_over_the_gpus_the_person_counts_are_not_a_loading_fail
     four = f"The machine has 4x A100-80G cards\n\n`{command}`\n\n{BARE_CUT_OOM}\n"
     assert classify_text(one, load_packs()).phase == "weights_oom"
     assert classify_text(four, load_packs()).phase != "weights_oom"
+
+
+def test_the_failing_process_far_below_its_weights_was_still_loading() -> None:
+    # 70B in bf16 over TP 2 is about 66 GiB per GPU; the process held 31 GiB of it
+    facts: dict[str, object] = {"model": "meta-llama/Llama-3.1-70B-Instruct", "total_gib": 79.25}
+    reading = budget_hint({**facts, "tensor_parallel_size": 2, "process_in_use_gib": 31.2})
+    assert reading is not None and reading.held == "below_weights"
+
+
+def test_the_failing_process_holding_weights_and_pool_had_allocated_the_kv_cache() -> None:
+    facts: dict[str, object] = {"model": "meta-llama/Llama-3.1-8B-Instruct", "total_gib": 79.19}
+    assert budget_hint({**facts, "process_in_use_gib": 78.6}) == BudgetReading(
+        weights="room", held="weights_and_pool"
+    )
+    # at its weights alone (about 15 GiB) the last layer loading and the profiling run look alike
+    assert budget_hint({**facts, "process_in_use_gib": 16.0}) == BudgetReading(weights="room")
+
+
+def test_a_quantization_the_checkpoint_lacks_loads_at_the_checkpoints_width() -> None:
+    # Qwen2.5-14B: about 14 GiB once in fp8, but its 27.5 GiB of bf16 weights load first
+    facts: dict[str, object] = {"model": "Qwen/Qwen2.5-14B-Instruct", "total_gib": 23.65}
+    assert budget_hint({**facts, "quantization": "fp8"}) == BudgetReading(weights="exceed")
+    # a checkpoint quantized on disk loads at its own width
+    assert budget_hint({**facts, "model": "Qwen/Qwen2.5-14B-Instruct-AWQ"}) == BudgetReading(weights="room")

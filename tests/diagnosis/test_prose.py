@@ -624,3 +624,62 @@ def test_a_sentence_meeting_a_quoted_message_is_not_taken_back_by_a_later_clause
 def test_a_sentence_saying_a_step_aborts_states_a_failure(packs: RulePacks) -> None:
     doc = Document("The memory check in the worker aborts the start when another process frees memory")
     assert [cue.line for cue in read_prose(doc, packs.prose)] == [1]
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "When warmup is disabled, the server crashes during the first prefill request.",
+        "When I turn CUDA graphs off, the first long prompt runs out of memory.",
+        "一旦关闭预热，第一个请求进来就 OOM。",
+    ],
+)
+def test_a_stage_a_condition_switches_off_is_where_the_reported_run_failed(
+    packs: RulePacks, sentence: str
+) -> None:
+    (cue,) = read_prose(Document(sentence), packs.prose)
+    assert cue.stage in ("warmup", "profiling") and not cue.variant
+
+
+def test_a_failure_told_after_a_change_that_let_the_run_further_names_no_stage_of_the_reported_run(
+    packs: RulePacks,
+) -> None:
+    (cue,) = read_prose(
+        Document("With --enforce-eager it loads but then OOMs on the first request."), packs.prose
+    )
+    assert cue.stage is None and cue.variant
+
+
+def test_a_condition_that_changes_nothing_tells_the_reported_run(packs: RulePacks) -> None:
+    (cue,) = read_prose(Document("When I send 10 concurrent requests, it OOMs."), packs.prose)
+    assert cue.stage == "serving" and not cue.variant
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "The benchmark's warmup requests already run out of memory.",
+        "OOM during the warmup stage of benchmark_serving.",
+        "压测的预热阶段就爆显存。",
+        "While profiling with nsys, it runs out of GPU memory.",
+    ],
+)
+def test_a_harness_warmup_or_profiler_names_serving(packs: RulePacks, sentence: str) -> None:
+    (cue,) = read_prose(Document(sentence), packs.prose)
+    assert cue.stage == "serving"
+
+
+@pytest.mark.parametrize(
+    ("sentence", "memory"),
+    [
+        ("While loading, the process got killed.", "host"),
+        ("加载模型的时候进程被杀了。", "host"),
+        ("The whole machine freezes and reboots during loading.", "host"),
+        ("推理的时候显存爆了。", "device"),
+    ],
+)
+def test_a_failure_told_by_its_symptom_says_whose_memory_ran_out(
+    packs: RulePacks, sentence: str, memory: str
+) -> None:
+    (cue,) = read_prose(Document(sentence), packs.prose)
+    assert cue.memory == memory

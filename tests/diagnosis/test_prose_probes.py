@@ -94,6 +94,7 @@ PROBES = load_probes(
     "prose_probes_fifteenth.yaml",
     "prose_probes_sixteenth.yaml",
     "prose_probes_seventeenth.yaml",
+    "prose_probes_eighteenth.yaml",
 )
 
 

@@ -101,3 +101,25 @@ def test_a_fix_said_to_work_beside_a_healthy_log_finds_no_failure(run_classify: 
         "INFO 01-01 00:00:01 [api_server.py:1] Application startup complete."
     )
     assert run_classify(text).phase == "no_failure"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "If I pass --enforce-eager the server starts and serves fine.",
+        "When we add --enforce-eager, it comes up.",
+        "如果我加上 --enforce-eager 就能正常启动。",
+    ],
+)
+def test_a_first_person_condition_is_an_experiment_that_worked(packs: RulePacks, text: str) -> None:
+    (said,) = _said(packs, text)
+    assert said.worked and _phases(said) == {"warmup_oom": 1.0}
+
+
+def test_a_run_that_got_further_under_a_conditions_flag_is_a_fix_that_worked(packs: RulePacks) -> None:
+    (said,) = _said(packs, "With --enforce-eager it loads but then OOMs on the first request.")
+    assert said.worked and _phases(said) == {"warmup_oom": 1.0}
+
+
+def test_advice_under_a_condition_is_still_no_remedy(packs: RulePacks) -> None:
+    assert _said(packs, "If you pass --enforce-eager the server starts fine.") == []
