@@ -18,6 +18,11 @@ another stage's walk calls (V0's `profile_run` -> `self.execute_model`) is reach
 model's `forward` reaches (`MODEL_RUN`: layers, custom ops, attention backends, samplers) is shared by
 every stage that runs the model; special methods other than `__init__` belong to no stage.
 
+The platform plugins and forks cached by `tools/vllm_sources.py plugins` (PLUGINS) are read the same
+way, each release on its own (`plugin_functions`): their rows are keyed by the plugin's own path
+(`vllm_ascend/worker/model_runner_v1.py`) and hold for every vLLM release, their phases from
+`rules/inventory/plugins.yaml`.
+
 Where the templates a function raises (from `rules/inventory/vllm.yaml`), itself or through the
 methods of its class it calls on `self` (`HELPER_DEPTH`), all belong to one phase, the frame also
 names that phase, so a traceback cut before its exception line can still be placed.
@@ -46,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
-from vllm_sources import PLUGINS, cache_dir  # noqa: E402
+from vllm_sources import PLUGINS, cache_dir, plugin_releases, plugins_dir  # noqa: E402
 from vllm_templates import definitions, ranges  # noqa: E402
 
 from service.diagnosis.frames import OOM_PHASE  # noqa: E402
@@ -55,6 +60,16 @@ from service.packs.inventory import read_inventory, version_key  # noqa: E402
 
 OUTPUT = ROOT / "rules" / "frames" / "vllm.json"
 INVENTORY = ROOT / "rules" / "inventory" / "vllm.yaml"
+PLUGIN_INVENTORY = ROOT / "rules" / "inventory" / "plugins.yaml"
+# The platform plugins and forks (tools/vllm_sources.py PLUGINS) run their own workers, model runners
+# and executors, whose stage entry points keep vLLM's names (`load_model`, `profile_run`,
+# `compile_or_warm_up_model`, `initialize_kv_cache`, `execute_model`) while what they call does not
+# (vllm-spyre's `_warmup_spyre_fixed_size`, tpu-inference's `_precompile_backbone_text_only`). Each
+# cached release of a plugin is walked on its own from the same entry points, a module read as vLLM's
+# of the same path for the folder rules (`vllm_ascend/worker/worker.py` as `vllm/worker/worker.py`),
+# and its rows are keyed by the plugin's own path. Triton is a kernel compiler, not an engine: its
+# refusals are in the plugins' inventory, its functions are no stage's.
+KERNEL_LIBRARIES = ("triton",)
 MAX_DEPTH = 4
 
 # Stage -> (function names that start it, folders of vLLM whose functions of that name count).
@@ -95,6 +110,9 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
         "compile_or_warm_up_model",
         "warming_up_model",
         "_warm_up_model",
+        # the HPU model runners' warm-up of every bucket and graph (vLLM 0.6-0.9 `HPUModelRunner`,
+        # vllm-gaudi's), vllm-spyre's and other plugins' after the cache is sized
+        "warmup_model",
     ),
     # sizing the cache from what profiling left (V1 `get_kv_cache_config(s)`, which checks one request
     # fits) and allocating it (V1's worker RPC `initialize_from_config`, V0 `_init_cache_engine`)
@@ -423,15 +441,35 @@ def _extractor_digest() -> str:
 
 def release_functions(cache: Path, versions: list[str]) -> dict[str, list[Function]]:
     """Every release's functions; a file is parsed once per content, in parallel, cached on disk."""
+    return tree_functions(cache, {version: cache / version / "vllm" for version in versions})
+
+
+def plugin_functions(cache: Path) -> dict[tuple[str, str], list[Function]]:
+    """(package, `dist version`) -> the functions of each cached release of an engine plugin's
+    package, each module named as vLLM's of the same path (`vllm/worker/worker.py`)."""
+    trees: dict[str, Path] = {}
+    for dist, versions in plugin_releases(cache).items():
+        if dist in KERNEL_LIBRARIES:
+            continue
+        for version in versions:
+            for package in PLUGINS[dist][0]:
+                trees[f"{package}\0{dist} {version}"] = plugins_dir(cache) / dist / version / package
+    found = tree_functions(cache, trees)
+    return {tuple(key.split("\0", 1)): functions for key, functions in found.items()}  # type: ignore[misc]
+
+
+def tree_functions(cache: Path, trees: dict[str, Path]) -> dict[str, list[Function]]:
+    """Key -> the functions of the package folder it names (vLLM's `vllm/`, or a plugin's read as it),
+    each module as `vllm/<path inside the folder>`; a file is parsed once per content, in parallel,
+    cached on disk."""
     store = cache / f".callgraph-{_extractor_digest()}.pickle"
     known: dict[bytes, list[Function]] = pickle.loads(store.read_bytes()) if store.is_file() else {}
     files: dict[str, list[tuple[str, bytes]]] = {}
     todo: dict[bytes, tuple[Path, str]] = {}
-    for version in versions:
-        base = cache / version
-        listed = files.setdefault(version, [])
-        for path in sorted((base / "vllm").rglob("*.py")):
-            rel = path.relative_to(base).as_posix()
+    for key, folder in trees.items():
+        listed = files.setdefault(key, [])
+        for path in sorted(folder.rglob("*.py")):
+            rel = "vllm/" + path.relative_to(folder).as_posix()
             if SKIPPED.match(rel):
                 continue
             digest = hashlib.blake2b(path.read_bytes() + rel.encode(), digest_size=16).digest()
@@ -560,19 +598,26 @@ def _special(name: str) -> bool:
 
 
 @functools.cache
-def _read_once(root: Path) -> tuple[Any, dict[str, Any]]:
+def _read_once(root: Path, path: Path = INVENTORY) -> tuple[Any, dict[str, Any]]:
     """The inventory and the rules by id, read once for every release's `raised_phases`."""
-    return read_inventory(INVENTORY), load_packs(root).signatures.by_id
+    return read_inventory(path), load_packs(root).signatures.by_id
 
 
-def raised_phases(root: Path, version: str | None = None) -> dict[tuple[str, str], set[str]]:
+def raised_phases(
+    root: Path, version: str | None = None, inventory_path: Path = INVENTORY, package: str = "vllm"
+) -> dict[tuple[str, str], set[str]]:
     """(file, function) -> phases of the failure templates it raises (rule phase, else subject), in
-    `version` when given (a check a later release added to a function is not its error before)."""
-    if not INVENTORY.is_file():
+    `version` when given (a check a later release added to a function is not its error before). A
+    plugin's (`package`, from rules/inventory/plugins.yaml) are keyed as its modules are read,
+    `vllm/<path inside the package>`."""
+    if not inventory_path.is_file():
         return {}
-    inventory, rules = _read_once(root)
+    inventory, rules = _read_once(root, inventory_path)
     out: dict[tuple[str, str], set[str]] = defaultdict(set)
     for template in inventory.templates:
+        if not template.file.startswith(f"{package}/"):
+            continue
+        file = "vllm/" + template.file.removeprefix(f"{package}/")
         if template.level not in ("raise", "assert"):
             continue
         if version is not None and not any(
@@ -587,9 +632,9 @@ def raised_phases(root: Path, version: str | None = None) -> dict[tuple[str, str
         if not phases:
             phases = {SUBJECT_PHASE[s] for s in template.subjects if s in SUBJECT_PHASE}
         if len(phases) == 1:
-            out[(template.file, template.function)] |= {p for p in phases if p}
+            out[(file, template.function)] |= {p for p in phases if p}
         elif phases:
-            out[(template.file, template.function)].add("<several>")
+            out[(file, template.function)].add("<several>")
     return out
 
 
@@ -618,6 +663,28 @@ def with_helpers(
     return {(f.file, f.qualname): reach(f, HELPER_DEPTH) for f in functions}
 
 
+Placed = dict[tuple[str, str], dict[str | None, set[tuple[str, str | None]]]]
+
+
+def _placed(functions: list[Function], raised_by: dict[tuple[str, str], set[str]], prefix: str) -> Placed:
+    """One release's (file, name) -> owner (class, or the function a def is nested in) -> its (stage,
+    phase)s, the file after `vllm/` (a plugin's after `prefix`, its package)."""
+    phases = with_helpers(functions, raised_by)
+    placed: Placed = defaultdict(lambda: defaultdict(set))
+    for (file, qualname), stages in stages_of(functions).items():
+        owner, _, name = qualname.rpartition(".")
+        # a dispatcher's own frames, and those of the helpers defined inside it, say nothing
+        dispatcher = any(part in DISPATCHERS for part in qualname.split("."))
+        if len(stages) != 1 or MODEL_RUN_STAGE in stages or dispatcher or _special(name):
+            continue
+        # a constructor or start-up sequence runs every stage: only its own raises are its errors
+        own = "init" in stages
+        raised = (raised_by if own else phases).get((file, qualname), set())
+        phase = next(iter(raised)) if len(raised) == 1 and "<several>" not in raised else None
+        placed[(prefix + file.removeprefix("vllm/"), name)][owner or None].add((next(iter(stages)), phase))
+    return placed
+
+
 def build(cache: Path) -> dict[str, object]:
     order = sorted((p.name for p in cache.iterdir() if (p / "vllm").is_dir()), key=version_key)
     per_release = release_functions(cache, order)
@@ -627,23 +694,16 @@ def build(cache: Path) -> dict[str, object]:
     rows: dict[tuple[str, str, str, str | None, str | None], list[str]] = {}
     ambiguous: set[str] = set()
     qualified: set[str] = set()
-    for version in order:
-        phases = with_helpers(per_release[version], own_phases)
-        # (file, name) -> owner (class, or the function a def is nested in) -> its (stage, phase)s
-        placed: dict[tuple[str, str], dict[str | None, set[tuple[str, str | None]]]] = defaultdict(
-            lambda: defaultdict(set)
-        )
-        for (file, qualname), stages in stages_of(per_release[version]).items():
-            owner, _, name = qualname.rpartition(".")
-            # a dispatcher's own frames, and those of the helpers defined inside it, say nothing
-            dispatcher = any(part in DISPATCHERS for part in qualname.split("."))
-            if len(stages) != 1 or MODEL_RUN_STAGE in stages or dispatcher or _special(name):
-                continue
-            # a constructor or start-up sequence runs every stage: only its own raises are its errors
-            own = "init" in stages
-            raised = (own_phases if own else phases).get((file, qualname), set())
-            phase = next(iter(raised)) if len(raised) == 1 and "<several>" not in raised else None
-            placed[(file.removeprefix("vllm/"), name)][owner or None].add((next(iter(stages)), phase))
+    releases: list[tuple[str, str, list[Function], dict[tuple[str, str], set[str]]]] = [
+        ("", version, per_release[version], own_phases) for version in order
+    ]
+    plugin_phases: dict[str, dict[tuple[str, str], set[str]]] = {}
+    for (package, release), functions in sorted(plugin_functions(cache).items()):
+        if package not in plugin_phases:
+            plugin_phases[package] = raised_phases(ROOT / "rules", None, PLUGIN_INVENTORY, package)
+        releases.append((f"{package}/", release, functions, plugin_phases[package]))
+    for prefix, version, functions, raised_by in releases:
+        placed = _placed(functions, raised_by, prefix)
         for (file, name), owners in placed.items():
             # a traceback names a function, not its class: a name whose classes in one module differ
             # in stage or phase is keyed by its class too, which the caller's `self.model_config.…(`
@@ -658,19 +718,32 @@ def build(cache: Path) -> dict[str, object]:
                     qualified.add(f"{file}:{name}")
                 stage, phase = next(iter(places))
                 rows.setdefault((file, name, stage, phase, owner if qualify else None), []).append(version)
+    plugin_packages = tuple(f"{package}/" for package in plugin_phases)
+    # a plugin's rows hold for every vLLM release (its own releases are not vLLM's), so a name its
+    # releases (or classes) place in different stages says nothing: left out as ambiguous
+    plugin_stages: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for file, name, stage, _, _ in rows:
+        if file.startswith(plugin_packages):
+            plugin_stages[(file, name)].add(stage)
+    split = {key for key, stages in plugin_stages.items() if len(stages) > 1}
+    ambiguous |= {f"{file}:{name}" for file, name in split}
+    rows = {key: versions for key, versions in rows.items() if key[:2] not in split}
     frames: list[list[object]] = []
     ordered = sorted(rows.items(), key=lambda kv: (*kv[0][:3], kv[0][3] or "", kv[0][4] or ""))
     for (file, function, stage, phase, owner), versions in ordered:
-        row: list[object] = [file, function, stage, phase, ranges(versions, order)]
+        # a plugin's releases are its own, not vLLM's: its row holds for every vLLM release read
+        spans = [[order[0], order[-1]]] if file.startswith(plugin_packages) else ranges(versions, order)
+        row: list[object] = [file, function, stage, phase, spans]
         frames.append([*row, owner] if owner else row)
-    placed = {row[0] for row in frames}
+    placed_files = {row[0] for row in frames}
     read = {f.file.removeprefix("vllm/") for functions in per_release.values() for f in functions}
     return {
         "source": "vLLM wheels (tools/vllm_sources.py), call graph by tools/vllm_callgraph.py",
         "releases": order,
-        "modules": sorted(read - placed),
+        "modules": sorted(read - placed_files),
         # the packages of the platform plugins and forks (tools/vllm_sources.py PLUGINS, their one
-        # home): a frame of one is read as vLLM's module of the same path (service/diagnosis/frames.py)
+        # home): a frame of one is looked up by its own path, else read as vLLM's module of the same
+        # path (service/diagnosis/frames.py)
         "plugins": sorted({package for packages, _ in PLUGINS.values() for package in packages}),
         # names keyed by class as well (their classes in one module differ), and those left out as
         # ambiguous (one class defines the name twice, placed differently)

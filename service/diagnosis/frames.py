@@ -14,7 +14,7 @@ import re
 import msgspec
 
 from service.diagnosis.exception_lines import exception_line
-from service.diagnosis.normalize import Document
+from service.diagnosis.normalize import UNSHOWN_FILE, Document
 from service.packs.frames import LIBRARY_FOLDERS, FrameRow, FrameTable
 from service.schemas import Phase
 
@@ -28,6 +28,7 @@ __all__ = [
     "frame_place",
     "innermost_outwards",
     "library_file",
+    "neutral_library",
     "stack_below",
     "vllm_file",
 ]
@@ -54,6 +55,9 @@ _SEPARATORS = re.compile(r"[\\/]*\\[\\/]*")
 # A traceback held in one line as an escaped string (a JSON log record's `"exception": "Traceback
 # (most recent call last):\n  File \"…\", line 12, in load_model\n …"`, an HTTP error body's
 # `"detail"`): its frames are the escaped `File \"` ones; read as the lines they stand for.
+# pytest's header of one failed test's report (`____ test_models[hf] ____`): what Python's own traceback
+# header is for a paste cut before the exception's `E   ` lines
+_PYTEST_SECTION = re.compile(r"^_{3,} \S.{0,400} _{3,}$")
 _HELD_FRAME = re.compile(r'File \\+"')
 _ESCAPE = re.compile(r'\\+(?P<char>["n\\/])')
 _ESCAPED = {"n": "\n", '"': '"', "/": "/"}  # not `\t`: a Windows path's `\torch\`
@@ -130,6 +134,20 @@ def _plugin_roots(packages: tuple[str, ...]) -> re.Pattern[str] | None:
     return re.compile(rf"(?:^|/)(?:{names})/(?P<rest>[\w/]{{1,300}}\.py)$")
 
 
+def plugin_file(path: str, plugins: tuple[str, ...] = ()) -> str | None:
+    """The path of a platform plugin's frame inside its site-packages, its package included
+    (`vllm_ascend/worker/model_runner_v1.py`): the key of the plugin's own rows in the frame table
+    (tools/vllm_callgraph.py reads the plugins' sources), or None for a frame of no plugin."""
+    path = _SEPARATORS.sub("/", path) if "\\" in path else path
+    named = _plugin_roots(plugins)
+    found = named.search(path) if named is not None else None
+    if found is None and "/vllm/" not in path and not path.startswith("vllm/"):
+        found = _PLUGIN.search(path)
+    if found is None:
+        return None
+    return found.group(0).lstrip("/")
+
+
 def vllm_file(path: str, plugins: tuple[str, ...] = ()) -> str | None:
     """The path inside vLLM of a frame's file (after `vllm/`, or a platform plugin's package: a
     `vllm_*` one or one of `plugins`), or None. Windows separators count as `/`, doubled ones too (a
@@ -161,8 +179,13 @@ def frame_place(
     if match is None:
         return None
     path = match.group("path")
-    file = vllm_file(path, table.plugins)
     function = match.group("function")
+    if path == UNSHOWN_FILE:
+        # a frame whose file the paste does not show (a pytest report cut before the entry's location):
+        # every vLLM function of that name, which must agree on one stage
+        entries = [e for e in table.rows_named(function) if e.covers(version)]
+        return _one_stage(entries, number, "", function, False)
+    file = vllm_file(path, table.plugins)
     if file is None:
         library = library_file(path)
         if library is None:
@@ -170,6 +193,12 @@ def frame_place(
         entries = [e for e in table.rows_for(library, function) if e.covers(version)]
         return _one_stage(entries, number, library, function, False)
     plugin = _is_plugin(path, table.plugins)
+    own = plugin_file(path, table.plugins) if plugin else None
+    if own is not None and (mine := table.rows_for(own, function)):
+        # the plugin's own call graph places it (tools/vllm_callgraph.py reads the plugins' sources)
+        return _one_stage(
+            _of_receiver([e for e in mine if e.covers(version)], receiver), number, file, function, True
+        )
     rows = table.rows_for(file, function, plugin=_mirrored(file))
     if not rows and plugin and _mirrored(file):
         # a plugin's module in a folder where vLLM has no function of that name (tpu_inference's
@@ -224,6 +253,19 @@ def library_file(path: str) -> str | None:
     of `…/site-packages/torch/nn/modules/module.py`), or None."""
     found = _LIBRARY.search(path.replace("\\", "/"))
     return found.group("rest") if found else None
+
+
+def neutral_library(text: str, libraries: tuple[str, ...]) -> str | None:
+    """The folder of `libraries` (rules/evidence.yaml `neutral_libraries`: code that runs in every stage
+    that runs the model) a frame line's file is in, or None: `torch/_dynamo/` of `File ".../site-packages/
+    torch/_dynamo/eval_frame.py", line 655, in _fn`."""
+    if not libraries:
+        return None
+    match = _FRAME.search(text)
+    if match is None:
+        return None
+    path = "/" + match.group("path").replace("\\", "/").lstrip("/")
+    return next((folder for folder in libraries if f"/{folder}" in path), None)
 
 
 def _one_stage(
@@ -471,14 +513,16 @@ def _called_place(
     object's method, when the table places it: the frame one deeper, which the paste was cut before
     (or inside). The frame itself may be one the table does not place (a vLLM function several stages
     reach, or a release's name the table lacks)."""
+    frame = _FRAME.search(doc.line(number).text)
     if place is not None:
         file, own, plugin = place.file, place.function, place.plugin
     else:
-        frame = _FRAME.search(doc.line(number).text)
         inside = vllm_file(frame.group("path"), table.plugins) if frame is not None else None
         if frame is None or inside is None:
             return None
         file, own, plugin = inside, frame.group("function"), _mirrored(inside)
+    # a plugin's module: the function it calls of its own module, by the plugin's own rows first
+    mine = plugin_file(frame.group("path"), table.plugins) if frame is not None and plugin else None
     code = _code_line(doc, number)
     if "File " in code:
         return None
@@ -491,7 +535,9 @@ def _called_place(
         function = call.group("function")
         if function == own:
             return None
-        rows = table.rows_for(file, function, plugin=plugin or _mirrored(file))
+        rows = (table.rows_for(mine, function) if mine else ()) or table.rows_for(
+            file, function, plugin=plugin or _mirrored(file)
+        )
     elif (other := _OTHER_CALL.match(code)) is not None:
         # another object's method: every vLLM function of that name, which must agree on one stage
         # (`self.model_runner.capture_model(self.gpu_cache)` under V0's `warm_up_model`)
@@ -552,7 +598,7 @@ def _frames_run_start(doc: Document) -> int | None:
 def cut_traceback(doc: Document) -> tuple[int, int, str] | None:
     """(header line, last line, process) of a traceback the paste cut before its exception line."""
     total = len(doc.lines)
-    header = next((n for n in range(total, 0, -1) if TRACEBACK in doc.line(n).text), None)
+    header = next((n for n in range(total, 0, -1) if _heads_traceback(doc.line(n).text)), None)
     if header is not None:
         source = doc.line(header).source
         held = held_traceback(doc.line(header).text)
@@ -586,6 +632,11 @@ def cut_traceback(doc: Document) -> tuple[int, int, str] | None:
     if after and (after[-1] == last or not tail.endswith(":")):
         return header, last, source
     return None
+
+
+def _heads_traceback(text: str) -> bool:
+    """Whether a line heads a traceback: Python's header, or pytest's header of a failed test's report."""
+    return TRACEBACK in text or ("___" in text and _PYTEST_SECTION.match(text.strip()) is not None)
 
 
 def _held_cut(held: Document) -> bool:

@@ -25,6 +25,7 @@ from service.first_use import first_use_re
 
 __all__ = [
     "MEMO_LINES",
+    "UNSHOWN_FILE",
     "DistinctLines",
     "Document",
     "hit_runs",
@@ -77,6 +78,7 @@ def _triggers() -> tuple[tuple[str, Any], ...]:
         ("slack", r"<(?:https?|mailto|ftp|[@#!])"),
         ("entity", r"&(?:lt|gt|amp|quot|#39|#x27);"),
         ("fence", r"```"),
+        ("pytest", r"\n>   "),
         ("python", _IPYTHON_WORDS_PATTERN),
         *(("dialect", trigger) for trigger in _DIALECT_TRIGGERS),
     )
@@ -96,7 +98,7 @@ _OTHER_BYTES = bytes(b for b in range(256) if b not in _CONTROL_BYTES)
 # The steps whose trigger is literal text (or control bytes: the carriage-return, tab and control
 # steps), read alike on the str and on its UTF-8: a text without a step's trigger is one that step
 # leaves as it is. (The others read digits and word characters as Unicode does; RE2 reads ASCII.)
-_LITERAL_STEPS = frozenset(("control", "slack", "entity", "fence"))
+_LITERAL_STEPS = frozenset(("control", "slack", "entity", "fence", "pytest"))
 
 
 def _triggered(data: bytes) -> frozenset[str]:
@@ -249,6 +251,8 @@ def _clean_once(text: str, idle: frozenset[str] = frozenset()) -> str:
         text = _drop_fences(text)
     if "\t" in text and not ("control" in idle and text is given):
         text = text.replace("\t", "    ")
+    if "\n>" in text and not ("pytest" in idle and text is given):
+        text = _pytest_listings(text)
     if ".py:" in text:
         text = _python_frames(text)
     if ".py" in text or "❱" in text:
@@ -348,6 +352,66 @@ def _dialect_frames(text: str) -> str:
         return text
     pieces.append(text[done:])
     return "".join(pieces)
+
+
+# pytest's long report of a traceback entry: the function's source from its `def` line, the running
+# line marked `>` in the first column, the exception's `E   ` lines, then the entry's location
+# (`vllm/v1/worker/utils.py:260: ValueError`, `path.py:42: ` for an entry above the last). Written the
+# way Python's traceback writes a frame, line count kept: the listing line right above the `>` line
+# becomes `File "path", line 260, in request_memory` (the name from the `def` line; pytest has no line
+# of its own for it) and the `>` line that frame's code line. A report cut before the location names
+# no file (`UNSHOWN_FILE`: the frame is looked up by its function's name).
+_PYTEST_POINTER = re.compile(r">(?P<indent>[ ]{3,})\S")
+_PYTEST_DEF = re.compile(r"(?P<indent>[ ]{4,})(?:async[ ]+)?def[ ]+(?P<fn>[A-Za-z_]\w{0,200})\(")
+_PYTEST_LOCATION = re.compile(r'(?P<path>[^\s:"]{1,600}\.py):(?P<line>\d+): (?:[\w.]{1,200})?[ ]*$')
+_PYTEST_LISTING = 400  # lines of a function's source above its `>` line looked through for its `def`
+_PYTEST_AFTER = 120  # `E   ` lines below the `>` line looked through for the entry's location
+UNSHOWN_FILE = "<file not shown>"
+
+
+def _pytest_listings(text: str) -> str:
+    """Every entry of a pytest long report written as a Python traceback frame (see above)."""
+    lines = text.split("\n")
+    changed = False
+    for index in range(1, len(lines)):
+        pointer = _PYTEST_POINTER.match(lines[index]) if lines[index].startswith(">") else None
+        if pointer is None:
+            continue
+        name = _pytest_function(lines, index, len(pointer.group("indent")) + 1)
+        if name is None:
+            continue
+        path, number = _pytest_location(lines, index)
+        lines[index - 1] = f'  File "{path}", line {number}, in {name}'
+        lines[index] = " " + lines[index][1:]
+        changed = True
+    return "\n".join(lines) if changed else text
+
+
+def _pytest_function(lines: list[str], pointer: int, indent: int) -> str | None:
+    """The function whose listing holds the `>` line at `pointer` (its code indented `indent`): the
+    nearest `def` above, less indented, every line between a blank or an indented source line."""
+    for index in range(pointer - 1, max(-1, pointer - _PYTEST_LISTING), -1):
+        line = lines[index]
+        found = _PYTEST_DEF.match(line)
+        if found is not None and len(found.group("indent")) < indent:
+            return found.group("fn")
+        if line.strip() and not line.startswith("    "):
+            return None
+    return None
+
+
+def _pytest_location(lines: list[str], pointer: int) -> tuple[str, int]:
+    """(path, line) of the entry whose `>` line is at `pointer`: the location line after its `E   `
+    lines, or UNSHOWN_FILE when the paste ends (or another entry starts) first."""
+    for index in range(pointer + 1, min(len(lines), pointer + _PYTEST_AFTER)):
+        line = lines[index]
+        if not line.strip() or line.startswith("E "):
+            continue
+        found = _PYTEST_LOCATION.match(line)
+        if found is not None:
+            return found.group("path"), int(found.group("line"))
+        break
+    return UNSHOWN_FILE, 0
 
 
 def _drop_fences(text: str) -> str:

@@ -22,7 +22,7 @@ from typing import Literal, Protocol
 
 import msgspec
 
-from service.diagnosis.frames import stack_below
+from service.diagnosis.frames import neutral_library, stack_below
 from service.diagnosis.normalize import Document, Line, is_prose
 from service.diagnosis.scan import Hit
 from service.packs.evidence import ClueKind, EvidenceWeights
@@ -173,12 +173,24 @@ def _traceback_start(doc: Document, line: Line, limit: int) -> int:
     return max(1, line.number - 60)
 
 
-def _frame_clues(frames: list[Hit], source: str, outer: ClueKind, inner: ClueKind) -> list[Clue]:
+def _frame_clues(
+    frames: list[Hit], source: str, outer: ClueKind, inner: ClueKind, neutral: tuple[str, ...] = ()
+) -> list[Clue]:
     """The outermost stage-specific frame of `source` (tracebacks list outermost first) and, with a
-    small weight, deeper frames that name another stage."""
-    own = [h for h in frames if h.line.source == source and h.compiled.rule.stage is not None]
+    small weight, deeper frames that name another stage. A frame of a library that runs in every stage
+    (`neutral`, rules/evidence.yaml `neutral_libraries`) counts only when no other frame names a stage,
+    and then as `neutral_frame`: it says the model ran, not when."""
+    staged = [h for h in frames if h.line.source == source and h.compiled.rule.stage is not None]
+    own = [h for h in staged if neutral_library(h.line.text, neutral) is None]
     if not own:
-        return []
+        if not staged:
+            return []
+        first = staged[0]
+        stage = first.compiled.rule.stage
+        assert stage is not None
+        folder = neutral_library(first.line.text, neutral)
+        basis = f"a frame of {folder}, which runs in every stage"
+        return [Clue("neutral_frame", stage, basis, first.line.number)]
     first = own[0]
     stage = first.compiled.rule.stage
     assert stage is not None
@@ -386,22 +398,26 @@ def _named_process(ctx: StageLookup, line: Line) -> Line | None:
     return None
 
 
-def gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) -> list[Clue]:
+def gather(
+    ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn, neutral: tuple[str, ...] = ()
+) -> list[Clue]:
     """Every clue to where the failure stated on `line` happened; `default` is the phase its rule
     gives when nothing else speaks. A wrapper's line naming the failing process (a Ray task error
     with its pid, the API server's failed core procs) is read as that process's, when its own
     process shows no traceback frame of a stage."""
-    clues = _gather(ctx, line, default, hint)
+    clues = _gather(ctx, line, default, hint, neutral)
     if not any(c.kind in ("frame", "table_frame", "construction_frame") for c in clues):
         named = _named_process(ctx, line)
         if named is not None:
-            joined = _gather(ctx, named, default, hint)
+            joined = _gather(ctx, named, default, hint, neutral)
             if any(c.kind in ("frame", "table_frame", "marker") for c in joined):
                 return joined
     return clues
 
 
-def _gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) -> list[Clue]:
+def _gather(
+    ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn, neutral: tuple[str, ...]
+) -> list[Clue]:
     start, end = _traceback_start(ctx.doc, line, _FRAME_WINDOW), line.number
     frames = [h for h in ctx.lazy(start, end) if h.compiled.rule.kind == "frame"]
     below = None if frames else stack_below(ctx.doc, line.number)
@@ -410,11 +426,13 @@ def _gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) -
         frames = [h for h in ctx.lazy(start, end) if h.compiled.rule.kind == "frame"]
         if below[2]:
             frames.reverse()  # listed innermost first
-    clues = _frame_clues(frames, line.source, "frame", "inner_frame")
-    if not clues:
+    clues = _frame_clues(frames, line.source, "frame", "inner_frame", neutral)
+    if not any(c.kind == "frame" for c in clues):
         known = ctx.table_frame(start, end, line.source)
         if known is not None:
             kind: ClueKind = "construction_frame" if known[0] == "init" else "table_frame"
+            if kind == "table_frame":
+                clues = []  # vLLM's call graph names the stage: a stage-neutral library's frame says less
             clues.append(Clue(kind, known[0], f"traceback frame {known[1]}", known[2]))
     clues += _timeline_clues(ctx, line)
     # a pasted command or an engine constructor says the run started, not how far it got: what
@@ -426,7 +444,7 @@ def _gather(ctx: StageLookup, line: Line, default: Phase | None, hint: HintFn) -
             if h.compiled.rule.kind == "frame"
         ]
         if after:
-            clues += _frame_clues(after, after[0].line.source, "frame_after", "inner_frame")
+            clues += _frame_clues(after, after[0].line.source, "frame_after", "inner_frame", neutral)
         if all(c.stage in _STARTED for c in clues):  # the frames after it, as vLLM's call graph places them
             known = ctx.table_frame(line.number + 1, line.number + _AFTER_WINDOW, line.source)
             if known is not None:
@@ -595,7 +613,7 @@ def place_line(
 ) -> Placement:
     """Place an out-of-memory stated on `line` (a log line, or a person's sentence that says it) from
     every clue around it."""
-    placed = weigh(gather(ctx, line, default, hint), weights)
+    placed = weigh(gather(ctx, line, default, hint, weights.neutral_libraries), weights)
     if placed is None:  # a rule without a default phase and no clue at all
         return Placement(default or "warmup_oom", weights.floor, "no context around it")
     return placed

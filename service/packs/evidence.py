@@ -17,6 +17,7 @@ __all__ = ["CLUE_KINDS", "ClueKind", "EvidenceWeights", "InUseMargins", "load_ev
 
 ClueKind = Literal[
     "frame",
+    "neutral_frame",
     "table_frame",
     "construction_frame",
     "inner_frame",
@@ -66,6 +67,9 @@ class EvidenceWeights(msgspec.Struct, forbid_unknown_fields=True, frozen=True, k
 
     weights: dict[ClueKind, float]
     in_use_margins: InUseMargins
+    # library folders whose code runs in every stage that runs the model (`torch/_dynamo/`): a frame of
+    # one weighs `neutral_frame`
+    neutral_libraries: tuple[str, ...] = ()
     contest: float
     floor: float
     ceiling: float
@@ -77,6 +81,9 @@ class EvidenceWeights(msgspec.Struct, forbid_unknown_fields=True, frozen=True, k
         for kind, weight in self.weights.items():
             if not 0 < weight < 1:
                 raise ValueError(f"weight of {kind} must be in (0, 1), not {weight}")
+        for folder in self.neutral_libraries:
+            if folder.startswith("/") or not folder.endswith(("/", ".py")):
+                raise ValueError(f"neutral library {folder!r} must be a relative folder or module path")
         if not 0 <= self.contest <= 1:
             raise ValueError("contest must be in [0, 1]")
         if not 0 < self.floor <= self.ceiling < 1:

@@ -190,9 +190,12 @@ class FrameTable:
         with self._lock:
             mirror: dict[tuple[str, str], list[FrameRow]] = {}
             named: dict[str, list[FrameRow]] = {}
+            plugins = tuple(f"{package}/" for package in self._plugins)
             for (file, function), rows in by_file.items():
                 if file.startswith(LIBRARY_FOLDERS):
                     continue  # a library's method is not vLLM's of that name (Tensor.cuda is not Module.cuda)
+                if plugins and file.startswith(plugins):
+                    continue  # a plugin's own rows answer for its own frames only
                 mirror.setdefault((_folder(file), function), []).extend(rows)
                 if not file.startswith(SERVER_FOLDERS):
                     named.setdefault(function, []).extend(rows)

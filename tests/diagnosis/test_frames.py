@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from service.diagnosis import classify_text
-from service.diagnosis.frames import cut_traceback, deepest_frame, frame_place, vllm_file
-from service.diagnosis.normalize import Document
+from service.diagnosis.frames import cut_traceback, deepest_frame, frame_place, neutral_library, vllm_file
+from service.diagnosis.normalize import UNSHOWN_FILE, Document, clean_text
 from service.packs import RulePacks
+from service.packs.frames import CompiledFrames, FrameGroup, FrameRow, FrameTable
 
 SITE = "/usr/local/lib/python3.12/dist-packages/vllm"
 PREFIX = "(EngineCore_DP0 pid=812) "
@@ -647,3 +648,95 @@ def test_an_oom_titled_traceback_cut_in_the_warm_up_rpc_is_warmup_oom(packs: Rul
         ("v1/executor/multiproc_executor.py", "collective_rpc", "result = get_r"),
     )
     assert classify_text(log, packs).phase == "warmup_oom"
+
+
+@pytest.mark.parametrize(
+    ("line", "folder"),
+    [
+        (
+            'File "/usr/lib/python3/dist-packages/torch/_dynamo/eval_frame.py", line 655, in _fn',
+            "torch/_dynamo/",
+        ),
+        (
+            'File "/opt/venv/lib/site-packages/triton/runtime/autotuner.py", line 170, in _bench',
+            "triton/runtime/",
+        ),
+        ('File "/x/vllm/model_executor/layers/fla/ops/chunk.py", line 20, in chunk_fwd', "fla/"),
+        ('File "/usr/lib/python3/dist-packages/torch/cuda/graphs.py", line 186, in __exit__', None),
+        ('File "/x/vllm/v1/worker/gpu_model_runner.py", line 9, in profile_run', None),
+    ],
+)
+def test_a_frame_of_a_library_that_runs_in_every_stage_is_told_apart(
+    packs: RulePacks, line: str, folder: str | None
+) -> None:
+    assert neutral_library(line, packs.evidence.neutral_libraries) == folder
+
+
+def test_a_pytest_listing_cut_before_its_location_is_looked_up_by_its_functions_name(
+    packs: RulePacks,
+) -> None:
+    report = "\n".join(
+        [
+            "_____ test_start _____",
+            "    def request_memory(init_snapshot, cache_config):",
+            "        if init_snapshot.free_memory < requested_memory:",
+            ">           raise ValueError(",
+        ]
+    )
+    doc = Document(clean_text(report))
+    assert doc.line(3).text.endswith("in request_memory")
+    assert UNSHOWN_FILE in doc.line(3).text
+    cut = cut_traceback(doc)
+    assert cut is not None
+    place = deepest_frame(doc, packs.signatures.frames, cut[0], cut[1], with_phase=True)
+    assert place is not None and place.phase == "startup_budget"
+
+
+def test_a_pytest_listing_with_its_location_becomes_that_files_frame() -> None:
+    report = "\n".join(
+        [
+            "    def check(x):",
+            ">       raise ValueError(x)",
+            "E       ValueError: no",
+            "",
+            "vllm/config.py:1084: ValueError",
+        ]
+    )
+    lines = clean_text(report).split("\n")
+    assert lines[0] == '  File "vllm/config.py", line 1084, in check'
+    assert lines[1] == "        raise ValueError(x)"
+    assert len(lines) == 5
+
+
+def test_a_quoted_line_without_a_listing_above_is_left_as_it_is() -> None:
+    text = "someone wrote:\n>    it fails on start\n"
+    assert clean_text(text) == text
+
+
+def test_a_plugins_own_rows_place_its_frame_before_vllms_module_of_that_path() -> None:
+    table = FrameTable(
+        lambda: CompiledFrames(
+            groups=[
+                FrameGroup(
+                    "vllm_spyre/v1/worker/spyre_model_runner.py",
+                    "_warmup_spyre_fixed_size",
+                    (
+                        FrameRow(
+                            "vllm_spyre/v1/worker/spyre_model_runner.py",
+                            "_warmup_spyre_fixed_size",
+                            "warmup",
+                            None,
+                            [["0.2.0", "0.33.0"]],
+                        ),
+                    ),
+                ),
+            ],
+            rows=1,
+            plugins=["vllm_spyre"],
+        )
+    )
+    path = "/opt/venv/site-packages/vllm_spyre/v1/worker/spyre_model_runner.py"
+    line = f'File "{path}", line 9, in _warmup_spyre_fixed_size'
+    place = frame_place(table, line)
+    assert place is not None and place.stage == "warmup" and place.plugin
+    assert table.rows_named("_warmup_spyre_fixed_size") == ()  # a plugin's rows answer for its frames only

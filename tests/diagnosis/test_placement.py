@@ -199,3 +199,13 @@ def test_the_stage_before_serving_is_start_up_and_before_loading_the_device_set_
     assert stage_before("serving") == "init"
     assert stage_before("loading") == "device"
     assert stage_before("warmup") == "kv_cache"
+
+
+def test_a_neutral_library_given_as_an_absolute_path_fails_loading(tmp_path: Path) -> None:
+    rules = Path(__file__).resolve().parents[2] / "rules"
+    shutil.copytree(rules, tmp_path / "rules")
+    path = tmp_path / "rules" / "evidence.yaml"
+    text = path.read_text(encoding="utf-8").replace("  - torch/_dynamo/", "  - /usr/lib/torch/_dynamo/")
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(PackError, match=r"evidence\.yaml.*neutral library"):
+        load_packs(tmp_path / "rules")
