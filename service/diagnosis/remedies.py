@@ -21,6 +21,7 @@ import msgspec
 from service.diagnosis.normalize import Document
 from service.diagnosis.placement import PLACED_STAGE
 from service.diagnosis.prose import spoken_clauses
+from service.first_use import first_use_re
 from service.packs.derived import per_pack
 from service.packs.fixes import FixPack, FixRecipe
 from service.packs.prose import ProseVocabulary
@@ -28,9 +29,9 @@ from service.schemas import Phase
 
 __all__ = ["RemedySaid", "remedies_said"]
 
-_PARTS = re.compile(r"[,，、]")
+_PARTS = first_use_re(r"[,，、]")
 # "from 0.9 to 0.7", "从 0.9 调到 0.7", "0.9 -> 0.7": the way a setting moved, by its values
-_FROM_TO = re.compile(
+_FROM_TO = first_use_re(
     r"(?:\bfrom|从)\s*(\d+(?:\.\d+)?)\s*[kK]?\s*(?:\bto\b|\s*(?:调|改|降|升|减|增|提)?(?:到|为|成))\s*(\d+(?:\.\d+)?)"
     r"|(\d+(?:\.\d+)?)\s*[kK]?\s*(?:->|→|=>)\s*(\d+(?:\.\d+)?)"
 )

@@ -7,12 +7,12 @@ which patterns may apply, and just those full patterns run to extract facts.
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass
 from typing import Any
 
 from service.diagnosis.normalize import MEMO_LINES, Document, Line, run_of, run_span
+from service.first_use import first_use_re
 from service.packs import PatternIndex
 from service.packs.signatures import CompiledRule, convert_fact, other_process
 
@@ -48,8 +48,8 @@ class Hit:
 
 # One pass over a `key=value` body: a key (word characters, maybe quoted) and its separator, then its
 # value read by jumping between quotes, brackets and commas instead of visiting every character.
-_KEY = re.compile(r"""([\w'"]+) *[=:] *""")
-_DELIMITER = re.compile(r"[,()\[\]{}]")
+_KEY = first_use_re(r"""([\w'"]+) *[=:] *""")
+_DELIMITER = first_use_re(r"[,()\[\]{}]")
 
 
 def parse_pairs(body: str) -> dict[str, tuple[str, bool]]:

@@ -8,11 +8,11 @@ change; two fixes never change the same flag; no fix names a flag the user's ver
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Mapping, Sequence
 
 import msgspec
 
+from service.first_use import first_use_re
 from service.fixes.calculators import CALCULATORS
 from service.fixes.calculators.readings import said_text
 from service.fixes.command import CommandEdit, ParsedCommand, edit_of, parse_command
@@ -166,7 +166,7 @@ def replace_facts(facts: Facts, changes: dict[str, object]) -> Facts:
     return msgspec.structs.replace(facts, **changes)
 
 
-_GPUS_AVAILABLE = re.compile(r"(?:number of available GPUs|exceeds available GPUs) \((\d+)\)")
+_GPUS_AVAILABLE = first_use_re(r"(?:number of available GPUs|exceeds available GPUs) \((\d+)\)")
 
 
 def _gpus_present(snapshot: Snapshot | None, evidence: Sequence[str]) -> int | None:
