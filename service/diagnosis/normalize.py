@@ -1145,6 +1145,11 @@ def _retold_figures(text: str) -> bool:
     return len(words) >= _RETOLD_WORDS and len(words) >= _RETOLD_SHARE * len(tokens)
 
 
+# A line's verdict depends on its text alone: each distinct text is judged once per process (every
+# pass that asks, every rank's copy, a later paste of the same lines), up to MEMO_LINES texts.
+_PROSE_VERDICTS: dict[str, bool] = {}
+
+
 def is_prose(line: Line) -> bool:
     """Whether a line is a person's sentence rather than something a program printed.
 
@@ -1154,8 +1159,19 @@ def is_prose(line: Line) -> bool:
     """
     if line.source or line.level or not line.text:
         return False
+    global _PROSE_VERDICTS
+    known = _PROSE_VERDICTS.get(line.text)
+    if known is None:
+        if len(_PROSE_VERDICTS) >= MEMO_LINES:
+            _PROSE_VERDICTS = {}  # replaced, never cleared (see MEMO_LINES)
+        known = _PROSE_VERDICTS[line.text] = _reads_as_prose(line.text)
+    return known
+
+
+def _reads_as_prose(given: str) -> bool:
+    """`is_prose` of an unprefixed line's text."""
     # a link is one word of the sentence: a log line's marks and the words are read around it
-    text = _LINK.sub(_link_word, line.text) if "://" in line.text else line.text
+    text = _LINK.sub(_link_word, given) if "://" in given else given
     if "={" in text or "=[" in text:  # a setting's literal value is one word of the sentence
         text = _LITERAL_VALUE.sub("=literal", text)
     if _PRINTED_RECORD.search(text):
