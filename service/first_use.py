@@ -60,9 +60,19 @@ def _built(pattern: AnyStr, flags: int) -> re.Pattern[AnyStr]:
     return built
 
 
+# every first-use pattern defined so far, in order: what a compiler may prepare for at once
+_DEFINED: dict[tuple[str | bytes, int], None] = {}
+
+
+def defined() -> tuple[tuple[str | bytes, int], ...]:
+    """(pattern, flags) of every first-use pattern the modules imported so far define, in order."""
+    return tuple(_DEFINED)
+
+
 def first_use_re(pattern: AnyStr, flags: int | re.RegexFlag = 0) -> re.Pattern[AnyStr]:
     """`re.compile(pattern, flags)`, compiled when one of its methods or attributes is first used.
 
     Only attribute use is deferred: pass it where a function calls `re.compile` or `re.sub` on it
     and it is not a pattern (use its methods, as every module-level constant here does)."""
+    _DEFINED[(pattern, int(flags))] = None
     return cast("re.Pattern[AnyStr]", OnFirstUse(functools.partial(_built, pattern, int(flags))))
