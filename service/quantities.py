@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import re
 
-from service.first_use import first_use_re
-
 __all__ = ["COUNT_WORD", "HumanNumberError", "command_int", "count_word", "sentence_tokens"]
 
-_HUMAN = first_use_re(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtKMGT]?)\s*$")
+_HUMAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtKMGT]?)\s*$")
 _DECIMAL = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 

@@ -21,8 +21,6 @@ from typing import Any
 
 import re2
 
-from service.first_use import first_use_re
-
 __all__ = ["REDACTED", "redact", "redact_value"]
 
 REDACTED = "[REDACTED]"
@@ -79,7 +77,7 @@ def _pattern(index: int) -> re.Pattern[str]:
 # superset: its `\b` and negated `\s` are ASCII, so they match more). Almost no log holds a secret,
 # so most texts cost this scan alone; only the lines around a candidate meet the patterns themselves.
 _SPACE = r"[\s\x0b\x1c-\x1f\x{85}\pZ]"
-_UNNAMED = first_use_re(r"\(\?P<\w+>")
+_UNNAMED = re.compile(r"\(\?P<\w+>")
 _CANDIDATE = re2.compile("|".join(_UNNAMED.sub("(?:", t.replace("{S}", _SPACE)) for t in _TEMPLATES))
 
 
@@ -96,7 +94,7 @@ def _candidates(text: str) -> Iterable[tuple[int, int]]:
 # A line break between two token characters may be a terminal's hard wrap, unless the next line
 # starts a record of its own (a logger level, a timestamp, a traceback, a compose prefix).
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+/=.~%:@")
-_RECORD_START = first_use_re(
+_RECORD_START = re.compile(
     r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b|\d{2,4}-\d{2}[- T]\d{2}|Traceback\b|File\b"
     r"|[A-Za-z0-9][\w.\-]*[ ]+\|[ ]|(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b"
 )
@@ -161,7 +159,7 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 _TOKEN_CLASS = f"[{re.escape(''.join(sorted(_TOKEN_CHARS)))}]"
 # a line break between two token characters (not at the very start of the text); the pattern starts
 # with the break itself, so `re` jumps from break to break instead of trying every position
-_JOINABLE_BREAK = first_use_re(f"\n(?<={_TOKEN_CLASS}\n)(?={_TOKEN_CLASS})")
+_JOINABLE_BREAK = re.compile(f"\n(?<={_TOKEN_CLASS}\n)(?={_TOKEN_CLASS})")
 
 
 def _joined(text: str) -> str:
