@@ -181,7 +181,8 @@ def instructions(roots: list[str], base: str, args: argparse.Namespace) -> int:
                     return 1
                 counts.append(int(found.group(1).replace(",", "")))
             per_call[root] = (counts[0] - counts[1]) / args.calls
-    print(f"{args.call} of a {args.lines}-line paste renumbered per call; instructions per call (cachegrind)")
+    what = f"a {args.lines}-line paste renumbered per call" if args.paste == "renumbered" else args.paste
+    print(f"{args.call} of {what}; instructions per call (cachegrind)")
     first = per_call[roots[0]]
     for root in roots:
         print(f"{_label(root):40} {per_call[root] / 1e6:10.2f} M  {per_call[root] / first:5.2f}x")

@@ -43,9 +43,36 @@ class OnFirstUse:
         return f"OnFirstUse({'built' if self._built is not None else 'not built'})"
 
 
+# What builds a first-use pattern: `re.compile`, or what the process was told to use instead
+# (`compile_with`): one that gives the same pattern faster, as code stored by an earlier process.
+_compile: Callable[[Any, int], Any] = re.compile
+
+
+def compile_with(compile_: Callable[[Any, int], Any]) -> None:
+    """Build every first-use pattern not built yet with `compile_(pattern, flags)`, which must
+    return what `re.compile(pattern, flags)` returns (the pack cache's stored code, `sre_code`)."""
+    global _compile
+    _compile = compile_
+
+
+def _built(pattern: AnyStr, flags: int) -> re.Pattern[AnyStr]:
+    built: re.Pattern[AnyStr] = _compile(pattern, flags)
+    return built
+
+
+# every first-use pattern defined so far, in order: what a compiler may prepare for at once
+_DEFINED: dict[tuple[str | bytes, int], None] = {}
+
+
+def defined() -> tuple[tuple[str | bytes, int], ...]:
+    """(pattern, flags) of every first-use pattern the modules imported so far define, in order."""
+    return tuple(_DEFINED)
+
+
 def first_use_re(pattern: AnyStr, flags: int | re.RegexFlag = 0) -> re.Pattern[AnyStr]:
     """`re.compile(pattern, flags)`, compiled when one of its methods or attributes is first used.
 
     Only attribute use is deferred: pass it where a function calls `re.compile` or `re.sub` on it
     and it is not a pattern (use its methods, as every module-level constant here does)."""
-    return cast("re.Pattern[AnyStr]", OnFirstUse(functools.partial(re.compile, pattern, flags)))
+    _DEFINED[(pattern, int(flags))] = None
+    return cast("re.Pattern[AnyStr]", OnFirstUse(functools.partial(_built, pattern, int(flags))))

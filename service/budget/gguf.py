@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 
 from service.budget.weights import parameter_count
+from service.first_use import first_use_re
 from service.packs.catalog import Catalog, GgufFileType, ModelSpec
 
 __all__ = [
@@ -24,8 +25,8 @@ __all__ = [
     "type_counts",
 ]
 
-_SHARD = re.compile(r"-\d{2,5}-of-\d{2,5}$")
-_REPO_SUFFIX = re.compile(r"[-_.]gguf$", re.IGNORECASE)
+_SHARD = first_use_re(r"-\d{2,5}-of-\d{2,5}$")
+_REPO_SUFFIX = first_use_re(r"[-_.]gguf$", re.IGNORECASE)
 
 
 def is_gguf_reference(name: str) -> bool:

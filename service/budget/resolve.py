@@ -15,6 +15,7 @@ import msgspec
 
 from service.budget.gguf import base_model_names, find_file_type, is_gguf_reference
 from service.errors import InvalidConfigError, UnknownGpuError, UnknownModelError
+from service.first_use import first_use_re
 from service.packs.catalog import (
     Catalog,
     GpuSpec,
@@ -38,7 +39,7 @@ __all__ = [
     "find_quantization",
 ]
 
-_GIB = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:gib|gb|g)?\s*$", re.IGNORECASE)
+_GIB = first_use_re(r"^\s*(\d+(?:\.\d+)?)\s*(?:gib|gb|g)?\s*$", re.IGNORECASE)
 
 
 def _closest(name: str, candidates: list[str]) -> list[str]:

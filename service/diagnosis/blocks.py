@@ -26,7 +26,7 @@ from typing import Any
 import re2
 
 from service.diagnosis.exception_lines import EXCEPTION_CLASS, exception_line
-from service.diagnosis.normalize import Document
+from service.diagnosis.normalize import MEMO_LINES, Document
 from service.first_use import first_use_re
 
 __all__ = ["code_lines"]
@@ -231,9 +231,24 @@ def _exception_record(text: str) -> bool:
     return found is not None and (found.message is not None or found.bare)
 
 
+# A line's form depends on its text alone: each distinct line is judged once per process (a block
+# pasted again, in this paste or a later one), up to MEMO_LINES lines.
+_RECORD_VERDICTS: dict[str, bool] = {}
+
+
 def _is_record(doc: Document, line: str) -> bool:
     """Whether a line has a log record's form: a logger or process prefix, a traceback, a frame, an
     exception line (`torch.OutOfMemoryError: CUDA out of memory…`, not `except …:` or `raise …`)."""
+    global _RECORD_VERDICTS
+    known = _RECORD_VERDICTS.get(line)
+    if known is None:
+        if len(_RECORD_VERDICTS) >= MEMO_LINES:
+            _RECORD_VERDICTS = {}  # replaced, never cleared (see MEMO_LINES)
+        known = _RECORD_VERDICTS[line] = _has_record_form(doc, line)
+    return known
+
+
+def _has_record_form(doc: Document, line: str) -> bool:
     source, level, text = doc.split(line)
     if source or level:
         return True

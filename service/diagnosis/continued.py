@@ -18,7 +18,6 @@ run of spaces, `GB` for `GiB`).
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import msgspec
@@ -26,6 +25,7 @@ import re2
 
 from service.diagnosis.normalize import Document, Line, starts_record
 from service.diagnosis.scan import Hit, index_memo, match_line, scan
+from service.first_use import first_use_re
 from service.packs import PatternIndex
 from service.packs.derived import per_pack
 from service.packs.signatures import OPTIONS, CompiledRule, set_form
@@ -36,14 +36,14 @@ __all__ = ["continue_hits", "record_text", "retyped_form", "unescape"]
 _MAX_PIECES = 40
 _MAX_CHARS = 4000
 
-_ESCAPE = re.compile(r"\\([nrt\"'\\])")
-_TUPLE_JOINT = re.compile(r"['\"],\s*['\"]")
-_SPACES = re.compile(r"[ ]{2,}")
-_RETYPED_GIB = re.compile(r"(\d) ?GB\b")
+_ESCAPE = first_use_re(r"\\([nrt\"'\\])")
+_TUPLE_JOINT = first_use_re(r"['\"],\s*['\"]")
+_SPACES = first_use_re(r"[ ]{2,}")
+_RETYPED_GIB = first_use_re(r"(\d) ?GB\b")
 # What a wrapper's printing leaves: an escape, or a tuple opening with two repr'd strings (not a
 # dict or list repr, which args lines print everywhere).
-_QUOTE_MARKS = re.compile(r"^[ \t]*(?:[>▎][ \t]?)+")
-_PRINTED = re.compile(r"\\[nrt\"'\\]|\(\s*['\"][^()]*['\"],\s*['\"]")
+_QUOTE_MARKS = first_use_re(r"^[ \t]*(?:[>▎][ \t]?)+")
+_PRINTED = first_use_re(r"\\[nrt\"'\\]|\(\s*['\"][^()]*['\"],\s*['\"]")
 
 
 def unescape(text: str) -> str:

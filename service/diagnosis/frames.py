@@ -15,6 +15,7 @@ import msgspec
 
 from service.diagnosis.exception_lines import exception_line
 from service.diagnosis.normalize import UNSHOWN_FILE, Document
+from service.first_use import first_use_re
 from service.packs.frames import LIBRARY_FOLDERS, FrameRow, FrameTable
 from service.schemas import Phase
 
@@ -51,30 +52,30 @@ ONE_PHASE_STAGES: dict[str, Phase] = {"kv_cache": "kv_cache_capacity"}
 # the stage not shown.
 CONSTRUCTION = "init"
 # A run of path separators holding a backslash (Windows', doubled by `repr` or a JSON string): one `/`.
-_SEPARATORS = re.compile(r"[\\/]*\\[\\/]*")
+_SEPARATORS = first_use_re(r"[\\/]*\\[\\/]*")
 # A traceback held in one line as an escaped string (a JSON log record's `"exception": "Traceback
 # (most recent call last):\n  File \"…\", line 12, in load_model\n …"`, an HTTP error body's
 # `"detail"`): its frames are the escaped `File \"` ones; read as the lines they stand for.
 # pytest's header of one failed test's report (`____ test_models[hf] ____`): what Python's own traceback
 # header is for a paste cut before the exception's `E   ` lines
-_PYTEST_SECTION = re.compile(r"^_{3,} \S.{0,400} _{3,}$")
-_HELD_FRAME = re.compile(r'File \\+"')
-_ESCAPE = re.compile(r'\\+(?P<char>["n\\/])')
+_PYTEST_SECTION = first_use_re(r"^_{3,} \S.{0,400} _{3,}$")
+_HELD_FRAME = first_use_re(r'File \\+"')
+_ESCAPE = first_use_re(r'\\+(?P<char>["n\\/])')
 _ESCAPED = {"n": "\n", '"': '"', "/": "/"}  # not `\t`: a Windows path's `\torch\`
-_FRAME = re.compile(r'File "(?P<path>[^"\n]{1,600})", line \d+, in (?P<function>[\w<>]{1,200})')
-_FRAME_START = re.compile(r'\s*File "[^"\n]{0,600}(?:"(?:, line \d*(?:, in ?)?)?)?$')
+_FRAME = first_use_re(r'File "(?P<path>[^"\n]{1,600})", line \d+, in (?P<function>[\w<>]{1,200})')
+_FRAME_START = first_use_re(r'\s*File "[^"\n]{0,600}(?:"(?:, line \d*(?:, in ?)?)?)?$')
 # A frame's source line that calls a function of its own module: `raise_if_cache_size_invalid(…`,
 # `return check_enough_kv_cache_memory(`, `if self._check_scheme_supported(`, `self.gpu_cache =
 # self._allocate_kv_cache(` (a method of another
 # object, `self.model_runner.profile_run(`, lives in a module the line does not name).
-_CALL = re.compile(
+_CALL = first_use_re(
     r"^\s*(?:[\w, .\[\]]{1,120}=\s*)?(?:(?:return|raise|await|if|elif|while|assert|not)\s+){0,3}"
     r"(?:self\.|cls\.)?(?P<function>[A-Za-z_]\w{0,120})\("
 )
 # A frame's source line that calls a method of another object (`self.model_runner.profile_run()`,
 # `output = self.worker.execute_model(`): the failure is inside that call, in a module the paste
 # does not show, so the errors the frame's own function raises say nothing about it.
-_OTHER_CALL = re.compile(
+_OTHER_CALL = first_use_re(
     r"^\s*(?:[\w, \[\]]{1,120}=\s*)?(?:(?:return|await)\s+){0,2}(?:self\.|cls\.)?"
     r"[A-Za-z_]\w{0,120}(?:\.[A-Za-z_]\w{0,120})*\.(?P<function>[A-Za-z_]\w{0,120})\("
 )
@@ -82,7 +83,7 @@ _OTHER_CALL = re.compile(
 # `self._run_workers("load_model",`, Ray's `execute_method.remote("init_device")`, V1
 # `self.collective_rpc("compile_or_warm_up_model")`: tools/vllm_callgraph.py DISPATCHERS): the
 # failure is inside that method, whichever process ran it; the dispatcher's own frames place nothing.
-_DISPATCHED = re.compile(
+_DISPATCHED = first_use_re(
     r"\b[A-Za-z_]\w{0,120}(?:\.remote)?\(\s*(?:method\s*=\s*)?[\"'](?P<function>[A-Za-z_]\w{0,120})[\"']"
 )
 # Phases a function raises from an `except` around its calls (`_dummy_sampler_run` turns an OOM in
@@ -92,7 +93,7 @@ _HANDLED: frozenset[Phase] = frozenset({"weights_oom", "warmup_oom", "runtime_oo
 TRACEBACK = "Traceback (most recent call last)"
 # vLLM's logger prefix (`ERROR 03-31 16:55:54 multiproc_worker_utils.py:242]`, V1's `ERROR 11-04
 # 09:45:23 [core.py:588]`) cut before its closing bracket: a line the paste ends in the middle of.
-_CUT_PREFIX = re.compile(
+_CUT_PREFIX = first_use_re(
     r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?"
     r"\s+\[?[\w.-]{0,80}(?::\d*)?\s*$"
 )
@@ -122,7 +123,7 @@ class FramePlace(msgspec.Struct, frozen=True):
 # frames are read as the vLLM module of the same path, the call graph's stage for that function.
 # Packages not named `vllm_*` (`tpu_inference`, `aphrodite`) come from the frame table's `plugins`
 # (generated from tools/vllm_sources.py PLUGINS).
-_PLUGIN = re.compile(r"(?:^|/)vllm_[a-z][a-z0-9_]{0,40}/(?P<rest>[\w/]{1,300}\.py)$")
+_PLUGIN = first_use_re(r"(?:^|/)vllm_[a-z][a-z0-9_]{0,40}/(?P<rest>[\w/]{1,300}\.py)$")
 
 
 @functools.lru_cache(maxsize=8)
@@ -245,7 +246,7 @@ def _receiver_in(code: str, function: str) -> str | None:
 
 
 _LIBRARIES = "|".join(re.escape(folder) for folder in LIBRARY_FOLDERS)
-_LIBRARY = re.compile(rf"(?:^|/)(?:site|dist)-packages/(?P<rest>(?:{_LIBRARIES})[\w/]{{1,300}}\.py)$")
+_LIBRARY = first_use_re(rf"(?:^|/)(?:site|dist)-packages/(?P<rest>(?:{_LIBRARIES})[\w/]{{1,300}}\.py)$")
 
 
 def library_file(path: str) -> str | None:
@@ -280,7 +281,7 @@ def _one_stage(
     return FramePlace(number, file, function, stages.pop(), phase, plugin)
 
 
-_MODULE = re.compile(r"[\w/]{1,300}\.py")
+_MODULE = first_use_re(r"[\w/]{1,300}\.py")
 
 
 def _mirrored(file: str) -> bool:
@@ -384,7 +385,7 @@ def deepest_frame(
 # (and c10's `Exception raised from … (most recent call first):` before C++ frames), py-spy's
 # `Thread 4242 (active): "MainThread"`. Python's own traceback, and every dialect written as it, lists
 # the outermost call first.
-_STACK_HEADER = re.compile(
+_STACK_HEADER = first_use_re(
     r"\(most recent call (?:first|last)\)|^\s*Thread (?:0x)?[0-9A-Fa-f]+ \((?:active|idle)[^)]*\):"
 )
 
@@ -486,7 +487,7 @@ def _code_line(doc: Document, number: int) -> str:
 
 # IPython prints a few numbered lines of source under each frame and points at the one running:
 # `---> 49 self.gpu_cache = self._allocate_kv_cache(self.num_gpu_blocks, "cuda")`.
-_ARROW = re.compile(r"^\s*-+>\s*\d+\s(?P<code>.*)$")
+_ARROW = first_use_re(r"^\s*-+>\s*\d+\s(?P<code>.*)$")
 _IPYTHON_BLOCK = 16
 
 

@@ -8,7 +8,6 @@ wrappers, the person's words, the budget) into a phase and a confidence.
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_left, bisect_right
 
 import msgspec
@@ -55,6 +54,7 @@ from service.diagnosis.prose import (
 from service.diagnosis.remedies import remedies_said
 from service.diagnosis.retyped import find_retyped
 from service.diagnosis.scan import Hit, LineBlocks, present
+from service.first_use import first_use_re
 from service.packs import SignatureIndex
 from service.packs.evidence import EvidenceWeights
 from service.packs.fixes import FixPack
@@ -97,7 +97,7 @@ _STEPS: frozenset[Stage] = frozenset({"loading", "profiling", "kv_cache", "warmu
 # A function's name as a person writes it ("it OOMs in `profile_run`", "fails inside
 # determine_available_memory()"): an identifier with an underscore in it, so that an everyday word
 # that is also some method's name ("generate", "step") stays a word
-_FUNCTION_NAME = re.compile(
+_FUNCTION_NAME = first_use_re(
     r"(?<![\w])_*[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?![\w])|(?<![\w])_+[A-Za-z]\w*"
 )
 MAX_PLACED_OOMS = 16

@@ -25,6 +25,7 @@ import msgspec
 from service.diagnosis.frames import neutral_library, stack_below
 from service.diagnosis.normalize import Document, Line, is_prose
 from service.diagnosis.scan import Hit
+from service.first_use import first_use_re
 from service.packs.evidence import ClueKind, EvidenceWeights
 from service.packs.signatures import Stage
 from service.schemas import Phase
@@ -234,7 +235,7 @@ def _markers_before(ctx: StageLookup, before: int, source: str) -> tuple[Hit | N
     return None, others
 
 
-_PROCESS_NUMBER = re.compile(r"[\d_\-]*(?:\s.*)?$")
+_PROCESS_NUMBER = first_use_re(r"[\d_\-]*(?:\s.*)?$")
 
 
 def _process_kind(source: str) -> str:
@@ -375,7 +376,7 @@ def _marker_after(ctx: StageLookup, after: int, printed: bool = False, source: s
 # `ray::RayWorkerWrapper.execute_method() (pid=4411, ip=…)`, torchrun's `(pid: 81)`, vLLM's
 # `Process EngineCore_DP0 (PID: 312) died with exit code 1` and `Failed core proc(s): {'EngineCore_DP0': 1}`
 # (vllm/v1/utils.py, vllm/v1/engine/utils.py).
-_NAMED_PROCESS = re.compile(
+_NAMED_PROCESS = first_use_re(
     r"\((?:pid[=:] ?|PID: )(?P<pid>\d+)\b|Failed core proc\(s\): \{'(?P<name>[\w\-]+)'"
 )
 

@@ -23,6 +23,7 @@ import msgspec
 from service.diagnosis.blocks import code_lines
 from service.diagnosis.normalize import MEMO_LINES, Document, Line, is_prose, is_record
 from service.diagnosis.placement import STAGE_PHASE, stage_after, stage_before
+from service.first_use import first_use_re
 from service.packs.derived import per_pack
 from service.packs.prose import ProseVocabulary
 from service.packs.signatures import Stage
@@ -59,7 +60,7 @@ _SERVING: Stage = "serving"
 # A message a person quotes (double, curly or CJK quotes, backticks; four words or more, so a quoted
 # flag or a quoted "OOM" stays their word) holds the program's words, not theirs: its "to avoid this
 # error" takes nothing back and its "?" asks nothing.
-_QUOTED = re.compile(r'"[^"]*"|“[^”]*”|「[^」]*」|『[^』]*』|`[^`]*`')
+_QUOTED = first_use_re(r'"[^"]*"|“[^”]*”|「[^」]*」|『[^』]*』|`[^`]*`')
 _QUOTED_WORDS = 4
 _QUOTE_MARKS = ('"', "“", "「", "『", "`")
 
@@ -484,7 +485,7 @@ def _asked(clause: str, vocabulary: ProseVocabulary) -> Phase | None:
 
 # An issue's title opens with its tracker's tags ("[Bug]: ", "[Usage][V1] ", "【求助】"): whatever
 # follows is the person's statement, however few its words ("[Bug]: 4090 爆显存 during loading").
-_TITLE_TAGS = re.compile(r"^\s*(?:\[[A-Za-z][\w /.-]{0,30}\]|【[^】]{1,12}】)+:?\s*\S")
+_TITLE_TAGS = first_use_re(r"^\s*(?:\[[A-Za-z][\w /.-]{0,30}\]|【[^】]{1,12}】)+:?\s*\S")
 
 
 def _reads_as_words(line: Line) -> bool:
@@ -499,7 +500,7 @@ def _reads_as_words(line: Line) -> bool:
 # The exception a sentence shows after its own words, unquoted ("加载模型时…导致出现报错：torch.cuda.
 # OutOfMemoryError: CUDA out of memory…", "while loading it dies with torch.OutOfMemoryError: …"): a
 # class name ending in Error or Exception, with its module path
-_SHOWN_EXCEPTION = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b")
+_SHOWN_EXCEPTION = first_use_re(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b")
 
 
 def _spoken(line: Line) -> str | None:
@@ -592,7 +593,7 @@ def read_prose(doc: Document, vocabulary: ProseVocabulary) -> list[ProseCue]:
 
 # A line that opens the next part of a description: a markdown heading, a bold line, a label
 # ("Fix:", "Test plan:") or a line of a few words with no sentence's end ("Fix", "Solution")
-_PART_HEADING = re.compile(
+_PART_HEADING = first_use_re(
     r"^\s*#|^\s*\*\*[^*]+\*\*\s*[:：]?\s*$|^\s*[\w ]{1,30}[:：]\s*$|^\s*\w+(?: \w+){0,2}\s*$"
 )
 _PROBLEM_LINES = 40  # lines a problem statement may run (the work stays bounded)
@@ -741,7 +742,7 @@ def is_negated_prose(doc: Document, number: int, vocabulary: ProseVocabulary) ->
 
 # A comment in a script or a notebook cell (`# lower --max-model-len if you get CUDA out of memory`):
 # what follows its mark, read as a sentence, can take back the failure a rule matched in it
-_COMMENT = re.compile(r"^\s*#\s+(?=\S)")
+_COMMENT = first_use_re(r"^\s*#\s+(?=\S)")
 
 
 def _negated(line: Line, vocabulary: ProseVocabulary, changing: bool = False) -> bool:
@@ -797,7 +798,7 @@ def shown_not_run(doc: Document, vocabulary: ProseVocabulary) -> frozenset[int]:
     return known
 
 
-_HEADING = re.compile(r"^\s*(#{1,6})\s")
+_HEADING = first_use_re(r"^\s*(#{1,6})\s")
 _SECTION_LINES = 400  # lines an answered section may run (the work stays bounded)
 
 

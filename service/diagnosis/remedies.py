@@ -18,9 +18,10 @@ from collections.abc import Iterator
 
 import msgspec
 
-from service.diagnosis.normalize import Document
+from service.diagnosis.normalize import MEMO_LINES, Document
 from service.diagnosis.placement import PLACED_STAGE
 from service.diagnosis.prose import spoken_clauses
+from service.first_use import first_use_re
 from service.packs.derived import per_pack
 from service.packs.fixes import FixPack, FixRecipe
 from service.packs.prose import ProseVocabulary
@@ -28,9 +29,9 @@ from service.schemas import Phase
 
 __all__ = ["RemedySaid", "remedies_said"]
 
-_PARTS = re.compile(r"[,，、]")
+_PARTS = first_use_re(r"[,，、]")
 # "from 0.9 to 0.7", "从 0.9 调到 0.7", "0.9 -> 0.7": the way a setting moved, by its values
-_FROM_TO = re.compile(
+_FROM_TO = first_use_re(
     r"(?:\bfrom|从)\s*(\d+(?:\.\d+)?)\s*[kK]?\s*(?:\bto\b|\s*(?:调|改|降|升|减|增|提)?(?:到|为|成))\s*(\d+(?:\.\d+)?)"
     r"|(\d+(?:\.\d+)?)\s*[kK]?\s*(?:->|→|=>)\s*(\d+(?:\.\d+)?)"
 )
@@ -160,10 +161,24 @@ def _read(
                 yield RemedySaid(number, clause.strip(), verdict, shares)
 
 
+@per_pack()
+def _clause_readings(vocabulary: ProseVocabulary) -> dict[str, tuple[FixPack, tuple[RemedySaid, ...]]]:
+    """What `_read` found in a clause (as line 0) under these words, with the fix pack it read the
+    flags of: a clause's reading depends on its text alone, so a clause said again (a paste's
+    repeated lines, a later paste of the same post) is read once per process, up to MEMO_LINES."""
+    return {}
+
+
 def remedies_said(doc: Document, vocabulary: ProseVocabulary, fixes: FixPack) -> list[RemedySaid]:
     """Every fix the person's clauses say worked or changed nothing, in line order."""
     flags = _flags(fixes)
+    memo = _clause_readings(vocabulary)
     found: list[RemedySaid] = []
     for number, clause in spoken_clauses(doc, vocabulary.remedy_lines, vocabulary):
-        found.extend(_read(number, clause, flags, vocabulary))
+        known = memo.get(clause)
+        if known is None or known[0] is not fixes:
+            if len(memo) >= MEMO_LINES:
+                memo.clear()
+            known = memo[clause] = (fixes, tuple(_read(0, clause, flags, vocabulary)))
+        found.extend(msgspec.structs.replace(said, line=number) for said in known[1])
     return found

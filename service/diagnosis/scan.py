@@ -7,12 +7,12 @@ which patterns may apply, and just those full patterns run to extract facts.
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass
 from typing import Any
 
 from service.diagnosis.normalize import MEMO_LINES, Document, Line, run_of, run_span
+from service.first_use import first_use_re
 from service.packs import PatternIndex
 from service.packs.signatures import CompiledRule, convert_fact, other_process
 
@@ -48,8 +48,8 @@ class Hit:
 
 # One pass over a `key=value` body: a key (word characters, maybe quoted) and its separator, then its
 # value read by jumping between quotes, brackets and commas instead of visiting every character.
-_KEY = re.compile(r"""([\w'"]+) *[=:] *""")
-_DELIMITER = re.compile(r"[,()\[\]{}]")
+_KEY = first_use_re(r"""([\w'"]+) *[=:] *""")
+_DELIMITER = first_use_re(r"[,()\[\]{}]")
 
 
 def parse_pairs(body: str) -> dict[str, tuple[str, bool]]:
@@ -198,7 +198,7 @@ def scan_lines(doc: Document, index: PatternIndex, first: int, last: int) -> lis
     if first > last:
         return []
     data = doc.lines_data(first, last)
-    return _Scanner(doc, index).run(data, first, None).hits
+    return _Scanner(doc, index).hits_in(data, first)
 
 
 class LineBlocks:
@@ -230,7 +230,7 @@ class LineBlocks:
         data = self.doc.lines_data(first, last)
         self._scanned[first : last + 1] = b"\1" * (last - first + 1)
         self.scanned += last - first + 1
-        for hit in self._scanner.run(data, first, None).hits:
+        for hit in self._scanner.hits_in(data, first):
             number = hit.line.number
             if number not in self._hits:
                 self._hits[number] = []
@@ -312,14 +312,20 @@ class _Scanner:
         self.rules: dict[tuple[int, bytes, frozenset[int]], dict[str, object] | None]
         self.rules = index_memo(index, "rules")
 
-    def run(self, data: bytes, first_line: int, limit: int | None) -> Scan:
+    def hits_in(self, data: bytes, first_line: int) -> list[Hit]:
+        """The hits on the lines `data` holds (the first of them line `first_line`), in line order.
+
+        The lines are found by the prefilter's loosened forms alone (`candidates`): a line they find
+        that no exact form matches inside yields no hit anyway (each rule's prefilter is its
+        patterns' anchor-free form, so a line a pattern matches is one its prefilter matches), and
+        `hits_on_line` reads each distinct line once, so the exact check per line found would only
+        repeat what the line's reading already knows."""
         if self.index.prefilter is None:
-            return Scan(hits=[], examined=0, stopped_at=None)
+            return []
         hits: list[Hit] = []
-        copies: list[tuple[int, int]] = []
-        pos, line_no, counted_to, examined = 0, first_line, 0, 0
+        pos, line_no, counted_to = 0, first_line, 0
         size = len(data)
-        search = self.index.prefilter.search
+        search = self.index.prefilter.candidates
         while pos < size:
             match = search(data, pos)
             if match is None:
@@ -329,16 +335,11 @@ class _Scanner:
             end = data.find(b"\n", begin)
             end = size if end < 0 else end
             line_no += data.count(b"\n", counted_to, start)
-            if limit is not None and examined >= limit:
-                return Scan(hits, examined, line_no, tuple(copies))
-            examined += 1
             raw = data[start:end]
             repeats, pos = run_of(data, raw, end)
-            if repeats > 1:
-                copies.append((end, min(pos - 1, size)))
             hits.extend(self.hits_on_line(line_no, raw, repeats))
             line_no, counted_to = line_no + repeats, pos
-        return Scan(hits, examined, None, tuple(copies))
+        return hits
 
     def run_document(self, limit: int | None) -> Scan:
         """The whole document: the prefilter runs over each distinct line once, and only the lines it

@@ -36,6 +36,7 @@ import re2
 
 from service.diagnosis.command import FACT_TYPES, value_of
 from service.diagnosis.normalize import Document
+from service.first_use import first_use_re
 from service.packs.compiled import leftmost_spans
 from service.packs.derived import per_pack
 from service.packs.fixes import FixPack
@@ -77,7 +78,7 @@ _MIN_INITIALS = 3
 _KEYED = r"""["'`]?\s*[=:]\s*["'`]?"""  # a key that is only a setting with `=` or `:` after it
 _VALUE = r"(?P<value>[\w.+\-/]+)"
 # A bare field name that is one plain word (`dtype`) says little on its own: only as a key.
-_ONE_WORD = re.compile(r"^[a-z]+$")
+_ONE_WORD = first_use_re(r"^[a-z]+$")
 # `--model` is also other programs' flag (lm-eval's `--model vllm` names its backend): outside a
 # whole command it states the model only as a Hugging Face id or a path (`org/name`, `/models/x`),
 # and never as a bare key. A bare `dtype=` keyword is as often a tensor's in pasted code
@@ -248,11 +249,11 @@ _TOLD_WORDS = (
     r"(?:it|them|all(?: of them)?|that|this|both|each|the values?)\s+(?:up\s+|down\s+)?to\s+"
     r"(?P<value>\d+(?:\.\d+)?)\b"
 )
-_TOLD = re.compile(_TOLD_WORDS)
+_TOLD = first_use_re(_TOLD_WORDS)
 # every such sentence holds " to " and a digit: one C-level pass finds the lines that do, over each
 # distinct line once where lines repeat (a 2 MB paste of one OOM line pasted over and over is read
 # as its one line), where a Python loop over each " to " cost such a paste 14,000 iterations
-_TO_NUMBER = re.compile(rb" to (?=\d)")
+_TO_NUMBER = first_use_re(rb" to (?=\d)")
 _BACK = 3
 
 

@@ -15,12 +15,12 @@ Anything else (for example "stop PID 4242 …") is an action and leaves the comm
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Mapping
 
 import msgspec
 
+from service.first_use import first_use_re
 from service.launch import Argument, LaunchCommand, canonical_flag, parse_launch
 
 __all__ = [
@@ -31,7 +31,7 @@ __all__ = [
     "parse_command",
 ]
 
-_ENV = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+_ENV = first_use_re(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 # the fixes read the one launch-command parse (service.launch) under the name they have always used
 ParsedCommand = LaunchCommand
 

@@ -9,11 +9,11 @@ fix sets a value the budget says cannot work (`_budget_allows`).
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Mapping, Sequence
 
 import msgspec
 
+from service.first_use import first_use_re
 from service.fixes.calculators import CALCULATORS
 from service.fixes.calculators.readings import said_text
 from service.fixes.command import CommandEdit, ParsedCommand, edit_of, parse_command
@@ -167,7 +167,7 @@ def replace_facts(facts: Facts, changes: dict[str, object]) -> Facts:
     return msgspec.structs.replace(facts, **changes)
 
 
-_GPUS_AVAILABLE = re.compile(r"(?:number of available GPUs|exceeds available GPUs) \((\d+)\)")
+_GPUS_AVAILABLE = first_use_re(r"(?:number of available GPUs|exceeds available GPUs) \((\d+)\)")
 
 
 def _gpus_present(snapshot: Snapshot | None, evidence: Sequence[str]) -> int | None:

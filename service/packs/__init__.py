@@ -18,7 +18,7 @@ import msgspec
 import re2
 
 from service.errors import PackError
-from service.first_use import OnFirstUse
+from service.first_use import OnFirstUse, compile_with
 from service.packs.catalog import Catalog, load_catalog
 from service.packs.compiled import CheckedLineFinder, CheckedSet, validated_before
 from service.packs.evidence import EvidenceWeights, load_evidence
@@ -36,6 +36,7 @@ from service.packs.signatures import (
     pack_files,
     unbounded_form,
 )
+from service.packs.sre_code import stored_compile
 
 __all__ = [
     "LAZY_KINDS",
@@ -193,6 +194,7 @@ def load_packs(rules_dir: Path | None = None) -> RulePacks:
     root = (rules_dir or default_rules_dir()).resolve()
     if not root.is_dir():
         raise PackError(str(root), "is not a rules folder (set VRAMDOC_RULES_DIR to one)")
+    compile_with(stored_compile)  # the modules' own patterns, from the code an earlier start stored
     signatures = load_signatures(root)
     catalog = load_catalog(root)
     fixes = load_fix_recipes(root, catalog.engine)

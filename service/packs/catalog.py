@@ -15,6 +15,7 @@ from typing import Literal
 import msgspec
 
 from service.errors import PackError
+from service.first_use import first_use_re
 from service.packs.loader import load_yaml_file
 from service.versions import VersionRange
 from service.versions import release as version_tuple  # re-exported: the one parser lives there
@@ -57,7 +58,7 @@ __all__ = [
 ]
 
 ENGINE_FILE = "engines.yaml"
-_CAPABILITY = re.compile(r"^\d{1,2}\.\d$")
+_CAPABILITY = first_use_re(r"^\d{1,2}\.\d$")
 
 
 class Entry(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -334,7 +335,7 @@ class ModelCatalog(Entry, frozen=True):
 # --- GPUs --------------------------------------------------------------------------------------
 
 
-_GFX = re.compile(r"^gfx(\d+)[0-9a-f]?$")
+_GFX = first_use_re(r"^gfx(\d+)[0-9a-f]?$")
 
 
 def gfx_capability(arch: str) -> tuple[int, int]:
@@ -714,8 +715,8 @@ class Catalog(msgspec.Struct, frozen=True, kw_only=True):
     index: CatalogIndex
 
 
-_FOLD = re.compile(r"[^a-z0-9.]+")
-_NAME_PARTS = re.compile(r"[-_ ]+")
+_FOLD = first_use_re(r"[^a-z0-9.]+")
+_NAME_PARTS = first_use_re(r"[-_ ]+")
 
 
 def fold_name(name: str) -> str:

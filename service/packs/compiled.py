@@ -267,6 +267,14 @@ class CheckedLineFinder:
         kept = self._part("kept")
         return kept is not None and kept.search(text, low, high) is not None
 
+    def candidates(self, text: AnyStr, pos: int = 0, endpos: int | None = None) -> LineHit | None:
+        """The line of the leftmost match of the loosened forms in `text[pos:endpos]`: every line
+        `search` finds, and the few more a loosened form alone matches, for a caller that reads each
+        line it is given exactly anyway (one forward pass, no check per line)."""
+        size = len(text)
+        loose: LineFinder = self._built["loose"]
+        return loose.search(text, pos, size if endpos is None else max(0, min(endpos, size)))
+
     def finditer(self, text: AnyStr) -> Iterator[LineHit]:
         """One hit for every line an exact pattern matches inside, in order."""
         return hits_by_line(self.search, text)

@@ -9,7 +9,6 @@ and line.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -17,6 +16,7 @@ from typing import Literal
 import msgspec
 
 from service.errors import PackError
+from service.first_use import first_use_re
 from service.packs.catalog import ENGINE_FILE, EngineFacts
 from service.packs.loader import decode_yaml, load_yaml_file, locate
 from service.schemas import Facts, Finding, Phase, Snapshot
@@ -35,9 +35,9 @@ __all__ = [
 
 FLAGS_FILE = "flags.yaml"
 OPTIONS_FILE = "options.json"  # every release's long options, by tools/vllm_options.py
-_RECIPE_ID = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$")
-_FLAG_NAME = re.compile(r"^--[a-z][a-z0-9-]*$")
-_SHORT_FLAG = re.compile(r"^-[a-zA-Z]{1,3}$")
+_RECIPE_ID = first_use_re(r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$")
+_FLAG_NAME = first_use_re(r"^--[a-z][a-z0-9-]*$")
+_SHORT_FLAG = first_use_re(r"^-[a-zA-Z]{1,3}$")
 _FACT_NAMES = frozenset(Facts.__struct_fields__)
 
 

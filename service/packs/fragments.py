@@ -22,6 +22,7 @@ import msgspec
 import re2
 
 from service.errors import PackError
+from service.first_use import first_use_re
 from service.packs.inventory import InventoryFile, Template, pieces, template_regex
 from service.packs.signatures import COMBINED_OPTIONS, CompiledRule
 from service.schemas import Phase
@@ -52,7 +53,7 @@ _RAISED = ("raise", "assert")
 SEED_SIZES = (3, 4)  # a seed is a run of this many words; a 4-word run may be one phase's alone
 # where each of its 3-word runs is shared
 HOLE_WORD = "\x00"  # stands for a template's hole among its words: it matches no word of a line
-_WORD = re.compile(r"[a-z0-9_]+", re.IGNORECASE)
+_WORD = first_use_re(r"[a-z0-9_]+", re.IGNORECASE)
 # Every ASCII character that is not part of a word, and the full-width punctuation Chinese text uses,
 # as a space (one for one, so positions and line breaks stay where they were).
 _ASCII_SEPARATORS = "".join(chr(i) for i in range(128) if not (chr(i).isalnum() or chr(i) in "_\n"))
@@ -258,7 +259,7 @@ def template_tokens(text: str, holes: list[str]) -> list[RetypedToken]:
     return out
 
 
-_LETTERS = re.compile(r"[a-z_]+", re.IGNORECASE)
+_LETTERS = first_use_re(r"[a-z_]+", re.IGNORECASE)
 
 
 class _RetypedIndex(NamedTuple):

@@ -18,6 +18,7 @@ import msgspec
 import re2
 
 from service.errors import PackError
+from service.first_use import first_use_re
 from service.packs.compiled import re2_build
 from service.packs.loader import cached_decode, locate, parse_yaml
 from service.schemas import Facts, OtherProcess, Phase, Severity
@@ -48,7 +49,8 @@ Status = Literal["stable", "experimental", "deprecated", "retired"]
 # `body` holds key=value pairs read through `keys`; `command` holds a pasted launch command.
 RESERVED_GROUPS = frozenset({"body", "command"})
 _UNIT_BYTES = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "GB": 2**30}
-_SIZE = re.compile(r"^\s*([0-9][0-9,]*(?:\.[0-9]+)?)\s*(bytes|KiB|MiB|GiB|GB|TiB|B)?\s*$")
+_RULE_ID = first_use_re(r"[a-z0-9]+(-[a-z0-9]+)+")  # `vllm-kv-estimated-max-len`
+_SIZE = first_use_re(r"^\s*([0-9][0-9,]*(?:\.[0-9]+)?)\s*(bytes|KiB|MiB|GiB|GB|TiB|B)?\s*$")
 
 
 def _fact_types() -> dict[str, str]:
@@ -141,7 +143,7 @@ class SignatureRule(Spec, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         if self.finishes and (self.stage is None or self.anywhere):
             raise ValueError("only a rule of one stage, found where it is printed, finishes it")
-        if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", self.id):
+        if not _RULE_ID.fullmatch(self.id):
             raise ValueError(f"rule id {self.id!r} must be lowercase words joined by '-'")
         if not self.patterns:
             raise ValueError("a rule needs at least one pattern")
@@ -243,7 +245,7 @@ WIDE_REPEAT = 16  # n - m above which a repeat is loosened
 # A line finder with loosened forms checks every line it finds (`CheckedLineFinder`), not only the
 # lines a loosened form matches, so it loosens only the repeats that cost much to compile.
 WIDE_LINE_REPEAT = 32
-_REPEAT = re.compile(r"\{(\d+),(\d+)\}")
+_REPEAT = first_use_re(r"\{(\d+),(\d+)\}")
 
 
 def unbounded_form(pattern: str, wider_than: int = WIDE_REPEAT) -> str:
@@ -417,7 +419,7 @@ def convert_fact(spec_fact: str, unit: str | None, raw: str) -> object | None:
 
 # A Hugging Face id is ASCII, `org/name`: a sentence in another script typed right after it, with no
 # space between (Chinese and Japanese prose has none), is not part of the id.
-_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._\-]*/[A-Za-z0-9][A-Za-z0-9._\-]*")
+_HUB_ID = first_use_re(r"[A-Za-z0-9][A-Za-z0-9._\-]*/[A-Za-z0-9][A-Za-z0-9._\-]*")
 _DTYPES = {"half": "float16", "fp16": "float16", "float": "float32", "bf16": "bfloat16", "fp32": "float32"}
 
 

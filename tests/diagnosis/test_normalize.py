@@ -102,6 +102,54 @@ def test_a_body_is_refused_as_binary_by_the_share_its_decoded_characters_have(pi
         assert share <= 0.3 and decoded == head
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(("\x07", "\x00", "\x7f", "\x0b", "\t", "\r", "\n", "\ud800", "é", "❱"))
+        | st.text(max_size=6)
+    ).map("".join)
+)
+def test_control_characters_are_deleted_as_the_control_pattern_deletes_them(text: str) -> None:
+    assert normalize._without_controls(text) == normalize._CONTROL.sub("", text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            (
+                "│ /x/vllm/worker/worker.py:123 in load_model │",
+                'File "x.py", line 12 in f',
+                "    load_model (vllm/worker/worker.py:123)",
+                "vllm/worker/worker.py:123: in load_model",
+                "~/x/vllm/worker/worker.py in load_model(self)",
+                "---> 12 x()",
+                "│ ❱ 123 │   │   self.model_runner.load_model()   │",
+                " in f(",
+                ".py:1)",
+                "\n",
+            )
+        )
+        | st.text(max_size=6)
+    ).map("".join)
+)
+def test_each_frame_dialect_trigger_finds_the_lines_their_alternation_finds(text: str) -> None:
+    alternation = re.compile("|".join(normalize._DIALECT_TRIGGERS))
+    pieces, done = [], 0
+    for words in alternation.finditer(text):  # the one-pass form the triggers replaced
+        start = text.rfind("\n", 0, words.start()) + 1
+        if start < done:
+            continue
+        end = text.find("\n", words.end())
+        end = len(text) if end < 0 else end
+        rewritten = normalize._dialect_line(text, start, end)
+        if rewritten is not None:
+            pieces += [text[done:start], rewritten]
+            done = end
+    expected = "".join([*pieces, text[done:]]) if pieces else text
+    assert normalize._dialect_frames(text) == expected
+
+
 def test_tabs_become_spaces() -> None:
     assert clean_text("a\tb") == "a    b"
 

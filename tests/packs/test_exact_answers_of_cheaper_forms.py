@@ -155,3 +155,27 @@ def test_leftmost_spans_are_what_the_search_finds() -> None:
     assert spans(text, 0, len(text))[0] == regex.search(text).span()
     assert spans(text, 11, len(text))[0] == regex.search(text, 11).span()
     assert spans(text, 0, 3)[0] == (-1, -1)
+
+
+def test_the_candidate_lines_of_a_checked_line_finder_hold_every_line_it_finds(packs: RulePacks) -> None:
+    for index in (packs.signatures.eager, packs.signatures.lazy):
+        for text in _texts():
+            data = Document(text).data
+            exact = {_line_of(data, hit) for hit in index.prefilter.finditer(data)}
+            candidates = set()
+            pos = 0
+            while (hit := index.prefilter.candidates(data, pos)) is not None:
+                candidates.add(_line_of(data, hit))
+                newline = data.find(b"\n", hit.end())
+                if newline < 0:
+                    break
+                pos = newline + 1
+            assert exact <= candidates
+
+
+def test_a_line_only_a_loose_form_matches_is_a_candidate_and_no_hit() -> None:
+    forms = [("(?m:^c{1,2}d)", "(?m:^c{1,}d)"), ("(?m:zzz)", "(?m:zzz)")]
+    finder = CheckedLineFinder(forms, LINE_OPTIONS)
+    text = b"fine\nccccd\nzzz\n"
+    assert _line_of(text, finder.candidates(text)) == 5
+    assert _line_of(text, finder.search(text)) == 11

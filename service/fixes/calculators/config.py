@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import re
-
+from service.first_use import first_use_re
 from service.fixes.calculators import readings
 from service.fixes.calculators.parallel import accepted_sizes
 from service.fixes.context import FixContext, Proposal
@@ -11,10 +10,10 @@ from service.fixes.limits import (
     divisors,
 )
 
-_CHECKPOINT_QUANT = re.compile(r"model config \(([\w\-]+)\)")
+_CHECKPOINT_QUANT = first_use_re(r"model config \(([\w\-]+)\)")
 
 
-_NOT_DIVISIBLE = re.compile(r"\b(\d+) is not divisible by (\d+)\b")
+_NOT_DIVISIBLE = first_use_re(r"\b(\d+) is not divisible by (\d+)\b")
 
 
 def _split_dimension(ctx: FixContext) -> int | None:
@@ -130,7 +129,7 @@ def match_quantization(ctx: FixContext) -> list[Proposal]:
     ]
 
 
-_UNSUPPORTED = re.compile(
+_UNSUPPORTED = first_use_re(
     r"quantization method (\S+) is not supported for the current GPU\. Minimum capability: (\d+)\. "
     r"Current capability: (\d+)|(\S+) quantization is currently not supported in"
 )
@@ -265,7 +264,7 @@ _SHORTAGE_RULES = frozenset(
     {"vllm-world-size-exceeds-gpus", "vllm-tp-exceeds-gpus-warning", "vllm-parallel-exceeds-local-gpus"}
 )
 _SHAPE_WORDS = ("min_thread_", "quantized weight shape")
-_WORLD_SIZE = re.compile(r"(?:World size \(|placement group requiring )(\d+)")
+_WORLD_SIZE = first_use_re(r"(?:World size \(|placement group requiring )(\d+)")
 
 
 def _gpu_shortage(ctx: FixContext) -> bool:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
-
+from service.first_use import first_use_re
 from service.fixes.calculators.readings import tokens
 from service.fixes.context import FixContext, Proposal
 from service.fixes.limits import round_up
 
 # the prompt's own length in vLLM's request-too-long messages, by era (fact sheet §5 #11-#15)
-_PROMPT = re.compile(
+_PROMPT = first_use_re(
     r"prompt contains (?:at least )?(\d+) input tokens"
     r"|\((\d+) in the messages"
     r"|your request has (\d+) input tokens"
