@@ -393,7 +393,7 @@ def _hit_runs(doc: Document, finder: Any) -> Iterator[tuple[int, int]]:
     return (next(runs) for _, runs in itertools.groupby(merged, key=operator.itemgetter(0)))
 
 
-_SENTENCE_END = re.compile(r"[.!?;。！？；]$")
+_SENTENCE_END = first_use_re(r"[.!?;。！？；]$")
 
 
 def _sentences(clauses: list[str]) -> Iterator[list[str]]:
