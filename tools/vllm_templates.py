@@ -99,8 +99,9 @@ FUNCTION_SUBJECTS: dict[str, str] = {
 # A subject is not enough: a relevant template also states a memory failure or figure, or a limit a
 # person set that the engine cannot meet. These signals (data) say which wordings do.
 SIGNALS: dict[str, str] = {
+    # `no enough`: the same failure in lmdeploy's words (`No enough gpu memory for kv cache.`)
     "memory failure": r"(?i)out of memory|\bOOM\b"
-    r"|not enough (?:GPU |device |KV cache |cache )?(?:memory|space|blocks)"
+    r"|(?:not|no) enough (?:GPU |device |KV cache |cache )?(?:memory|space|blocks)"
     r"|insufficient (?:GPU |device )?memory|No available memory|memory profiling|free memory|"
     r"larger than the available|exceeds? (?:the )?(?:available|capacity)",
     "memory figure": r"(?i)\b(?:GiB|GB|MiB)\b|# ?(?:GPU|CPU) blocks|num_gpu_blocks|KV cache size"
