@@ -73,4 +73,4 @@ def test_every_pinned_plugin_and_wrapper_is_in_the_plugins_inventory() -> None:
     from service.packs.inventory import load_inventories
 
     listed = {row.rsplit(" ", 1)[0] for row in load_inventories(default_rules_dir())["plugins.yaml"].releases}
-    assert set(templates.PLUGINS) <= listed
+    assert set(templates.SOURCES) <= listed
