@@ -182,7 +182,7 @@ def test_a_plugin_wheel_with_its_modules_under_a_data_folder_is_extracted(
             wheel.writestr(f"{dist}-{version}.data/purelib/{dist}/README.md", "not kept")
 
     monkeypatch.setattr(vllm_sources, "_download_plugin", download)
-    monkeypatch.setitem(vllm_sources.PLUGINS, "demo", (("demo",), ("1.0",)))
+    monkeypatch.setitem(vllm_sources.SOURCES, "demo", (("demo",), ("1.0",)))
     target = vllm_sources.fetch_plugin("demo", "1.0", tmp_path)
     assert sorted(p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file()) == [
         ".complete",
