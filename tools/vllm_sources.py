@@ -7,7 +7,8 @@ binaries. The generators (templates, call graph) read these folders; nothing her
     python tools/vllm_sources.py fetch            # the first and the latest release of every minor
     python tools/vllm_sources.py fetch 0.9.2 0.33.0
     python tools/vllm_sources.py list             # what the cache holds
-    python tools/vllm_sources.py plugins          # the platform plugins' and forks' releases (PLUGINS)
+    python tools/vllm_sources.py plugins          # the platform plugins' and forks' releases (PLUGINS),
+                                                  # and the wrappers' that run vLLM (WRAPPERS)
 
 Platform plugins and forks that are published on pip print their own messages and run their own
 workers and model runners, and the kernel libraries under vLLM print their own refusals (`PLUGINS`,
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -98,7 +100,35 @@ PLUGINS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # refusals (`type fp8e4nv not supported in this architecture`) are pasted as vLLM's. One release per
     # PyTorch vLLM pinned: torch 2.1 (vLLM 0.2-0.3), 2.5 (0.7), 2.7 (0.9-0.10), 2.9 (0.12 on).
     "triton": (("triton",), ("2.1.0", "3.1.0", "3.3.1", "3.5.0")),
+    # --- lines13: more platform plugins on pip. Left out: vllm-neuron 0.1.0,
+    # neuronx-distributed-inference 0.1.0, transformers-neuronx 0.1 (placeholders of one __init__.py;
+    # the real wheels are on AWS's own index), vllm-gaudi, vllm-metal, vllm-mlu (not on pip).
+    "vllm-kunlun": (("vllm_kunlun",), ("0.11.1",)),
+    "vllm-musa": (("vllm_musa_platform",), ("0.1.0", "0.1.1")),
+    # --- end lines13
 }
+# --- lines13: the wrappers that run vLLM (or that people run beside it) and print their own memory,
+# length, layout and engine errors (issue #12 section 1), same shape as PLUGINS. Their messages are
+# inventoried with the plugins' (`vllm_templates.py --plugins`), but their modules do not mirror
+# vLLM's layout, so the call graph and the folder filter never read them as vLLM's. Only the folders
+# that start, size or call an engine are kept (a trainer's or a router's other messages are not).
+WRAPPERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "ms-swift": (("swift/llm", "swift/infer_engine", "swift/pipelines"), ("3.12.6", "4.6.0")),
+    "xinference": (("xinference/model/llm", "xinference/core"), ("1.17.1", "4.1.0")),
+    "litellm": (
+        ("litellm/litellm_core_utils", "litellm/llms/vllm", "litellm/llms/hosted_vllm"),
+        ("1.74.0", "1.110.2"),
+    ),
+    "lmdeploy": (("lmdeploy/pytorch", "lmdeploy/turbomind", "lmdeploy/serve"), ("0.9.2", "0.18.0")),
+    "llamafactory": (("llamafactory",), ("0.9.2", "0.9.5")),
+    "openrlhf": (("openrlhf",), ("0.8.11", "0.11.2")),
+    "verl": (("verl/workers", "verl/utils", "verl/trainer"), ("0.5.0", "0.9.1")),
+    "trl": (("trl",), ("0.23.1", "1.16.0")),
+    "fschat": (("fastchat/serve",), ("0.2.30", "0.2.36")),
+    "ray": (("ray/llm",), ("2.46.0", "2.60.0")),
+}
+# what `plugins` fetches and the templates' inventory reads
+SOURCES = {**PLUGINS, **WRAPPERS}
 # Plugins for accelerators hosted on aarch64 (Ascend) publish some releases for it only.
 PLUGIN_PLATFORMS = (
     *PLATFORMS,
@@ -134,7 +164,7 @@ def _download_plugin(dist: str, version: str, into: str) -> None:
 
 
 def fetch_plugin(dist: str, version: str, root: Path) -> Path:
-    packages, _ = PLUGINS[dist]
+    packages, _ = SOURCES[dist]
     target = plugins_dir(root) / dist / version
     if (target / ".complete").exists():
         return target
@@ -145,16 +175,24 @@ def fetch_plugin(dist: str, version: str, root: Path) -> Path:
             shutil.rmtree(target)
         with zipfile.ZipFile(wheel) as archive:
             for name in archive.namelist():
-                if name.endswith(".py") and name.startswith(tuple(f"{p}/" for p in packages)):
-                    archive.extract(name, target)
+                # a wheel may put its modules under `<dist>-<version>.data/purelib/` (OpenRLHF's)
+                rel = _DATA_DIR.sub("", name)
+                if rel.endswith(".py") and rel.startswith(tuple(f"{p}/" for p in packages)):
+                    (target / rel).parent.mkdir(parents=True, exist_ok=True)
+                    (target / rel).write_bytes(archive.read(name))
     (target / ".complete").write_text(version + "\n")
     return target
 
 
-def plugin_releases(root: Path) -> dict[str, list[str]]:
-    """Distribution -> its cached releases (of those PLUGINS pins), oldest first."""
+_DATA_DIR = re.compile(r"^[^/]+\.data/(?:purelib|platlib)/")
+
+
+def plugin_releases(
+    root: Path, table: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] | None = None
+) -> dict[str, list[str]]:
+    """Distribution -> its cached releases (of those `table` pins: PLUGINS unless given), oldest first."""
     out: dict[str, list[str]] = {}
-    for dist, (_, versions) in PLUGINS.items():
+    for dist, (_, versions) in (PLUGINS if table is None else table).items():
         cached = [v for v in versions if (plugins_dir(root) / dist / v / ".complete").exists()]
         if cached:
             out[dist] = sorted(cached, key=Version)
@@ -211,15 +249,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     fetch_cmd = sub.add_parser("fetch", help="download and extract releases into the cache")
-    fetch_cmd.add_argument("versions", nargs="*", help="default: the first and the latest release of every minor since 0.2")
+    fetch_cmd.add_argument(
+        "versions", nargs="*", help="default: the first and the latest release of every minor since 0.2"
+    )
     sub.add_parser("list", help="print the cached releases")
-    sub.add_parser("plugins", help="download and extract the pinned releases of PLUGINS")
+    sub.add_parser("plugins", help="download and extract the pinned releases of PLUGINS and WRAPPERS")
     args = parser.parse_args(argv)
     root = cache_dir()
     root.mkdir(parents=True, exist_ok=True)
     if args.command == "plugins":
         missed = []
-        for dist, (_, versions) in PLUGINS.items():
+        for dist, (_, versions) in SOURCES.items():
             for version in versions:
                 try:
                     print(f"{dist} {version}: {fetch_plugin(dist, version, root)}", flush=True)

@@ -17,9 +17,10 @@ placeholder values and run through the signature packs, and the rule that matche
     python tools/vllm_templates.py --check    # exit 1 when the committed inventory is stale
     python tools/vllm_templates.py --plugins  # rules/inventory/plugins.yaml from the plugins' releases
 
-`--plugins` reads the platform plugins and forks `vllm_sources.py plugins` cached (PLUGINS) the same
-way: their files are named by their package (`vllm_ascend/worker/worker.py`), their `versions` are the
-plugin's own releases, and the folder filter reads a plugin's module as vLLM's of the same path.
+`--plugins` reads the platform plugins and forks `vllm_sources.py plugins` cached (PLUGINS), and the
+wrappers that run vLLM (WRAPPERS), the same way: their files are named by their package
+(`vllm_ascend/worker/worker.py`), their `versions` are the plugin's own releases, and the folder filter
+reads a plugin's module as vLLM's of the same path (a wrapper's as its own).
 
 A new release is one `vllm_sources.py fetch` and one rerun. Decisions a person made by hand (a
 `gap` reason, an `irrelevant` reason overriding the filter) are kept across reruns, keyed by the
@@ -49,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
-from vllm_sources import PLUGINS, cache_dir, plugin_releases, plugins_dir  # noqa: E402
+from vllm_sources import PLUGINS, SOURCES, cache_dir, plugin_releases, plugins_dir  # noqa: E402
 
 from service.packs import load_packs  # noqa: E402
 from service.packs.inventory import (  # noqa: E402
@@ -99,8 +100,9 @@ FUNCTION_SUBJECTS: dict[str, str] = {
 # A subject is not enough: a relevant template also states a memory failure or figure, or a limit a
 # person set that the engine cannot meet. These signals (data) say which wordings do.
 SIGNALS: dict[str, str] = {
+    # `no enough`: the same failure in lmdeploy's words (`No enough gpu memory for kv cache.`)
     "memory failure": r"(?i)out of memory|\bOOM\b"
-    r"|not enough (?:GPU |device |KV cache |cache )?(?:memory|space|blocks)"
+    r"|(?:not|no) enough (?:GPU |device |KV cache |cache )?(?:memory|space|blocks)"
     r"|insufficient (?:GPU |device )?memory|No available memory|memory profiling|free memory|"
     r"larger than the available|exceeds? (?:the )?(?:available|capacity)",
     "memory figure": r"(?i)\b(?:GiB|GB|MiB)\b|# ?(?:GPU|CPU) blocks|num_gpu_blocks|KV cache size"
@@ -638,8 +640,8 @@ Tree = tuple[str, Path, tuple[str, ...]]  # (release, its folder, the package fo
 def plugin_trees(cache: Path) -> list[Tree]:
     """The cached releases of the platform plugins and forks (tools/vllm_sources.py PLUGINS)."""
     return [
-        (version, plugins_dir(cache) / dist / version, PLUGINS[dist][0])
-        for dist, versions in plugin_releases(cache).items()
+        (version, plugins_dir(cache) / dist / version, SOURCES[dist][0])
+        for dist, versions in plugin_releases(cache, SOURCES).items()
         for version in versions
     ]
 
@@ -672,7 +674,7 @@ def walk_trees(cache: Path, trees: list[Tree]) -> Iterator[tuple[str, str, str, 
 
 def plugin_package(file: str) -> tuple[str, str] | None:
     """(distribution, package) of a plugin's file (`vllm_ascend/worker/worker.py`), or None."""
-    for dist, (packages, _) in PLUGINS.items():
+    for dist, (packages, _) in SOURCES.items():
         for package in packages:
             if file.startswith(package + "/"):
                 return dist, package
@@ -681,9 +683,10 @@ def plugin_package(file: str) -> tuple[str, str] | None:
 
 def engine_path(file: str) -> str:
     """The path a file's folder is judged by: a plugin's module as vLLM's of the same path
-    (`vllm_ascend/distributed/kv_transfer/x.py` -> `vllm/distributed/kv_transfer/x.py`)."""
+    (`vllm_ascend/distributed/kv_transfer/x.py` -> `vllm/distributed/kv_transfer/x.py`); a wrapper's
+    (vllm_sources.py WRAPPERS) as its own, its layout being no copy of vLLM's."""
     owner = plugin_package(file)
-    return "vllm/" + file[len(owner[1]) + 1 :] if owner else file
+    return "vllm/" + file[len(owner[1]) + 1 :] if owner and owner[0] in PLUGINS else file
 
 
 # --- relevance and mapping -------------------------------------------------------------------------
@@ -754,7 +757,7 @@ def build(cache: Path, previous: InventoryFile | None, record_gaps: bool = False
 
 def build_plugins(cache: Path, previous: InventoryFile | None, record_gaps: bool = False) -> InventoryFile:
     """The plugins' inventory: each template's versions are its plugin's releases."""
-    cached = plugin_releases(cache)
+    cached = plugin_releases(cache, SOURCES)
 
     def order(file: str) -> list[str]:
         owner = plugin_package(file)
@@ -871,7 +874,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     args.output = args.output or (PLUGIN_OUTPUT if args.plugins else OUTPUT)
-    if args.plugins and not plugin_releases(cache):
+    if args.plugins and not plugin_releases(cache, SOURCES):
         print(
             f"no plugin releases under {plugins_dir(cache)}; run: python tools/vllm_sources.py plugins",
             file=sys.stderr,

@@ -27,8 +27,15 @@ class Probe(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 # plugin_probes.yaml: the plugins' own templates; plugin_allocator_probes.yaml: their device allocators'
 # failures (CANN through torch_npu, Gaudi's PT_DEVMEM) and memory checks (vllm-metal) with twins;
 # plugin_allocator_probes_platforms12.yaml: other accelerator runtimes' device-memory exhaustion
-# (AWS Neuron, Tenstorrent tt-metal, Cambricon MLU, Moore Threads MUSA, CANN EI0011) with twins
-_FILES = ("plugin_probes.yaml", "plugin_allocator_probes.yaml", "plugin_allocator_probes_platforms12.yaml")
+# (AWS Neuron, Tenstorrent tt-metal, Cambricon MLU, Moore Threads MUSA, CANN EI0011) with twins;
+# wrapper_probes_lines13.yaml: the wrappers' own memory, length and layout errors (lmdeploy, TRL, verl,
+# Xinference, LLaMA-Factory)
+_FILES = (
+    "plugin_probes.yaml",
+    "plugin_allocator_probes.yaml",
+    "plugin_allocator_probes_platforms12.yaml",
+    "wrapper_probes_lines13.yaml",
+)
 
 
 def _probes() -> list[Probe]:

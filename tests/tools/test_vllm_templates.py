@@ -167,3 +167,24 @@ def test_call_graph_keeps_a_body_after_a_signature_over_lines(tmp_path: Path) ->
     (function,) = callgraph.functions_in(path, "v1/core/kv_cache_utils.py")
     assert function.qualname == "get_kv_cache_configs"
     assert "check_enough_kv_cache_memory" in function.plain_calls
+
+
+def test_a_plugin_wheel_with_its_modules_under_a_data_folder_is_extracted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import zipfile
+
+    import vllm_sources
+
+    def download(dist: str, version: str, into: str) -> None:
+        with zipfile.ZipFile(Path(into) / f"{dist}-{version}-py3-none-any.whl", "w") as wheel:
+            wheel.writestr(f"{dist}-{version}.data/purelib/{dist}/trainer.py", "raise ValueError('x')\n")
+            wheel.writestr(f"{dist}-{version}.data/purelib/{dist}/README.md", "not kept")
+
+    monkeypatch.setattr(vllm_sources, "_download_plugin", download)
+    monkeypatch.setitem(vllm_sources.SOURCES, "demo", (("demo",), ("1.0",)))
+    target = vllm_sources.fetch_plugin("demo", "1.0", tmp_path)
+    assert sorted(p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file()) == [
+        ".complete",
+        "demo/trainer.py",
+    ]

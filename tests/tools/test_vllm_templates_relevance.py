@@ -54,3 +54,23 @@ def test_a_message_about_placing_parallel_workers_on_devices_is_relevant(text: s
 def test_ray_messages_that_state_no_unmet_placement_are_not(text: str) -> None:
     _, reason = templates.classify(_entry(text))
     assert reason is not None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "No enough gpu memory for kv cache.",
+        "No enough gpu memory for state cache. Please reduce max_batch_size.",
+    ],
+)
+def test_a_memory_failure_in_a_wrappers_no_enough_wording_is_relevant(text: str) -> None:
+    subjects, reason = templates.classify(_entry(text))
+    assert reason is None and "memory" in subjects
+
+
+def test_every_pinned_plugin_and_wrapper_is_in_the_plugins_inventory() -> None:
+    from service.packs import default_rules_dir
+    from service.packs.inventory import load_inventories
+
+    listed = {row.rsplit(" ", 1)[0] for row in load_inventories(default_rules_dir())["plugins.yaml"].releases}
+    assert set(templates.SOURCES) <= listed
