@@ -13,13 +13,15 @@ fresh server and its workers, then after every quarter of `--requests` mixed req
 in-process split: the app called as ASGI in this process (no sockets, no uvicorn), CPU time per
 request of the trivial POST, `/v1/diagnose` distinct and cached, and `core.diagnose` alone on the
 same logs, so the HTTP layer's share of a diagnosis is a difference measured in one run
-(`--in-process` prints only that). Server and
+(`--in-process` prints only that; `--instructions` counts the same rows in instructions per request
+under valgrind's cachegrind, which the machine's load does not move). Server and
 import peer run with bytecode (as an installed package does), written to a scratch folder
 (PYTHONPYCACHEPREFIX) where this environment sets PYTHONDONTWRITEBYTECODE.
 
     python bench/service.py                      # 1000 per round, 20k for memory
     python bench/service.py --requests 100000    # a longer memory check
     python bench/service.py --in-process         # only the in-process split
+    python bench/service.py --instructions --calls 100   # the split in instructions (valgrind)
     python bench/service.py --trace-memory 512 --requests 3000   # where memory grows, traced
 """
 
