@@ -13,13 +13,15 @@ fresh server and its workers, then after every quarter of `--requests` mixed req
 in-process split: the app called as ASGI in this process (no sockets, no uvicorn), CPU time per
 request of the trivial POST, `/v1/diagnose` distinct and cached, and `core.diagnose` alone on the
 same logs, so the HTTP layer's share of a diagnosis is a difference measured in one run
-(`--in-process` prints only that). Server and
+(`--in-process` prints only that; `--instructions` counts the same rows in instructions per request
+under valgrind's cachegrind, which the machine's load does not move). Server and
 import peer run with bytecode (as an installed package does), written to a scratch folder
 (PYTHONPYCACHEPREFIX) where this environment sets PYTHONDONTWRITEBYTECODE.
 
     python bench/service.py                      # 1000 per round, 20k for memory
     python bench/service.py --requests 100000    # a longer memory check
     python bench/service.py --in-process         # only the in-process split
+    python bench/service.py --instructions --calls 100   # the split in instructions (valgrind)
     python bench/service.py --trace-memory 512 --requests 3000   # where memory grows, traced
 """
 
@@ -29,7 +31,9 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import resource
+import shutil
 import signal
 import socket
 import statistics
@@ -52,6 +56,7 @@ Request = Callable[[int], bytes]
 Call = Callable[[int], Awaitable[None]]
 WARM_UP = 100
 TRIVIAL = "/v1/bench/trivial"
+DIAGNOSE_QUERY = "model=Qwen/Qwen2.5-0.5B-Instruct"
 # Bytecode for every process this bench starts (see the docstring); removed at exit.
 PYCACHE = tempfile.TemporaryDirectory(prefix="vramdoc-bench-pyc-")
 
@@ -282,8 +287,10 @@ def _cpu_ms(call: Call, start: int, count: int) -> float:
     return asyncio.get_event_loop().run_until_complete(run())
 
 
-def in_process_split(log: str, query: str, per_row: int) -> dict[str, list[float]]:
-    """CPU ms per request of each row, one value per round (rounds interleave the rows)."""
+def _in_process_rows(log: str, query: str) -> tuple[dict[str, Call], Callable[[], None]]:
+    """The in-process rows (the app called as ASGI, started in this thread's new event loop) and a
+    function that shuts the app down: the trivial POST, `/v1/diagnose` distinct and cached, and
+    `core.diagnose` alone on the same logs (redacted as the route does)."""
     os.environ[BENCH_TRIVIAL_POST_ENV] = "1"
     from service import core
     from service.api.app import create_app
@@ -323,6 +330,12 @@ def in_process_split(log: str, query: str, per_row: int) -> dict[str, list[float
         "POST /v1/diagnose cached": cached,
         "core.diagnose alone (same logs)": alone,
     }
+    return rows, lambda: loop.run_until_complete(inbox.put({"type": "lifespan.shutdown"}))
+
+
+def in_process_split(log: str, query: str, per_row: int) -> dict[str, list[float]]:
+    """CPU ms per request of each row, one value per round (rounds interleave the rows)."""
+    rows, shut_down = _in_process_rows(log, query)
     offset = 10**6  # distinct bodies never repeat between rows, rounds or the warm-up
     for call in rows.values():
         _cpu_ms(call, offset, 30)
@@ -332,8 +345,70 @@ def in_process_split(log: str, query: str, per_row: int) -> dict[str, list[float
         for name, call in rows.items():
             spent[name].append(_cpu_ms(call, offset, per_row))
             offset += per_row
-    loop.run_until_complete(inbox.put({"type": "lifespan.shutdown"}))
+    shut_down()
     return spent
+
+
+_REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
+
+
+def _instructions_child(row: int, calls: int) -> None:
+    """Run under cachegrind by `instructions_split`: every row warmed up, the cyclic collector
+    paused (when its collections fall depends on all that was allocated before, not on the request
+    counted), then `calls` requests of row `row` (none for the baseline run)."""
+    import gc
+
+    rows, shut_down = _in_process_rows(log_300_lines(), DIAGNOSE_QUERY)
+    calls_by_row = list(rows.values())
+    offset = 10**6
+    for call in calls_by_row:
+        _cpu_ms(call, offset, 30)
+        offset += 30
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    if calls:
+        _cpu_ms(calls_by_row[row], offset, calls)
+    shut_down()
+
+
+def instructions_split(calls: int) -> dict[str, float] | None:
+    """Instructions per request of each in-process row (valgrind's cachegrind, immune to the
+    machine's load): a run with `calls` requests of the row less a run with none, over `calls`."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        print("valgrind is not installed; --instructions needs it.", file=sys.stderr)
+        return None
+    names = ["baseline", "POST trivial", "POST /v1/diagnose distinct", "POST /v1/diagnose cached"]
+    names.append("core.diagnose alone (same logs)")
+    counts: list[int] = []
+    # this checkout's code (not whichever one is installed), the same dict layouts in every run
+    env = {**child_env(), "PYTHONHASHSEED": "0", "PYTHONPATH": str(REPO)}
+    child = [sys.executable, str(Path(__file__).resolve()), "--instructions-child"]
+    # a run outside valgrind first writes the bytecode and the compiled packs every counted run reads
+    subprocess.run([*child, "-1", "--calls", "0"], capture_output=True, cwd=REPO, check=True, env=env)
+    for row in range(-1, 4):
+        command = [valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+        command += [*child, str(row), "--calls", str(calls if row >= 0 else 0)]
+        done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False, env=env)
+        found = _REFS.search(done.stderr)
+        if done.returncode != 0 or found is None:
+            print(f"row {names[row + 1]}: failed\n{done.stderr[-2000:]}", file=sys.stderr)
+            return None
+        counts.append(int(found.group(1).replace(",", "")))
+    return {name: (count - counts[0]) / calls for name, count in zip(names[1:], counts[1:], strict=True)}
+
+
+def print_instructions(per_request: dict[str, float]) -> None:
+    trivial, distinct, cached, alone = per_request.values()
+    print(f"{'in-process, instructions per request':40} {'count':>12} {'vs trivial':>10}")
+    for name, count in per_request.items():
+        print(f"{name:40} {count / 1e3:10.1f} k {trivial / count:>10.2f}")
+    print(
+        f"  HTTP layer's share of a distinct diagnosis: {(distinct - alone) / 1e3:.1f} k "
+        f"({(distinct - alone) / distinct:.0%}); a hit over the trivial POST: "
+        f"{(cached - trivial) / 1e3:+.1f} k"
+    )
 
 
 def print_split(spent: dict[str, list[float]]) -> None:
@@ -425,12 +500,28 @@ def main() -> None:
     parser.add_argument(
         "--trace-memory", type=int, metavar="CAP", help="only the in-process tracemalloc diff (cache cap CAP)"
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="only the in-process split, in instructions per request (valgrind; --calls requests a row)",
+    )
+    parser.add_argument("--calls", type=int, default=200, help="requests per row with --instructions")
+    parser.add_argument("--instructions-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.instructions_child is not None:
+        _instructions_child(args.instructions_child, args.calls)
+        return
+    if args.instructions:
+        per_request = instructions_split(args.calls)
+        if per_request is None:
+            raise SystemExit(1)
+        print_instructions(per_request)
+        return
     if args.trace_memory:
         trace_memory(log_300_lines(), args.requests, args.trace_memory)
         return
     if args.in_process:
-        print_split(in_process_split(log_300_lines(), "model=Qwen/Qwen2.5-0.5B-Instruct", args.per_row))
+        print_split(in_process_split(log_300_lines(), DIAGNOSE_QUERY, args.per_row))
         return
 
     cpus = sorted(os.sched_getaffinity(0))
@@ -537,7 +628,7 @@ def main() -> None:
         memory_run(port, proc.pid, rows, args.requests)
     finally:
         stop(proc)
-    print_split(in_process_split(log, "model=Qwen/Qwen2.5-0.5B-Instruct", min(args.per_row, 300)))
+    print_split(in_process_split(log, DIAGNOSE_QUERY, min(args.per_row, 300)))
 
 
 if __name__ == "__main__":

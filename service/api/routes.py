@@ -18,6 +18,7 @@ from litestar import Request, Response, get, post
 from litestar.datastructures import ResponseHeader, State, UploadFile
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
+from litestar.types import Scope
 
 from service import core
 from service.api.access import admit
@@ -72,12 +73,16 @@ _Top = Annotated[int | None, Parameter(required=False, ge=0, le=MAX_TOP, descrip
 # --- decoding ----------------------------------------------------------------------------------
 
 
-def _media_type(content_type: str | None) -> str:
-    return (content_type or "").split(";", 1)[0].strip().lower()
+def _media_type(scope: Scope) -> str:
+    """The media type of the request's first `content-type` header, read from the ASGI scope as
+    Litestar's `request.headers.get` would (latin-1), without building its header mapping."""
+    for name, value in scope["headers"]:
+        if name.lower() == b"content-type":
+            return value.decode("latin-1").split(";", 1)[0].strip().lower()
+    return ""
 
 
-def _is_json(content_type: str | None) -> bool:
-    media = _media_type(content_type)
+def _is_json(media: str) -> bool:
     return media == "application/json" or media.endswith("+json")
 
 
@@ -289,10 +294,10 @@ async def _answer_log(
     # the handler runs: Litestar validated this query string
     ready.hits.accept_query(endpoint, request.scope["query_string"])
     body = body_read = await request.body()
-    content_type = request.headers.get("content-type")
-    if _media_type(content_type) == "multipart/form-data":
+    media = _media_type(request.scope)
+    if media == "multipart/form-data":
         body, hints = await _uploaded_log(request, hints)
-    parsed = _json_log_request(body, hints) if _is_json(content_type) else None
+    parsed = _json_log_request(body, hints) if _is_json(media) else None
     if parsed is not None:
         log, rest = parsed.log.encode(), msgspec.structs.replace(parsed, log="")
     else:  # any bytes, decoded with replacement, and only when the answer is computed
@@ -304,7 +309,7 @@ async def _answer_log(
         return msgspec.structs.replace(rest, log=decode_bytes(body))
 
     packs = ready.packs
-    raw: RawKey | None = request.state.get(_RAW_KEY)
+    raw: RawKey | None = _request_state(request.scope).get(_RAW_KEY)
     if raw is None and ready.settings.cache_ttl_s:  # a query string new to the index: no body was read
         raw = raw_key(packs.digest, endpoint, request.scope, body_read)
     return await _answer(
@@ -323,6 +328,13 @@ async def _answer_log(
 
 
 _RAW_KEY = "vramdoc_raw_key"  # the raw request's key, in the request's state (hook -> handler)
+
+
+def _request_state(scope: Scope) -> dict[str, Any]:
+    """The request's state as the dict it is in the scope: what `request.state` wraps in a new
+    `State` (and a new lock) on every access."""
+    state: dict[str, Any] = scope.setdefault("state", {})
+    return state
 
 
 def _answered_before(endpoint: str) -> Callable[[Request[Any, Any, Any]], Awaitable[Response[Any] | None]]:
@@ -347,7 +359,7 @@ def _answered_before(endpoint: str) -> Callable[[Request[Any, Any, Any]], Awaita
         key = ready.hits.canonical(raw)
         stored = _stored(await ready.shared.cached(key)) if key is not None else None
         if stored is None:
-            request.state[_RAW_KEY] = raw
+            _request_state(scope)[_RAW_KEY] = raw
             return None
         label, body = stored
         count_diagnosis(endpoint, label)
