@@ -181,8 +181,9 @@ class CompiledRule(msgspec.Struct, frozen=True):
 # eager pattern and their RE2 set outgrow that on a log dense with matches: the DFA cache is then
 # reset on every search and RE2 falls back to its NFA, 25x slower (a dense 2 MB log: 800 ms instead
 # of 30 ms). The combined indexes get a larger budget; it is an upper bound, used only as states are
-# built (about 10 MiB on the dense corpus log).
-COMBINED_MAX_MEM = 64 << 20
+# built. 64 MiB ran out on the 2 MB dense corpus log once round 18 grew the corpus (the line finder's
+# DFA reset past 1.95 MB of it: 2.2 s instead of 0.9 s), while 256 MiB cost 7 MiB more peak RSS there.
+COMBINED_MAX_MEM = 256 << 20
 
 
 def _options(max_mem: int | None = None, *, never_nl: bool = False) -> Any:
