@@ -109,6 +109,21 @@ class LaunchCommand(msgspec.Struct, frozen=True):
         return found[-1] if found else None
 
     @property
+    def memory_limit(self) -> str | None:
+        """The container's memory limit as typed (`docker run -m 16g` / `--memory=16g` before the
+        image), or None: the host RAM the whole of vLLM may use."""
+        if not {"docker", "podman"} & set(self.prefix[:2]):  # `sudo docker run …` too
+            return None
+        found = None
+        for index, token in enumerate(self.prefix):
+            name, eq, inline = token.partition("=")
+            if name in ("-m", "--memory"):
+                found = inline if eq else (self.prefix[index + 1] if index + 1 < len(self.prefix) else None)
+            elif token.startswith("-m") and len(token) > 2 and token[2].isdigit():
+                found = token[2:]  # `-m16g`
+        return found
+
+    @property
     def model(self) -> str | None:
         """The positional model right after `vllm serve` / the image name, when there is one."""
         first = self.args[0] if self.args else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["COUNT_WORD", "HumanNumberError", "command_int", "count_word", "sentence_tokens"]
+__all__ = ["COUNT_WORD", "HumanNumberError", "command_int", "count_word", "memory_gib", "sentence_tokens"]
 
 _HUMAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtKMGT]?)\s*$")
 _DECIMAL = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
@@ -63,3 +63,27 @@ def count_word(text: str) -> int | None:
     if word.isdigit():
         return int(word)
     return _COUNT_WORDS.get(word)
+
+
+# A memory size as a limit states it. Docker and compose (`-m 6g`, `mem_limit: 6gb`), systemd
+# (`MemoryMax=16G`), SLURM (`--mem=32G`) and people ("a 6GB container") count a letter in powers of
+# 1024; Kubernetes' quantities count `G` in powers of 1000 and `Gi` in powers of 1024.
+_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtKMGT]?)(i?)[bB]?\s*$")
+_LETTER = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
+
+
+def memory_gib(text: str, *, si_letters: bool = False, bare: int = 1) -> float | None:
+    """A memory size in GiB: `6g`, `6G`, `6GB`, `6Gi`, `512Mi`; `si_letters` reads a letter without
+    `i` as a power of 1000 (Kubernetes); a bare number counts `bare` bytes (SLURM's MiB, ulimit's KiB)."""
+    match = _MEMORY.match(text)
+    if match is None:
+        return None
+    number, letter, binary = match.groups()
+    power = _LETTER[letter.lower()]
+    if not letter:
+        size = float(number) * bare
+    elif si_letters and not binary:
+        size = float(number) * 1000**power
+    else:
+        size = float(number) * 1024**power
+    return size / 2**30

@@ -197,3 +197,17 @@ def test_a_module_named_for_vllm_passes_vllm_engine_arguments(text: str, packs: 
     parsed = diagnosis_parse(text, packs.fixes)
     assert parsed.facts["tensor_parallel_size"] == 2
     assert "--model-path" not in packs.fixes.flags  # the wrapper's own flags state nothing
+
+
+@pytest.mark.parametrize(
+    ("text", "limit"),
+    [
+        ("docker run --gpus all -m 16g vllm/vllm-openai:v0.8.5 --model Qwen/Qwen2.5-7B-Instruct", "16g"),
+        ("sudo docker run --memory=48g vllm/vllm-openai --model Qwen/Qwen2.5-7B-Instruct", "48g"),
+        ("docker run --memory 6g --memory-swap 8g vllm/vllm-openai --model Qwen/Qwen2.5-7B-Instruct", "6g"),
+        ("docker run --gpus all vllm/vllm-openai --model Qwen/Qwen2.5-7B-Instruct", None),
+        ("vllm serve Qwen/Qwen2.5-7B-Instruct -m 4", None),
+    ],
+)
+def test_a_containers_memory_limit_is_read_before_the_image(text: str, limit: str | None) -> None:
+    assert parse_launch(text).memory_limit == limit

@@ -8,15 +8,24 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 
+from service.budget import find_gpu
 from service.diagnosis.command import join_commands
 from service.diagnosis.continued import continue_hits
 from service.diagnosis.evidence import collect_evidence, collect_findings
 from service.diagnosis.facts import collect_facts, infer_engine
-from service.diagnosis.hints import budget_reading, gpu_named, gpus_counted, weights_hint
+from service.diagnosis.hints import (
+    budget_reading,
+    gpu_gib_told,
+    gpu_named,
+    gpus_counted,
+    model_named,
+    weights_hint,
+)
+from service.diagnosis.host_limit import host_room
 from service.diagnosis.interpret import Context, interpret
 from service.diagnosis.misleading import flag_misleading, implied_by_flagged
 from service.diagnosis.normalize import Document, is_prose
-from service.diagnosis.placement import BudgetReading
+from service.diagnosis.placement import BudgetReading, HostRoom
 from service.diagnosis.quoted import quoted_hits
 from service.diagnosis.scan import Hit, scan_document
 from service.diagnosis.settings import stated_settings
@@ -51,9 +60,18 @@ def classify_text(
             return hint
         early = collect_facts(hits, set(), request_facts or {}, command, vllm_version, packs.fixes, settings)
         values = early.values
+        if not values.get("model") and not _loaded(values):  # a model, or a size class, their words name
+            model = model_named(_said_lines(doc), packs.catalog)
+            values = {**values, "model": model} if model else values
         if not values.get("gpu_name") and not values.get("total_gib"):  # a GPU the person's words name
             named = gpu_named(_said_lines(doc), packs.catalog)
-            values = {**values, "gpu_name": named} if named else values
+            told = gpu_gib_told(_said_lines(doc), packs.catalog)
+            if named and told is not None and abs(find_gpu(packs.catalog, named, None).total_gib - told) > 1:
+                named = None  # "two 16 GB V100s": the size they give, not the catalog's default card
+            if named:
+                values = {**values, "gpu_name": named}
+            elif told is not None:
+                values = {**values, "gpu_name": f"{told:g}GiB"}
         if not values.get("tensor_parallel_size") and not values.get("pipeline_parallel_size"):
             # weights larger than every GPU the person says they have together can only fail while
             # loading; "8块4090" with no parallel size stated is not one GPU holding them all
@@ -64,6 +82,17 @@ def classify_text(
             return BudgetReading(weights="exceed")  # a model the catalog lacks, sized from its id
         return reading
 
+    def ask_host_room() -> HostRoom | None:
+        early = collect_facts(hits, set(), request_facts or {}, command, vllm_version, packs.fixes, settings)
+        values = early.values
+        if not values.get("model"):
+            model = model_named(_said_lines(doc), packs.catalog)
+            values = {**values, "model": model} if model else values
+        commands = [str(h.facts["command"]) for h in hits if isinstance(h.facts.get("command"), str)]
+        commands += [command] if command else []
+        lines = [doc.line(n).text for n in range(1, len(doc) + 1)]
+        return host_room(lines, values, commands, packs.catalog, packs.evidence.host_plenty)
+
     context = Context(
         doc,
         packs.signatures,
@@ -73,6 +102,7 @@ def classify_text(
         packs.fragments,
         found_hits.copies,
         packs.fixes,
+        ask_host_room,
     )
     verdict = interpret(context, functools.cache(ask_hint))
     stated = next((str(h.facts["vllm_version"]) for h in hits if "vllm_version" in h.facts), None)
@@ -115,6 +145,22 @@ def classify_text(
         fact_sources=found.sources,
         misleading=misleading,
     )
+
+
+# Figures a log prints only once the weights are in: a model the person's words name loosely ("R1",
+# "a 70B") does not overrule them with an estimate that the weights could not load
+_LOADED_FACTS = (
+    "model_weights_gib",
+    "available_kv_cache_gib",
+    "num_gpu_blocks",
+    "kv_cache_tokens",
+    "needed_kv_cache_gib",
+    "estimated_max_model_len",
+)
+
+
+def _loaded(values: dict[str, object]) -> bool:
+    return any(values.get(name) is not None for name in _LOADED_FACTS)
 
 
 def _without(hit: Hit, implied: set[tuple[int, str]]) -> Hit:

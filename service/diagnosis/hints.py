@@ -19,7 +19,7 @@ from typing import Literal
 
 import msgspec
 
-from service.budget import budget_from_facts, find_gpu, find_quantization
+from service.budget import budget_from_facts, find_gpu, find_model, find_quantization, parameter_count
 from service.diagnosis.placement import BudgetReading
 from service.errors import InputError
 from service.first_use import first_use_re
@@ -30,8 +30,11 @@ from service.schemas import Budget, Facts, Phase
 
 __all__ = [
     "budget_reading",
+    "checkpoint_gib",
+    "gpu_gib_told",
     "gpu_named",
     "gpus_counted",
+    "model_named",
     "model_params_billion",
     "weights_hint",
 ]
@@ -48,6 +51,92 @@ def model_params_billion(model: str) -> float | None:
         return None
     experts = int(match.group(1)) if match.group(1) else 1
     return experts * float(match.group(2))
+
+
+# A model named in a person's words: a run of name characters holding a digit ("Qwen2-72B",
+# "Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B"), up to three of them spaced ("Llama 3.1 70B").
+_NAME_WORD = first_use_re(r"[A-Za-z0-9][A-Za-z0-9_.\-/]*")
+# a size class standing alone ("a 13B model", "70b"), not inside a name the catalog lacks
+_SIZE_CLASS = first_use_re(r"(?<![A-Za-z0-9_.\-/])(?:(\d+)x)?(\d+(?:\.\d+)?)[bB](?![A-Za-z0-9_.\-])")
+_MODEL_WORDS = 3
+# a size class is a model's only as one ("a 13B", "the 70b") or before a model's word ("7B model",
+# "72B的模型", "1.5B parameters"): "16卡910B" names Ascend's 910B chip
+_SIZE_BEFORE = first_use_re(r"\b(?:a|an|the|one|our|my|this|that)\s+$", re.IGNORECASE)
+_SIZE_AFTER = first_use_re(
+    r"\s*(?:[\w.\-]+\s+){0,2}?(?:models?|llms?|checkpoints?|weights|param\w*)\b|\s*的?\s*(?:大?模型|参数)",
+    re.IGNORECASE,
+)
+
+
+def model_named(texts: Iterable[str], catalog: Catalog) -> str | None:
+    """The one model a person's words name: a catalog model ("用Qwen2-72B在A800上" → Qwen2-72B-Instruct's
+    alias), else one size class ("a 13B model", "Llama-3-70B" → "13B", "70B"); None when they name none
+    or several. Only the catalog is read (no network in the classifier)."""
+    models: set[str] = set()
+    sizes: set[str] = set()
+    for text in texts:
+        words = [(m.group(), m.start()) for m in _NAME_WORD.finditer(text)]
+        for start in range(len(words)):
+            for width in range(1, _MODEL_WORDS + 1):
+                span = words[start : start + width]
+                if len(span) < width or not any(c.isdigit() for c in span[0][0] + span[-1][0]):
+                    continue
+                gap = text[span[0][1] : span[-1][1] + len(span[-1][0])]
+                if width > 1 and not all(c.isspace() or c.isalnum() or c in "._-/" for c in gap):
+                    continue
+                hit = catalog.index.models.get(fold_name(gap))
+                if hit is not None:
+                    models.add(hit[0].id)
+        sizes.update(
+            f"{m.group(1) or 1}x{m.group(2)}B"
+            for m in _SIZE_CLASS.finditer(text)
+            if _SIZE_BEFORE.search(text[max(0, m.start() - 8) : m.start()])
+            or _SIZE_AFTER.match(text[m.end() : m.end() + 30])
+        )
+    if models:
+        return models.pop() if len(models) == 1 else None
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+# The GPU's memory in words: "a 24GB card", "80G显存", "two 16 GB V100s", "24G的卡"
+_GPU_MEMORY_TOLD = first_use_re(
+    r"(?<![\w.])(\d{1,3})\s?(?:GB|GiB|G)(?:\b\s*(?:of\s+)?(?:vram|gpu|cards?|graphics)\b|\s*的?\s*(?:显存|显卡|卡))"
+    r"|(?<![\w.])(\d{1,3})\s?(?:GB|GiB|G)\s+(?:[A-Za-z]+\d+\w*)s?\b",
+    re.IGNORECASE,
+)
+
+
+def gpu_gib_told(texts: Iterable[str], catalog: Catalog) -> float | None:
+    """The one GPU memory size a person's words give ("a 24GB card", "80G显存", "two 16 GB V100s"), as
+    the catalog's cards of that nominal size report it (the median of their totals), else the size."""
+    sizes: set[int] = set()
+    for text in texts:
+        for match in _GPU_MEMORY_TOLD.finditer(text):
+            told = match.group(1) or match.group(2)
+            if match.group(2) and not _gpu_names(catalog).search(match.group()):
+                continue  # "16 GB V100s" names a GPU after the size; "16 GB files" does not
+            sizes.add(int(told))
+    if len(sizes) != 1:
+        return None
+    nominal = sizes.pop()
+    totals = [g.total_gib for g in catalog.gpus.gpus if g.nominal_gb == nominal]
+    return sorted(totals)[len(totals) // 2] if totals else float(nominal)
+
+
+def checkpoint_gib(facts: dict[str, object], catalog: Catalog) -> float | None:
+    """The whole checkpoint's weights in GiB, as loading reads them through host memory: a catalog
+    model's parameters, else a size read from its id, at the checkpoint's width."""
+    model = facts.get("model")
+    if not isinstance(model, str):
+        return None
+    try:
+        params: float | None = float(parameter_count(find_model(catalog, model)[0]))
+    except InputError:
+        billions = model_params_billion(model)
+        params = billions * 1e9 if billions is not None else None
+    if params is None:
+        return None
+    return params * _bytes_per_param(model, facts.get("quantization"), facts.get("dtype"), catalog) / 2**30
 
 
 def _bytes_per_param(model: str, quantization: object, dtype: object, catalog: Catalog) -> float:

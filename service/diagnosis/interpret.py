@@ -9,6 +9,7 @@ wrappers, the person's words, the budget) into a phase and a confidence.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 
 import msgspec
 
@@ -29,6 +30,7 @@ from service.diagnosis.placement import (
     BudgetReading,
     Clue,
     HintFn,
+    HostRoom,
     is_marker,
     place,
     place_line,
@@ -148,8 +150,11 @@ class Context:
         fragments: FragmentIndex | None = None,
         copies: tuple[tuple[int, int], ...] = (),
         fixes: FixPack | None = None,
+        host_room: Callable[[], HostRoom | None] | None = None,
     ) -> None:
         self.doc = doc
+        # what a host memory limit the paste states says (service/diagnosis/host_limit.py), asked once
+        self.host_room = host_room
         self.fragments = fragments or empty_fragments()
         self.signatures = signatures
         self.hits = hits
@@ -248,7 +253,7 @@ class Context:
     def memory_side(self) -> Memory:
         """Whose memory the person's words are about as a whole (cached)."""
         if self._side is None:
-            self._side = memory_side(self.doc, self.prose)
+            self._side = memory_side(self.doc, self.prose, self.host_room() if self.host_room else None)
         return self._side
 
     def ran_out(self, cue: ProseCue) -> Memory:

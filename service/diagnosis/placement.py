@@ -33,6 +33,7 @@ from service.schemas import Phase
 __all__ = [
     "PLACED_STAGE",
     "BudgetReading",
+    "HostRoom",
     "STAGE_PHASE",
     "TRACEBACK",
     "Clue",
@@ -94,6 +95,11 @@ _STARTED = frozenset({"config", "init"})
 TRACEBACK = "Traceback (most recent call last)"
 _FRAME_WINDOW = 400
 _AFTER_WINDOW = 120
+
+
+# What a host memory limit the paste states says against what vLLM keeps in host RAM
+# (service/diagnosis/host_limit.py): below it, or holding it all with plenty to spare.
+HostRoom = Literal["short", "plenty"]
 
 
 class BudgetReading(msgspec.Struct, frozen=True):

@@ -22,7 +22,7 @@ import msgspec
 
 from service.diagnosis.blocks import code_lines
 from service.diagnosis.normalize import MEMO_LINES, Document, Line, is_prose, is_record
-from service.diagnosis.placement import STAGE_PHASE, stage_after, stage_before
+from service.diagnosis.placement import STAGE_PHASE, HostRoom, stage_after, stage_before
 from service.first_use import first_use_re
 from service.packs.derived import per_pack
 from service.packs.prose import ProseVocabulary
@@ -697,8 +697,15 @@ def ran_said(doc: Document, vocabulary: ProseVocabulary) -> int | None:
     return None
 
 
+# A pasted launch command reads like words to `is_prose`, but its flags are settings: `docker run
+# --gpus all` names no GPU memory that ran out
+_LAUNCH_LINE = first_use_re(
+    r"^\s*(?:\$\s*)?(?:sudo\s+)?(?:(?:docker|podman)\s+run|vllm\s+serve|srun|sbatch|python3?\s+-m)\b"
+)
+
+
 def _said_in_prose(doc: Document, pattern: Any) -> bool:
-    return any(is_prose(line) for line, _ in _prose_lines(doc, pattern))
+    return any(is_prose(line) and not _LAUNCH_LINE.match(line.text) for line, _ in _prose_lines(doc, pattern))
 
 
 def memory_grew(doc: Document, vocabulary: ProseVocabulary) -> bool:
@@ -707,16 +714,20 @@ def memory_grew(doc: Document, vocabulary: ProseVocabulary) -> bool:
     return any(is_sentence(line) for line, _ in _prose_lines(doc, vocabulary.growing_lines))
 
 
-def memory_side(doc: Document, vocabulary: ProseVocabulary) -> Memory:
+def memory_side(doc: Document, vocabulary: ProseVocabulary, room: HostRoom | None = None) -> Memory:
     """Whose memory the person's words are about as a whole: the host's when they name the kernel's
     OOM killer (it acts on no GPU's memory), else the device's when they name the GPU's memory, else
-    the host's when they name host RAM or memory of either side, else unstated."""
+    the host's when they name host RAM, else, for memory of either side or none named, what the host
+    limit the paste states says (`room`, service/diagnosis/host_limit.py): the host's below what vLLM
+    keeps in host RAM, not the host's with plenty; without a limit, either side reads as the host's."""
     if _said_in_prose(doc, vocabulary.killer_lines):
         return "host"
     if _said_in_prose(doc, vocabulary.device_lines):
         return "device"
     if _said_in_prose(doc, vocabulary.host_lines):
         return "host"
+    if room is not None:
+        return "host" if room == "short" else "unstated"
     return "host" if _said_in_prose(doc, vocabulary.either_lines) else "unstated"
 
 

@@ -67,6 +67,10 @@ class EvidenceWeights(msgspec.Struct, forbid_unknown_fields=True, frozen=True, k
 
     weights: dict[ClueKind, float]
     in_use_margins: InUseMargins
+    # a host memory limit the paste states holding this many times what vLLM keeps in host RAM
+    # (the checkpoint read while loading, CPU offload, V0's swap space): memory that ran out was not
+    # the host's (service/diagnosis/host_limit.py)
+    host_plenty: float = 2.0
     # library folders whose code runs in every stage that runs the model (`torch/_dynamo/`): a frame of
     # one weighs `neutral_frame`
     neutral_libraries: tuple[str, ...] = ()

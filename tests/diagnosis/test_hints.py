@@ -7,8 +7,11 @@ import pytest
 from service.diagnosis import classify_text
 from service.diagnosis.hints import (
     budget_reading,
+    checkpoint_gib,
+    gpu_gib_told,
     gpu_named,
     gpus_counted,
+    model_named,
     model_params_billion,
     weights_hint,
 )
@@ -165,3 +168,46 @@ def test_a_quantization_the_checkpoint_lacks_loads_at_the_checkpoints_width() ->
     assert budget_hint({**facts, "quantization": "fp8"}) == BudgetReading(weights="exceed")
     # a checkpoint quantized on disk loads at its own width
     assert budget_hint({**facts, "model": "Qwen/Qwen2.5-14B-Instruct-AWQ"}) == BudgetReading(weights="room")
+
+
+@pytest.mark.parametrize(
+    ("words", "model"),
+    [
+        ("用Qwen2-72B在A800上跑，一启动就报错", "Qwen2-72B-Instruct"),
+        ("serving meta-llama/Llama-3.1-8B-Instruct on one L4", "Llama-3.1-8B-Instruct"),
+        ("it is Llama 3.1 70B on eight H100s", "Llama-3.1-70B-Instruct"),
+        ("serving Llama-3-70B on two 4090s", "Meta-Llama-3-70B-Instruct"),
+        ("serving a 70b on two 4090s", "1x70B"),  # no model named: its size class
+        ("serving Yi-Lightning-70B-int4 on two 4090s", None),  # a name the catalog lacks: not sized
+        ("a 13B model on a T4", "1x13B"),
+        ("It crashes on my laptop", None),
+        ("the 7B works, the 70B does not", None),  # two sizes: none
+    ],
+)
+def test_the_model_a_persons_words_name_is_the_catalogs_or_its_size_class(
+    words: str, model: str | None
+) -> None:
+    assert model_named([words], CATALOG) == model
+
+
+def test_a_size_class_is_sized_from_its_number() -> None:
+    assert model_params_billion("1x13B") == 13.0
+    assert checkpoint_gib({"model": "1x13B"}, CATALOG) == pytest.approx(13e9 * 2 / 2**30)
+
+
+@pytest.mark.parametrize(
+    ("words", "gib"),
+    [
+        ("on a 24GB card", 23.52),  # the median of the 24 GB cards the catalog holds
+        ("80G显存，跑Qwen2.5-72B-Instruct", None),
+        ("Llama-3.1-8B on two 16 GB V100s", 15.6),
+        ("the files are 16 GB in total", None),
+        ("a 24GB card and a 48GB card", None),
+    ],
+)
+def test_the_gpu_memory_a_persons_words_give(words: str, gib: float | None) -> None:
+    told = gpu_gib_told([words], CATALOG)
+    if gib is None and "显存" in words:
+        assert told is not None and 79 < told <= 80
+    else:
+        assert told == (pytest.approx(gib) if gib is not None else None)
