@@ -70,7 +70,7 @@ class EvidenceWeights(msgspec.Struct, forbid_unknown_fields=True, frozen=True, k
     # a host memory limit the paste states holding this many times what vLLM keeps in host RAM
     # (the checkpoint read while loading, CPU offload, V0's swap space): memory that ran out was not
     # the host's (service/diagnosis/host_limit.py)
-    host_plenty: float = 2.0
+    host_plenty: float
     # library folders whose code runs in every stage that runs the model (`torch/_dynamo/`): a frame of
     # one weighs `neutral_frame`
     neutral_libraries: tuple[str, ...] = ()
@@ -88,6 +88,8 @@ class EvidenceWeights(msgspec.Struct, forbid_unknown_fields=True, frozen=True, k
         for folder in self.neutral_libraries:
             if folder.startswith("/") or not folder.endswith(("/", ".py")):
                 raise ValueError(f"neutral library {folder!r} must be a relative folder or module path")
+        if self.host_plenty < 1:
+            raise ValueError("host_plenty must be at least 1 (a limit holding what the host keeps)")
         if not 0 <= self.contest <= 1:
             raise ValueError("contest must be in [0, 1]")
         if not 0 < self.floor <= self.ceiling < 1:
