@@ -205,18 +205,28 @@ _SNIFF_BYTES = 64 * 1024
 _BINARY_SHARE = 0.3
 _CONTROL_NOT_TEXT = bytes([*range(0x00, 0x09), *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F])
 _TEXT_BYTES = bytes(b for b in range(256) if b not in _CONTROL_NOT_TEXT)
+_EACH_CONTROL = tuple(bytes([b]) for b in _CONTROL_NOT_TEXT)
+
+
+def _controls(raw: bytes) -> int:
+    """How many bytes of `raw` are control characters that are not text. Each is looked for first
+    (memchr, many bytes at a time): a body holding none, as nearly every log, is then never walked
+    byte by byte, at half of what deleting every text byte costs."""
+    if not any(map(raw.__contains__, _EACH_CONTROL)):
+        return 0
+    return len(raw.translate(None, _TEXT_BYTES))
 
 
 def decode_bytes(data: bytes) -> str:
     """Decode a pasted log as UTF-8; invalid bytes become U+FFFD instead of failing, but a body that
     is mostly not text (a binary file, a UTF-16 file, compressed data) is refused with its reason.
 
-    Control characters are counted on the bytes (deleting every other byte, in C): one is a single
-    byte in UTF-8, never part of a longer sequence, and a decoder's U+FFFD never swallows it. Only a
-    head that is not ASCII is decoded to count what could not be read.
+    Control characters are counted on the bytes (`_controls`): one is a single byte in UTF-8, never
+    part of a longer sequence, and a decoder's U+FFFD never swallows it. Only a head that is not
+    ASCII is decoded to count what could not be read.
     """
     raw = data[:_SNIFF_BYTES]
-    controls = len(raw.translate(None, _TEXT_BYTES))
+    controls = _controls(raw)
     if raw.isascii():
         chars, unread = len(raw), 0
     else:
