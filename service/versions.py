@@ -12,8 +12,6 @@ import functools
 from typing import TYPE_CHECKING
 
 import msgspec
-from packaging.version import InvalidVersion
-from packaging.version import Version as Pep440
 
 if TYPE_CHECKING:
     from packaging.specifiers import Specifier
@@ -47,12 +45,28 @@ NEWEST: Version = (999, 0, 0)
 @functools.lru_cache(maxsize=4096)
 def parse_version(text: str) -> Version | None:
     """The (major, minor, patch) of a vLLM version string, or None when it is not one."""
-    try:
-        parts = Pep440(text.strip()).release
-    except InvalidVersion:
-        return None
+    stated = text.strip()
+    parts = _plain_release(stated)
+    if parts is None:
+        # imported here: its pattern costs a start a compile, and most strings are plain releases
+        from packaging.version import InvalidVersion
+        from packaging.version import Version as Pep440
+
+        try:
+            parts = Pep440(stated).release
+        except InvalidVersion:
+            return None
     major, minor, patch = (*parts, 0, 0)[:3]
     return major, minor, patch
+
+
+def _plain_release(text: str) -> tuple[int, ...] | None:
+    """The release of a version written as PEP 440's release segment alone (`0.10.2`, `v0.9`),
+    as `packaging` reads it; None for any other form (left to `packaging`)."""
+    numbers = (text[1:] if text[:1] in ("v", "V") else text).split(".")
+    if not all(n.isascii() and n.isdigit() for n in numbers):
+        return None
+    return tuple(map(int, numbers))
 
 
 def release(text: str) -> Version:

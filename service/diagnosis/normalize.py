@@ -9,7 +9,7 @@ and lazy, because the scanner only needs it for the few lines a rule may match.
 from __future__ import annotations
 
 import collections
-import functools
+import hashlib
 import heapq
 import itertools
 import operator
@@ -36,7 +36,9 @@ __all__ = [
     "is_record",
     "run_of",
     "run_span",
+    "memo_key",
     "split_prefixes",
+    "split_spans",
     "starts_record",
 ]
 
@@ -205,18 +207,28 @@ _SNIFF_BYTES = 64 * 1024
 _BINARY_SHARE = 0.3
 _CONTROL_NOT_TEXT = bytes([*range(0x00, 0x09), *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F])
 _TEXT_BYTES = bytes(b for b in range(256) if b not in _CONTROL_NOT_TEXT)
+_EACH_CONTROL = tuple(bytes([b]) for b in _CONTROL_NOT_TEXT)
+
+
+def _controls(raw: bytes) -> int:
+    """How many bytes of `raw` are control characters that are not text. Each is looked for first
+    (memchr, many bytes at a time): a body holding none, as nearly every log, is then never walked
+    byte by byte, at half of what deleting every text byte costs."""
+    if not any(map(raw.__contains__, _EACH_CONTROL)):
+        return 0
+    return len(raw.translate(None, _TEXT_BYTES))
 
 
 def decode_bytes(data: bytes) -> str:
     """Decode a pasted log as UTF-8; invalid bytes become U+FFFD instead of failing, but a body that
     is mostly not text (a binary file, a UTF-16 file, compressed data) is refused with its reason.
 
-    Control characters are counted on the bytes (deleting every other byte, in C): one is a single
-    byte in UTF-8, never part of a longer sequence, and a decoder's U+FFFD never swallows it. Only a
-    head that is not ASCII is decoded to count what could not be read.
+    Control characters are counted on the bytes (`_controls`): one is a single byte in UTF-8, never
+    part of a longer sequence, and a decoder's U+FFFD never swallows it. Only a head that is not
+    ASCII is decoded to count what could not be read.
     """
     raw = data[:_SNIFF_BYTES]
-    controls = len(raw.translate(None, _TEXT_BYTES))
+    controls = _controls(raw)
     if raw.isascii():
         chars, unread = len(raw), 0
     else:
@@ -479,6 +491,12 @@ def split_prefixes(raw: str) -> tuple[str, str, str]:
     A progress bar without a newline glues the next process's line onto its own; the message is
     then what follows the last process tag that starts a logger header.
     """
+    source, level, start, end = split_spans(raw)
+    return source, level, raw[start:end]
+
+
+def split_spans(raw: str) -> tuple[str, str, int, int]:
+    """`split_prefixes` with the message as where it starts and ends in `raw` (it is a slice)."""
     source = ""
     level = ""
     text = raw
@@ -498,15 +516,37 @@ def split_prefixes(raw: str) -> tuple[str, str, str]:
         if kind in _LEVEL_OF:
             level = _LEVEL_OF[kind](match) or level
         text = text[match.end() :]
+    start = len(raw) - len(text)
     text = text.rstrip()
     if text.endswith("**"):
         text = text[:-2].rstrip()
-    return source, level, text
+    return source, level, start, start + len(text)
+
+
+def memo_key(text: str | bytes) -> bytes:
+    """What a process-wide memo keys a text by: its 16-byte BLAKE2b digest. A memo of what a line
+    yields outlives the request that pasted it; keyed by the digest (and holding where the line's
+    parts lie rather than the parts), it keeps no text a paste held, such as a secret the redactor
+    does not know."""
+    data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 # A line's prefixes depend on its text alone: identical lines are split once per process (within a
-# paste, and across pastes of the same startup or traceback), up to this many distinct lines.
-_split_once = functools.lru_cache(maxsize=MEMO_LINES)(split_prefixes)
+# paste, and across pastes of the same startup or traceback), up to MEMO_LINES distinct lines.
+_SPLITS: dict[bytes, tuple[str, str, int, int]] = {}
+
+
+def _split_once(raw: str) -> tuple[str, str, str]:
+    global _SPLITS
+    key = memo_key(raw)
+    known = _SPLITS.get(key)
+    if known is None:
+        if len(_SPLITS) >= MEMO_LINES:
+            _SPLITS = {}  # replaced, never cleared (see MEMO_LINES)
+        known = _SPLITS[key] = split_spans(raw)
+    source, level, start, end = known
+    return source, level, raw[start:end]
 
 
 def run_of(data: bytes, raw: bytes, end: int) -> tuple[int, int]:

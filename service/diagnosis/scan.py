@@ -11,7 +11,7 @@ from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass
 from typing import Any
 
-from service.diagnosis.normalize import MEMO_LINES, Document, Line, run_of, run_span
+from service.diagnosis.normalize import MEMO_LINES, Document, Line, memo_key, run_of, run_span, split_spans
 from service.first_use import first_use_re
 from service.packs import PatternIndex
 from service.packs.signatures import CompiledRule, convert_fact, other_process
@@ -280,8 +280,9 @@ def present(
     return [index.rules[i] for i in sorted(found)]
 
 
-# What one distinct line yields: its prefixes split off, and each matching rule with its facts.
-_LineResult = tuple[str, str, str, tuple[tuple[CompiledRule, dict[str, object]], ...]]
+# What one distinct line yields: its source and level, where its message starts and ends in the
+# line, and each matching rule with its facts.
+_LineResult = tuple[str, str, int, int, tuple[tuple[CompiledRule, dict[str, object]], ...]]
 
 
 def index_memo(index: PatternIndex, name: str) -> dict[Any, Any]:
@@ -299,8 +300,10 @@ class _Scanner:
 
     What a line yields depends on its text and the index alone, so both memos are the index's own,
     shared by every document the process scans: a line another request (or another pass over this
-    one: the records, the stage lookups) already read costs a dictionary lookup. The facts a memo
-    hands out are shared and never changed (a hit that adds facts builds a new dict).
+    one: the records, the stage lookups) already read costs a digest and a dictionary lookup. They
+    are keyed by the line's digest (`memo_key`) and keep where its message lies, not the message,
+    so no line outlives its request in them. The facts a memo hands out are shared and never
+    changed (a hit that adds facts builds a new dict).
     """
 
     __slots__ = ("doc", "index", "lines", "rules")
@@ -308,8 +311,8 @@ class _Scanner:
     def __init__(self, doc: Document, index: PatternIndex) -> None:
         self.doc = doc
         self.index = index
-        self.lines: dict[bytes, _LineResult] = index_memo(index, "lines")
-        self.rules: dict[tuple[int, bytes, frozenset[int]], dict[str, object] | None]
+        self.lines: dict[bytes, _LineResult] = index_memo(index, "lines")  # by the line's digest
+        self.rules: dict[tuple[int, bytes, frozenset[int]], dict[str, object] | None]  # target's digest
         self.rules = index_memo(index, "rules")
 
     def hits_in(self, data: bytes, first_line: int) -> list[Hit]:
@@ -368,38 +371,41 @@ class _Scanner:
         return Scan(hits, examined, None, tuple(copies))
 
     def hits_on_line(self, number: int, raw: bytes, repeats: int) -> list[Hit]:
-        result = self.lines.get(raw)
+        key = memo_key(raw)
+        result = self.lines.get(key)
         if result is None:
-            result = self._examine(number, raw)
-            self.lines[raw] = result
-        source, level, text, matched = result
-        line = self.doc.known_line(number, source, level, text)
+            result = self._examine(number, raw, key)
+            self.lines[key] = result
+        source, level, start, end, matched = result
+        line = self.doc.known_line(number, source, level, self.doc.lines[number - 1][start:end])
         return [Hit(compiled=c, line=line, facts=facts, repeats=repeats) for c, facts in matched]
 
-    def _examine(self, number: int, raw: bytes) -> _LineResult:
+    def _examine(self, number: int, raw: bytes, raw_key: bytes) -> _LineResult:
         by_rule: dict[int, set[int]] = {}
         for pattern_index in self.index.pattern_set.Match(raw) or ():
             rule_index, regex_index = self.index.pattern_owner[pattern_index]
             by_rule.setdefault(rule_index, set()).add(regex_index)
         whole = self.doc.lines[number - 1]
-        source, level, text = self.doc.split(whole)
-        message: bytes | None = None
+        source, level, start, end = split_spans(whole)
+        message: tuple[bytes, bytes] | None = None
         matched: list[tuple[CompiledRule, dict[str, object]]] = []
         for rule_index in sorted(by_rule):
             compiled = self.index.rules[rule_index]
             if compiled.rule.target == "message":
-                message = _message_bytes(raw, whole, text) if message is None else message
-                target = message
+                if message is None:
+                    text = _message_bytes(raw, whole, whole[start:end])
+                    message = text, memo_key(text)
+                target, target_key = message
             else:
-                target = raw
+                target, target_key = raw, raw_key
             only = frozenset(by_rule[rule_index])
-            key = (rule_index, target, only)
+            key = (rule_index, target_key, only)
             if key not in self.rules:
                 self.rules[key] = match_line(compiled, target, only)
             facts = self.rules[key]
             if facts is not None:
                 matched.append((compiled, facts))
-        return source, level, text, tuple(matched)
+        return source, level, start, end, tuple(matched)
 
 
 def _note_repeats(doc: Document, distinct: int, matched: int) -> None:

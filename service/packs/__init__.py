@@ -25,6 +25,7 @@ from service.packs.evidence import EvidenceWeights, load_evidence
 from service.packs.fixes import FixPack, load_fix_recipes
 from service.packs.fragments import FragmentIndex, empty_fragments, load_fragments
 from service.packs.frames import FrameTable, empty_frames, load_frames
+from service.packs.loader import stated
 from service.packs.misleading import LoggingBugs, load_misleading
 from service.packs.prose import ProseVocabulary, load_prose
 from service.packs.signatures import (
@@ -105,11 +106,20 @@ def default_rules_dir() -> Path:
 
 
 def _digest(root: Path, files: list[Path]) -> str:
-    sha = hashlib.sha256()
-    for path in files:
-        sha.update(path.relative_to(root).as_posix().encode() + b"\0")
-        sha.update(path.read_bytes() + b"\0")
-    return f"sha256:{sha.hexdigest()}"
+    """`rules_version`: the sha256 of every file's name and bytes, remembered by the files' stat."""
+
+    def digest() -> bytes:
+        sha = hashlib.sha256()
+        for path in files:
+            sha.update(path.relative_to(root).as_posix().encode() + b"\0")
+            sha.update(path.read_bytes())
+            sha.update(b"\0")
+        return f"sha256:{sha.hexdigest()}".encode()
+
+    try:
+        return stated(files, digest, salt=b"rules-digest").decode()
+    except OSError as exc:
+        raise PackError(str(root), f"holds a file that cannot be read ({exc})") from exc
 
 
 def _prefilter(rules: tuple[CompiledRule, ...], *, check_now: bool = False) -> Any:

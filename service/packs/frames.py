@@ -19,6 +19,8 @@ traceback frame is first looked up: a log without one never pays for the table.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +29,7 @@ from typing import Literal
 import msgspec
 
 from service.errors import PackError
-from service.packs.loader import deferred_decode
+from service.packs.loader import deferred_decode, stated
 from service.packs.signatures import Spec
 from service.schemas import Phase
 from service.versions import release
@@ -259,12 +261,28 @@ def load_frames(root: Path) -> FrameTable:
         if folder.exists():
             raise PackError(str(folder), "is not a folder of frame tables")
         return empty_frames()
-    tables: list[tuple[str, bytes]] = []
-    for path in sorted(folder.glob("*.json")):
-        shown = path.relative_to(root).as_posix()
-        try:
-            tables.append((shown, path.read_bytes()))
-        except OSError as exc:
-            raise PackError(shown, f"cannot be read ({exc})") from exc
-    source = b"".join(b"%s\0%d\0%s" % (shown.encode(), len(data), data) for shown, data in tables)
-    return FrameTable(deferred_decode(source, CompiledFrames, lambda: _compile(tables)))
+    paths = sorted(folder.glob("*.json"))
+
+    @functools.cache
+    def tables() -> list[tuple[str, bytes]]:
+        read: list[tuple[str, bytes]] = []
+        for path in paths:
+            shown = path.relative_to(root).as_posix()
+            try:
+                read.append((shown, path.read_bytes()))
+            except OSError as exc:
+                raise PackError(shown, f"cannot be read ({exc})") from exc
+        return read
+
+    def digest() -> bytes:
+        sha = hashlib.sha256()
+        for shown, data in tables():
+            sha.update(b"%s\0%d\0" % (shown.encode(), len(data)))
+            sha.update(data)
+        return sha.digest()
+
+    try:  # the tables' digest names the compiled table; a start whose files are unchanged reads neither
+        source = stated(paths, digest, salt=b"frame-tables")
+    except OSError as exc:
+        raise PackError("frames", f"holds a table that cannot be read ({exc})") from exc
+    return FrameTable(deferred_decode(source, CompiledFrames, lambda: _compile(tables())))

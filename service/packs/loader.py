@@ -16,7 +16,8 @@ import hashlib
 import os
 import re
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -37,6 +38,7 @@ __all__ = [
     "pack_cache_dir",
     "parse_yaml",
     "remembered",
+    "stated",
     "yaml_line",
 ]
 
@@ -160,12 +162,12 @@ def _code_digest(type_: Any) -> bytes:
     return digest
 
 
-def _cache_path(source: bytes, type_: Any, salt: bytes = b"") -> Path | None:
+def _cache_path(source: bytes, type_: Any, salt: bytes = b"", suffix: str = ".msgpack") -> Path | None:
     folder = pack_cache_dir()
     if folder is None:
         return None
     key = hashlib.sha256(_CACHE_FORMAT + _code_digest(type_) + salt + b"\0" + source).hexdigest()
-    return folder / f"{key}.msgpack"
+    return folder / f"{key}{suffix}"
 
 
 def _cached(path: Path | None, type_: type[T]) -> T | None:
@@ -245,6 +247,42 @@ def remembered(source: bytes, check: Callable[[], None], *, salt: bytes = b"") -
     check()
     _store(cache, True)
     return False
+
+
+class _Stated(msgspec.Struct, frozen=True, array_like=True):
+    """What `stated` remembers: the value, and the time just before the files were stated."""
+
+    value: bytes
+    stated_ns: int
+
+
+# A file changed within one tick of the clock that stamps it may keep its size and times (a coarse
+# kernel clock, a file system keeping whole or even seconds): an entry vouches only for files whose
+# times were already this much older than the moment they were stated, as git's racy-clean check.
+RACY_NS = 3 * 10**9
+
+
+def stated(paths: Sequence[Path], compute: Callable[[], bytes], *, salt: bytes) -> bytes:
+    """`compute()`, a value that depends on the bytes of `paths` alone, remembered in the pack cache
+    under their stat (device, inode, size, modification and change times: rewriting a file, even
+    with its old times put back, changes its change time), so a start whose files are as they were
+    reads neither them nor their digest: the rules' digest and the frame table's key read and hash
+    4 MB. Raises OSError when a file cannot be stated."""
+    now = time.time_ns()
+    signature = bytearray()
+    newest = 0
+    for path in paths:
+        found = os.stat(path)
+        newest = max(newest, found.st_mtime_ns, found.st_ctime_ns)
+        fields = (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
+        signature += os.fsencode(path) + b"\0%d\0%d\0%d\0%d\0%d\0" % fields
+    cache = _cache_path(bytes(signature), _Stated, salt, suffix=".stat")
+    known = _cached(cache, _Stated)
+    if known is not None and newest < known.stated_ns - RACY_NS:
+        return known.value
+    value = compute()
+    _store(cache, _Stated(value, now))
+    return value
 
 
 def deferred_decode(source: bytes, type_: type[T], build: Callable[[], T]) -> Callable[[], T]:

@@ -103,6 +103,14 @@ def test_a_body_is_refused_as_binary_by_the_share_its_decoded_characters_have(pi
 
 
 @settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200), st.integers(min_value=0, max_value=255))
+def test_the_control_count_is_every_byte_that_is_neither_text_nor_whitespace(data: bytes, byte: int) -> None:
+    body = b"log line " * 40 + data + bytes([byte])
+    expected = sum(1 for b in body if b < 0x20 and b not in b"\t\n\x0b\x0c\r\x1b" or b == 0x7F)
+    assert normalize._controls(body) == expected
+
+
+@settings(max_examples=300, deadline=None)
 @given(
     st.lists(
         st.sampled_from(("\x07", "\x00", "\x7f", "\x0b", "\t", "\r", "\n", "\ud800", "é", "❱"))

@@ -15,9 +15,9 @@ from service.diagnosis.normalize import Document
 from service.diagnosis.scan import scan
 from service.errors import PackError
 from service.first_use import OnFirstUse
-from service.packs import load_packs, signatures
+from service.packs import load_packs, loader, signatures
 from service.packs.frames import CompiledFrames, FrameGroup, FrameRow, load_frames
-from service.packs.loader import CACHE_ENTRIES, decode_yaml, pack_cache_dir
+from service.packs.loader import CACHE_ENTRIES, decode_yaml, pack_cache_dir, stated
 from service.packs.signatures import Regexes, SignaturePackFile, pack_files
 
 RULES = Path(__file__).resolve().parents[2] / "rules"
@@ -277,3 +277,69 @@ def test_a_prose_pattern_re2_rejects_fails_the_load_every_time(cache: Path, tmp_
             load_packs(root)
         assert raised.value.file == "prose.yaml"
         assert raised.value.path == "$.failure"
+
+
+def _counting(path: Path) -> tuple[list[bytes], Any]:
+    read: list[bytes] = []
+
+    def compute() -> bytes:
+        read.append(path.read_bytes())
+        return read[-1].upper()
+
+    return read, compute
+
+
+def test_a_stated_value_is_reused_while_the_files_stat_is_unchanged(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(loader, "RACY_NS", 0)  # the file is older than the moment it is stated
+    pack = tmp_path / "pack.yaml"
+    pack.write_bytes(b"one")
+    read, compute = _counting(pack)
+    assert stated([pack], compute, salt=b"test") == b"ONE"
+    assert stated([pack], compute, salt=b"test") == b"ONE"
+    assert read == [b"one"]
+    assert stated([pack], compute, salt=b"another") == b"ONE" and len(read) == 2
+
+
+def test_a_file_rewritten_with_its_size_and_times_put_back_is_read_again(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(loader, "RACY_NS", 0)
+    pack = tmp_path / "pack.yaml"
+    pack.write_bytes(b"one")
+    read, compute = _counting(pack)
+    stated([pack], compute, salt=b"test")
+    before = os.stat(pack)
+    pack.write_bytes(b"two")
+    os.utime(pack, ns=(before.st_atime_ns, before.st_mtime_ns))  # as `cp -p` or a tar leave it
+    assert stated([pack], compute, salt=b"test") == b"TWO"
+
+
+def test_files_changed_within_the_racy_window_are_read_on_every_start(cache: Path, tmp_path: Path) -> None:
+    pack = tmp_path / "pack.yaml"
+    pack.write_bytes(b"one")
+    read, compute = _counting(pack)
+    for _ in range(3):  # stamped just now: a rewrite in the same clock tick could keep every stat field
+        assert stated([pack], compute, salt=b"test") == b"ONE"
+    assert len(read) == 3
+
+
+def test_a_warm_start_reads_neither_the_frame_table_nor_the_files_for_the_rules_digest(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cold = load_packs(RULES)  # the checkout's files are older than the racy window
+    opened: list[Path] = []
+    real = Path.read_bytes
+
+    def reading(path: Path) -> bytes:
+        opened.append(path)
+        return real(path)
+
+    monkeypatch.setattr(Path, "read_bytes", reading)
+    warm = load_packs(RULES)
+    assert warm.digest == cold.digest
+    assert warm.signatures.frames.rows == cold.signatures.frames.rows
+    assert RULES / "frames" / "vllm.json" not in opened
+    rule_files = [p for p in opened if p.is_relative_to(RULES)]
+    assert len(rule_files) < len(pack_files(RULES, (".yaml", ".yml", ".json"))) // 4
