@@ -27,6 +27,7 @@ from service.diagnosis.frames import (
 from service.diagnosis.normalize import Document, Line, is_prose
 from service.diagnosis.placement import (
     PLACED_STAGE,
+    STAGE_PHASE,
     BudgetReading,
     Clue,
     HintFn,
@@ -53,7 +54,7 @@ from service.diagnosis.prose import (
     shown_not_run,
     stages_said,
 )
-from service.diagnosis.remedies import remedies_said
+from service.diagnosis.remedies import Compared, comparisons_said, remedies_said
 from service.diagnosis.retyped import find_retyped
 from service.diagnosis.scan import Hit, LineBlocks, present
 from service.first_use import first_use_re
@@ -163,6 +164,7 @@ class Context:
         self.copies = copies  # the eager scan's repeated lines, which whole-text passes skip
         self.fixes = fixes  # the fix recipes: which phases a fix the person says worked serves
         self._remedies: list[Clue] | None = None
+        self._compared: list[Compared] | None = None
         self._cues: list[ProseCue] | None = None
         self._prose_stages: list[tuple[Stage, str, int]] | None = None
         self._side: Memory | None = None
@@ -296,7 +298,19 @@ class Context:
         (against them), as clues (cached; none without the fix recipes)."""
         if self._remedies is None:
             said = remedies_said(self.doc, self.prose, self.fixes) if self.fixes is not None else []
+            told = {r.line for r in said}  # a comparison on a line read as a fix already is that fix
+            compared = [c for c in self.compared() if c.line not in told and c.line not in self._shown]
             self._remedies = [
+                Clue(
+                    "remedy",
+                    PLACED_STAGE[phase],
+                    f'the person\'s comparison ("{c.text[:80]}")',
+                    c.line,
+                    share=share,
+                )
+                for c in compared
+                for phase, share in c.placed
+            ] + [
                 Clue(
                     "remedy" if r.worked else "remedy_failed",
                     PLACED_STAGE[phase],
@@ -310,6 +324,15 @@ class Context:
                 for phase, share in r.shares
             ]
         return self._remedies
+
+    def compared(self) -> list[Compared]:
+        """The person's comparisons of a run that works with one that fails (cached; none without
+        the fix recipes)."""
+        if self._compared is None:
+            self._compared = (
+                comparisons_said(self.doc, self.prose, self.fixes) if self.fixes is not None else []
+            )
+        return self._compared
 
     def function_stage(self, text: str) -> Stage | None:
         """The stage of the vLLM functions a person's clause names, by vLLM's call graph (the frame
@@ -524,8 +547,32 @@ def _failure_said(ctx: Context) -> Verdict | None:
         return Verdict(
             "host_oom", _PROSE_ONLY, None, f"{quoted}; the host ended it, and they speak of host RAM"
         )
+    compared = _compared_phase(ctx, said)
+    if compared is not None:
+        phase, text = compared
+        basis = (
+            f'the person\'s words only ("{said.text[:80]}"): a run that works beside one that fails '
+            f'("{text[:80]}")'
+        )
+        return Verdict(phase, _PROSE_ONLY, None, basis)
     basis = f'the person\'s words only ("{said.text[:80]}"): something failed, not for lack of memory'
     return Verdict("not_memory", ctx.weights.weights["stated_failure"], None, basis)
+
+
+def _compared_phase(ctx: Context, said: ProseCue) -> tuple[Phase, str] | None:
+    """The phase a comparison of a working and a failing setting names, for a failure the person's
+    words state without naming one: the phase its fix recipes serve most; of those tied, the one of
+    the stage the failure is told in, then a refusal of the layout (it comes before any memory is
+    used), then the earliest in start-up."""
+    compared = next(iter(ctx.compared()), None)
+    if compared is None:
+        return None
+    top = compared.phases[0][1]
+    tied = [phase for phase, share in compared.phases if share >= top - 1e-9]
+    stage = said.stage or next((s for s, _, _ in ctx.prose_stages()), None)
+    own = STAGE_PHASE.get(stage) if stage is not None else None
+    phase = min(tied, key=lambda p: (p != own, p not in ctx.prose.refusals, PHASE_STAGE[p]))
+    return phase, compared.text
 
 
 def interpret(ctx: Context, hint: HintFn = _no_hint) -> Verdict:

@@ -32,6 +32,7 @@ from service.schemas import Phase
 __all__ = [
     "Memory",
     "ProseCue",
+    "affirms_failure",
     "cause_said",
     "describes_change",
     "is_negated_prose",
@@ -44,6 +45,7 @@ __all__ = [
     "read_prose",
     "sequel_stage",
     "spoken_clauses",
+    "spoken_sentences",
     "stages_said",
 ]
 
@@ -66,6 +68,8 @@ _QUOTE_MARKS = ('"', "“", "「", "『", "`")
 
 
 _QUOTED_MESSAGE = " the message "
+# a quote a clause opens and does not close (the sentence's end inside the quoted message split it)
+_UNCLOSED = first_use_re(r'(?:"|“|「|『|`)[^"”」』`]*$')
 
 
 def _quote(match: re.Match[str]) -> str:
@@ -203,6 +207,7 @@ def _negates(clause: str, vocabulary: ProseVocabulary) -> bool:
     stands before, not the next one "and" joins to it ("the server does not start up and fails"):
     a negation read across a conjunction counts when it opens with a condition or a modal ("if
     it loads and then OOMs"), else only when it holds inside one of the joined parts."""
+    clause = _heard(clause, vocabulary)
     found = vocabulary.negation.search(clause)
     if found is None:
         return False
@@ -222,6 +227,34 @@ def _conjuncts(clause: str, vocabulary: ProseVocabulary) -> list[str]:
     return parts
 
 
+def _heard(clause: str, vocabulary: ProseVocabulary) -> str:
+    """The clause without its words saying only that nothing was printed ("no Python error", "without
+    any traceback", 没有任何报错): a process that vanished told its failure by no message, so those
+    words neither state a failure nor take one back."""
+    return str(vocabulary.silent.sub(" ", clause))
+
+
+def _symptom(clause: str, vocabulary: ProseVocabulary) -> Phase | None:
+    """The phase a failure told by its symptom means, by the condition it was told under
+    (`symptoms.phases`, the first that fits): a request that never finishes past a prompt length is
+    the KV cache's capacity, throughput collapsing as concurrency grows is preemption."""
+    seen = {name for name, pattern in vocabulary.symptoms if pattern.search(clause)}
+    if not seen:
+        return None
+    # (the conditions the person tells, not a message they quote: "NETWORK ERROR DUE TO HIGH TRAFFIC",
+    # also one a sentence's end inside the quote cut off from its closing mark)
+    told = _UNCLOSED.sub("", _unquoted(clause))
+    under = {name for name, pattern in vocabulary.symptom_conditions if pattern.search(told)}
+    return next(
+        (
+            phase
+            for symptom, when, phase in vocabulary.symptom_phases
+            if symptom in seen and under.issuperset(when)
+        ),
+        None,
+    )
+
+
 def _named_only(clause: str, vocabulary: ProseVocabulary) -> str:
     """The clause with each failure word that only modifies a noun ("update the error message")
     read as "the message", unless the clause says the person met it ("got the error message")."""
@@ -232,6 +265,12 @@ def _named_only(clause: str, vocabulary: ProseVocabulary) -> str:
 
 def _affirms(clause: str, vocabulary: ProseVocabulary) -> bool:
     return _affirmed_part(clause, vocabulary) is not None
+
+
+def affirms_failure(clause: str, vocabulary: ProseVocabulary) -> bool:
+    """Whether a clause states a failure: a failure word not taken back, asked about or only naming
+    a thing."""
+    return _affirms(clause, vocabulary)
 
 
 def _changes(clause: str, vocabulary: ProseVocabulary) -> bool:
@@ -252,10 +291,12 @@ def _affirmed_part(clause: str, vocabulary: ProseVocabulary) -> str | None:
     statements beside a negated one that state their own (`_affirmed_beside`), else None."""
     if _changes(clause, vocabulary):
         return None
-    named = _named_only(clause, vocabulary)
+    named = _heard(_named_only(clause, vocabulary), vocabulary)
     said = vocabulary.said.search(named)
     if said is None or _is_question(named, said, vocabulary):
         return None
+    if vocabulary.told.search(named) is None and _symptom(named, vocabulary) is None:
+        return None  # a symptom under no condition that names its phase ("throughput collapses") is none
     if not _negates(named, vocabulary):
         return clause
     return _affirmed_beside(named, vocabulary)
@@ -467,7 +508,9 @@ def _affirmed_clauses(
             stage, memory = _stage(part, vocabulary), _memory(_named_only(part, vocabulary), vocabulary)
             phase = _phase(part, vocabulary, memory)
             if phase is None and memory is None:
-                phase = asked  # "does the 910A support bf16? I get an error when running"
+                # told by what was seen ("hangs once prompts pass 8k tokens"), else what a question
+                # before asked about ("does the 910A support bf16? I get an error when running")
+                phase = _symptom(_heard(part, vocabulary), vocabulary) or asked
             if stage is None and phase in vocabulary.memory_phases:
                 stage = _STAGE_OF.get(phase)  # "causes KV cache OOM" names the cache's own stage
             before = _before_change(part, vocabulary)
@@ -678,6 +721,15 @@ def spoken_clauses(doc: Document, finder: Any, vocabulary: ProseVocabulary) -> I
         if spoken is not None:
             for clause in _clauses(_unquoted(spoken), vocabulary):
                 yield line.number, clause
+
+
+def spoken_sentences(doc: Document, finder: Any) -> Iterator[tuple[int, str]]:
+    """The person's own words of each line `finder` hits (a quoted message read as "the message"),
+    whole, with its line number, in line order."""
+    for line, _ in _prose_lines(doc, finder):
+        spoken = _spoken(line)
+        if spoken is not None:
+            yield line.number, _unquoted(spoken)
 
 
 def ran_said(doc: Document, vocabulary: ProseVocabulary) -> int | None:

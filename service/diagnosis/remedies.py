@@ -20,14 +20,14 @@ import msgspec
 
 from service.diagnosis.normalize import MEMO_LINES, Document
 from service.diagnosis.placement import PLACED_STAGE
-from service.diagnosis.prose import spoken_clauses
+from service.diagnosis.prose import affirms_failure, spoken_clauses, spoken_sentences
 from service.first_use import first_use_re
 from service.packs.derived import per_pack
 from service.packs.fixes import FixPack, FixRecipe
 from service.packs.prose import ProseVocabulary
 from service.schemas import Phase
 
-__all__ = ["RemedySaid", "remedies_said"]
+__all__ = ["Compared", "RemedySaid", "comparisons_said", "remedies_said"]
 
 _PARTS = first_use_re(r"[,，、]")
 # "from 0.9 to 0.7", "从 0.9 调到 0.7", "0.9 -> 0.7": the way a setting moved, by its values
@@ -45,6 +45,17 @@ class RemedySaid(msgspec.Struct, frozen=True):
     text: str
     worked: bool
     shares: tuple[tuple[Phase, float], ...]
+
+
+class Compared(msgspec.Struct, frozen=True):
+    """A sentence comparing a run that works with one that fails, read as the fix from the failing
+    setting to the working one: the share each phase its recipes serve takes, every phase (`phases`)
+    and only those a failure is placed in (`placed`)."""
+
+    line: int
+    text: str
+    phases: tuple[tuple[Phase, float], ...]
+    placed: tuple[tuple[Phase, float], ...]
 
 
 class _Flag(msgspec.Struct, frozen=True):
@@ -181,4 +192,146 @@ def remedies_said(doc: Document, vocabulary: ProseVocabulary, fixes: FixPack) ->
                 memo.clear()
             known = memo[clause] = (fixes, tuple(_read(0, clause, flags, vocabulary)))
         found.extend(msgspec.structs.replace(said, line=number) for said in known[1])
+    return found
+
+
+# A setting's value as it follows its name ("TP4", "--max-model-len 4096", "tp=8", "--dtype bfloat16")
+# (after a word setting it: "set to 32", "设成 32"; a number ends where no digit, point or letter follows,
+# so "TP4可以跑" reads 4)
+_VALUE = first_use_re(
+    r"^\s*(?:[=:]|\b(?:to|of|at|is|=)\b|设成|设为|设置为|设置成|设到|改成|改为|调到|调成|为|是)?\s*"
+    r"(\d+(?:\.\d+)?(?:[kK](?![A-Za-z]))?(?![\dA-Za-z]|\.\d)|[A-Za-z][\w.]*\w)"
+)
+_NUMBER = first_use_re(r"(?<![\w.-])(\d+(?:\.\d+)?)([kK])?(?!\w|\.\d)")
+_Value = float | str | None  # a number, a word, "absent" / "present", or unknown
+
+
+def _number(text: str) -> float | None:
+    found = _NUMBER.search(text)
+    if found is None:
+        return None
+    return float(found.group(1)) * (1024 if found.group(2) else 1)
+
+
+def _valued(word: str) -> _Value:
+    number = _number(word)
+    return number if number is not None else word.lower()
+
+
+def _setting(part: str, flag: _Flag, vocabulary: ProseVocabulary) -> tuple[bool, _Value]:
+    """Whether the part names the flag, and the value it gives it: the value after its name, the
+    setting left out ("without --quantization fp8"), named by a pronoun ("with it"), or a bare
+    number standing for it ("but not 32768")."""
+    named = flag.pattern.search(part)
+    if named is None:
+        if vocabulary.compare_present.search(part):
+            return False, "present"
+        return False, _number(part)
+    if vocabulary.compare_absent.search(part[: named.start()]):
+        return True, "absent"
+    value = _VALUE.match(part[named.end() :])
+    return True, _valued(value.group(1)) if value is not None else "present"
+
+
+def _direction(works: _Value, fails: _Value) -> str | None:
+    """The way the fix moved the setting: from the failing value to the working one."""
+    if isinstance(works, float) and isinstance(fails, float) and works != fails:
+        return "lower" if works < fails else "raise"
+    return None
+
+
+def _all_shares(recipes: list[FixRecipe]) -> tuple[tuple[Phase, float], ...]:
+    """Each recipe one witness, spread evenly over every phase it names (`any` is none)."""
+    served = [[p for p in r.phases if p != "any"] for r in recipes]
+    served = [phases for phases in served if phases]
+    total: dict[Phase, float] = {}
+    for phases in served:
+        for phase in phases:
+            total[phase] = total.get(phase, 0.0) + 1 / (len(phases) * len(served))
+    return tuple(sorted(total.items(), key=lambda item: -item[1]))
+
+
+def _sides(text: str, vocabulary: ProseVocabulary) -> tuple[list[str], list[str]]:
+    """The parts of a sentence whose run works and those that fail; a part that says neither ("with
+    it", "设成 256") opens the part after it."""
+    works: list[str] = []
+    fails: list[str] = []
+    carried = ""
+    for piece in vocabulary.compare_parts.split(text):
+        part = f"{carried} {piece}" if carried else piece
+        if affirms_failure(part, vocabulary) or vocabulary.compare_lacking.search(part):
+            fails.append(part)
+        elif vocabulary.compare_works.search(part) and not vocabulary.compare_not_working.search(part):
+            works.append(part)
+        else:
+            carried = part
+            continue
+        carried = ""
+    return works, fails
+
+
+# where a sentence ends (a comparison stays inside one: a paragraph's sentences tell several things)
+_SENTENCE_END = first_use_re(r"[.!?]+(?:\s+|$)|[。！？]+")
+
+
+def _compare(text: str, flags: tuple[_Flag, ...], vocabulary: ProseVocabulary) -> Compared | None:
+    """The fix the first comparison of a line's sentences tells (as line 0)."""
+    for sentence in _SENTENCE_END.split(text):
+        found = _compare_sentence(sentence, flags, vocabulary) if sentence.strip() else None
+        if found is not None:
+            return found
+    return None
+
+
+def _compare_sentence(text: str, flags: tuple[_Flag, ...], vocabulary: ProseVocabulary) -> Compared | None:
+    """The fix a sentence's comparison tells: one part whose run works, one that fails, a setting one
+    of them names with its value and the other gives another value."""
+    if vocabulary.question.search(text):
+        return None
+    works, fails = _sides(text, vocabulary)
+    for good, bad in ((g, b) for g in works for b in fails):
+        for flag in flags:
+            (good_named, good_value), (bad_named, bad_value) = (
+                _setting(good, flag, vocabulary),
+                _setting(bad, flag, vocabulary),
+            )
+            if (
+                not (good_named or bad_named)
+                or good_value is None
+                or bad_value is None
+                or good_value == bad_value
+            ):
+                continue
+            moved = _direction(good_value, bad_value)
+            own = [(r, _own_direction(r, vocabulary)) for r in flag.recipes]
+            recipes = [r for r, d in own if d is None or d == moved]
+            phases = _all_shares(recipes)
+            if phases:
+                # (each phase keeps its share of every phase the recipes name: a recipe that also serves
+                # preemption says less of the KV cache's capacity than one serving the weights alone)
+                placed = tuple((p, share) for p, share in phases if p in PLACED_STAGE)
+                return Compared(0, text.strip(), phases, placed)
+    return None
+
+
+@per_pack()
+def _compared_readings(vocabulary: ProseVocabulary) -> dict[str, tuple[FixPack, Compared | None]]:
+    """What `_compare` found in a sentence under these words, with the fix pack it read (one read
+    per sentence text and process, up to MEMO_LINES)."""
+    return {}
+
+
+def comparisons_said(doc: Document, vocabulary: ProseVocabulary, fixes: FixPack) -> list[Compared]:
+    """Every comparison of a working and a failing setting the person's sentences tell, in line order."""
+    flags = _flags(fixes)
+    memo = _compared_readings(vocabulary)
+    found: list[Compared] = []
+    for number, text in spoken_sentences(doc, vocabulary.compare_lines):
+        known = memo.get(text)
+        if known is None or known[0] is not fixes:
+            if len(memo) >= MEMO_LINES:
+                memo.clear()
+            known = memo[text] = (fixes, _compare(text, flags, vocabulary))
+        if known[1] is not None:
+            found.append(msgspec.structs.replace(known[1], line=number))
     return found

@@ -111,6 +111,42 @@ class Remedies(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=
     directions: dict[Literal["lower", "raise"], list[str]]
 
 
+class SymptomPhase(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """The phase a symptom told under every one of the conditions `when` names (none: alone) means."""
+
+    symptom: str
+    when: list[str]
+    phase: Phase
+
+
+class Symptoms(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """A failure told by what the person saw (`words`, by symptom), what it happened under
+    (`conditions`), the phase each pairing means, and words saying only that nothing was printed."""
+
+    words: dict[str, list[str]]
+    conditions: dict[str, list[str]]
+    phases: list[SymptomPhase]
+    silent: list[str]
+
+    def __post_init__(self) -> None:
+        for at, row in enumerate(self.phases):
+            if row.symptom not in self.words or any(c not in self.conditions for c in row.when):
+                raise ValueError(f"phases[{at}] names a symptom or a condition that is not listed")
+
+
+class Comparisons(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """How a sentence compares a run that works with one that fails: where its parts meet, words
+    saying a part's run went through (and taking that back), and a setting left out, named by a
+    pronoun, or only contrasted."""
+
+    parts: list[str]
+    works: list[str]
+    not_working: list[str]
+    absent: list[str]
+    present: list[str]
+    lacking: list[str]
+
+
 class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     clause_breaks: list[str]
     failure: list[str]
@@ -140,9 +176,11 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     stage_shift: StageShift
     sequel: list[str]
     crashed: Crashed
+    symptoms: Symptoms
     conditions: Conditions
     ran: Ran
     causes: dict[Phase, Cause]
+    comparisons: Comparisons
     remedies: Remedies
 
 
@@ -158,6 +196,7 @@ class ProseVocabulary(msgspec.Struct, frozen=True):
     memory_phases: frozenset[Phase]  # their words hold beside a saying that memory ran out
     refusals: frozenset[Phase]  # raised before any memory is used: they hold beside it, and come first
     said: Any
+    told: Any  # `said` without the symptoms: a failure stated in words of its own
     # `said` with its wide bounded repeats made open-ended (`[^.;]{0,40}` -> `[^.;]{0,}`): which lines
     # to read, in whole-text passes; a counted repeat after a common start (a token with a digit)
     # blows up RE2's DFA on a log dense with numbers, an open one does not. Each clause of a line it
@@ -204,6 +243,10 @@ class ProseVocabulary(msgspec.Struct, frozen=True):
     ]  # (over | unfinished | earlier | not_begun | until_done | ordinary | attached | harness, …)
     sequel: Any  # a clause opening with "then" ("then I got OOM"): it follows the sentence before it
     crashed: Any  # a process that ended ("vllm always crashes", 崩溃)
+    symptoms: tuple[tuple[str, Any], ...]  # a failure told by what was seen ("hangs", "latency explodes")
+    symptom_conditions: tuple[tuple[str, Any], ...]  # what it happened under (long prompts, concurrency)
+    symptom_phases: tuple[tuple[str, tuple[str, ...], Phase], ...]  # (symptom, conditions, phase)
+    silent: Any  # nothing printed ("no Python error", 没有任何报错): neither a failure nor its negation
     goes_on: frozenset[Phase]  # a warning of these beside a crash told is what led up to it
     growing_lines: Any  # memory told growing over time ("显存会逐渐增加"): an end beside it ran out of it
     condition: Any  # a sentence opening with a condition ("when warmup is disabled, …")
@@ -218,6 +261,13 @@ class ProseVocabulary(msgspec.Struct, frozen=True):
     ran_unless: Any  # a condition that makes it a contrast ("when I set 100, it starts successfully")
     causes: tuple[tuple[Phase, frozenset[Phase], Any], ...]  # (cause, the phases it explains, words)
     any_cause: Any
+    compare_parts: Any  # where a compared sentence's parts meet (commas, "but", 但是)
+    compare_works: Any  # a part whose run went through ("works with TP4", 没问题)
+    compare_lines: Any
+    compare_not_working: Any  # words taking that back ("doesn't work", 跑不起来)
+    compare_absent: Any  # the setting left out, before its name ("without", 不加)
+    compare_present: Any  # the setting named by a pronoun ("with it", 加了)
+    compare_lacking: Any  # a part saying the other value fails by contrast alone ("but not 32768")
     remedy_worked: Any  # a fix said to have cured the failure ("adding --enforce-eager solved it")
     remedy_failed: Any  # a fix said to have changed nothing ("tried --enforce-eager, no change")
     remedy_lines: Any  # the lines either may stand on (one RE2 pass)
@@ -322,7 +372,9 @@ def load_prose(rules_dir: Path) -> ProseVocabulary:
 
 
 def _vocabulary(data: ProseFile, build: Callable[..., Any]) -> ProseVocabulary:
-    said = [*data.failure, *data.out_of_memory, *(p for ps in data.phases.values() for p in ps)]
+    symptoms = [p for ps in data.symptoms.words.values() for p in ps]
+    told = [*data.failure, *data.out_of_memory, *(p for ps in data.phases.values() for p in ps)]
+    said = [*told, *symptoms]
     return ProseVocabulary(
         clause_break=build(data.clause_breaks, "$.clause_breaks"),
         failure=build(data.failure, "$.failure"),
@@ -332,12 +384,14 @@ def _vocabulary(data: ProseFile, build: Callable[..., Any]) -> ProseVocabulary:
         memory_phases=frozenset(data.memory_phases),
         refusals=frozenset(data.refusals),
         said=build(said, "$.failure"),
+        told=build(told, "$.failure"),
         said_lines=(
             build([unbounded_form(p) for p in (*data.failure, *data.out_of_memory)], "$.failure", True),
             *(
                 build([unbounded_form(p) for p in ps], f"$.phases.{phase}", True)
                 for phase, ps in data.phases.items()
             ),
+            build([unbounded_form(p) for p in symptoms], "$.symptoms.words", True),
         ),
         host=build([*data.host, *data.killers], "$.host"),
         # pinned memory is the host's too
@@ -396,6 +450,15 @@ def _vocabulary(data: ProseFile, build: Callable[..., Any]) -> ProseVocabulary:
         sequel=build(data.sequel, "$.sequel"),
         crashed=build(data.crashed.words, "$.crashed.words"),
         goes_on=frozenset(data.crashed.beside),
+        symptoms=tuple(
+            (name, build(ps, f"$.symptoms.words.{name}")) for name, ps in data.symptoms.words.items()
+        ),
+        symptom_conditions=tuple(
+            (name, build(ps, f"$.symptoms.conditions.{name}"))
+            for name, ps in data.symptoms.conditions.items()
+        ),
+        symptom_phases=tuple((row.symptom, tuple(row.when), row.phase) for row in data.symptoms.phases),
+        silent=build(data.symptoms.silent, "$.symptoms.silent"),
         growing_lines=build(data.crashed.growing, "$.crashed.growing", True),
         condition=build(data.conditions.opens, "$.conditions.opens"),
         condition_end=build(data.conditions.ends, "$.conditions.ends"),
@@ -415,6 +478,13 @@ def _vocabulary(data: ProseFile, build: Callable[..., Any]) -> ProseVocabulary:
             for phase, cause in data.causes.items()
         ),
         any_cause=build([p for c in data.causes.values() for p in c.words], "$.causes", True),
+        compare_parts=build(data.comparisons.parts, "$.comparisons.parts"),
+        compare_works=build(data.comparisons.works, "$.comparisons.works"),
+        compare_lines=build(data.comparisons.works, "$.comparisons.works", True),
+        compare_not_working=build(data.comparisons.not_working, "$.comparisons.not_working"),
+        compare_absent=build(data.comparisons.absent, "$.comparisons.absent"),
+        compare_present=build(data.comparisons.present, "$.comparisons.present"),
+        compare_lacking=build(data.comparisons.lacking, "$.comparisons.lacking"),
         remedy_worked=build(data.remedies.worked, "$.remedies.worked"),
         remedy_failed=build(data.remedies.failed, "$.remedies.failed"),
         # (a run that got further under a condition is a fix that worked: `conditions.progressed`)

@@ -258,6 +258,10 @@ FIX_GAPS = {
         "the Marlin shape check of AWQ weights (a known miss, placed as parallelism_config): the message"
         " states no head count or GPU count, so no parallel-layout recipe has a figure to act on"
     ),
+    "gh18-1673-v0.2.1-vicuna-13b-16k-awq-llm-generate-hangs-when-prompt-token-ids-5985-or-more-words": (
+        "a hang the words tell past a prompt length (kv_cache_capacity by its symptom): the paste states no"
+        " max_model_len, pool size or utilization for the KV recipes to size from"
+    ),
     "gh18-spyre47-v0-online-serving-spyreplatform-no-attribute-spyre-warmup-shapes-line": (
         "a Spyre platform AttributeError (`spyre_warmup_shapes`) misplaced at KV sizing (a known miss):"
         " no length, capacity or utilization figure for the KV recipes to size"
