@@ -27,7 +27,15 @@ import msgspec
 
 from service.first_use import first_use_re
 
-__all__ = ["Argument", "LaunchCommand", "LaunchForm", "canonical_flag", "parse_launch", "spelled_flag"]
+__all__ = [
+    "Argument",
+    "LaunchCommand",
+    "LaunchForm",
+    "canonical_flag",
+    "parse_launch",
+    "python_call_open",
+    "spelled_flag",
+]
 
 LaunchForm = Literal["shell", "python", "namespace", "env", "compose"]
 
@@ -246,21 +254,46 @@ def _python_call(text: str) -> tuple[LaunchForm, str, list[str]] | None:
 
 
 def _first_call(source: str) -> ast.Call | None:
-    """The call expression that starts `source`, ended by its matching `)` (one `tokenize` pass,
-    so a long paste costs one read, not one parse per bracket)."""
-    depth = 0
+    """The call expression that starts `source`, ended by its matching `)`; a call the paste cut
+    off before its `)` is read up to its last whole argument (the keywords typed before the cut)."""
+    end, cut = _call_end(source)
+    if end is None and cut is not None:
+        source, end = source[:cut] + ")", cut + 1
+    if end is None:
+        return None
+    try:
+        tree = ast.parse(source[:end], mode="eval")
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    return tree.body if isinstance(tree.body, ast.Call) else None
+
+
+def _call_end(source: str) -> tuple[int | None, int | None]:
+    """Where the call that starts `source` ends (after its matching `)`), else, when the text ends
+    inside it, where its last whole top-level argument ends (one `tokenize` pass, so a long paste
+    costs one read, not one parse per bracket)."""
+    depth, last_comma = 0, None
     try:
         for token in tokenize.generate_tokens(io.StringIO(source).readline):
-            if token.type != tokenize.OP or token.string not in "()":
+            if token.type != tokenize.OP or token.string not in "()[]{},":
                 continue
-            depth += 1 if token.string == "(" else -1
+            if token.string == ",":
+                if depth == 1:
+                    last_comma = _offset(source, token.start)
+                continue
+            depth += 1 if token.string in "([{" else -1
             if depth == 0:
-                end = _offset(source, token.end)
-                tree = ast.parse(source[:end], mode="eval")
-                return tree.body if isinstance(tree.body, ast.Call) else None
+                return _offset(source, token.end), None
     except (tokenize.TokenError, SyntaxError, ValueError, MemoryError, RecursionError):
-        return None
-    return None
+        return None, last_comma
+    return None, last_comma
+
+
+def python_call_open(text: str) -> bool:
+    """Whether `text` holds a Python call (`LLM(`, `EngineArgs(`) that it does not close: a call
+    pasted over several lines goes on on the next ones."""
+    match = _CALL.search(text)
+    return match is not None and _call_end(text[match.start() :])[0] is None
 
 
 def _offset(source: str, position: tuple[int, int]) -> int:

@@ -153,8 +153,14 @@ def test_docker_words_before_the_image_are_kept_and_not_read_as_vllm_flags(packs
     )
 
 
+def test_a_python_call_cut_off_is_read_up_to_its_last_whole_argument(packs: RulePacks) -> None:
+    launch = parse_launch("LLM(model='x', dtype=\"float16\", max_model_len=", packs.fixes.aliases)
+    assert launch.form == "python"
+    assert launch.flags == {"--model": ("x",), "--dtype": ("float16",)}
+
+
 def test_unparseable_python_and_yaml_fall_back_to_shell_words(packs: RulePacks) -> None:
-    assert parse_launch("LLM(model='x', max_model_len=", packs.fixes.aliases).form == "shell"
+    assert parse_launch("LLM(model='x'", packs.fixes.aliases).form == "shell"
     broken = "command: [--model, m\n  --max-model-len: 4096"
     assert parse_launch(broken, packs.fixes.aliases).form == "shell"
 

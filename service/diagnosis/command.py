@@ -18,7 +18,7 @@ import msgspec
 
 from service.diagnosis.normalize import Document
 from service.diagnosis.scan import Hit
-from service.launch import parse_launch
+from service.launch import parse_launch, python_call_open
 from service.packs.fixes import FixPack, FlagSpec
 from service.packs.signatures import string_fact
 from service.quantities import HumanNumberError, command_int
@@ -91,6 +91,8 @@ def command_lines(doc: Document, hits: list[Hit]) -> set[int]:
 
 def _continued(doc: Document, number: int, text: str, command: str) -> tuple[str, int]:
     """The command read over its continuation lines, and the number of its last line."""
+    if python_call_open(command):
+        return _call_continued(doc, number, command)
     last = number
     start = text.find(command)
     in_span = start >= 0 and text.count("`", 0, start) % 2 == 1 and "`" not in command
@@ -110,6 +112,20 @@ def _continued(doc: Document, number: int, text: str, command: str) -> tuple[str
             break
         previous, last = raw, following
         if in_span and "`" in piece:
+            break
+    return joined, last
+
+
+def _call_continued(doc: Document, number: int, command: str) -> tuple[str, int]:
+    """A Python call split over lines (`llm = LLM(` then one keyword a line): read to its `)`, a
+    code fence's end or the line limit, lines kept apart (a `# comment` ends only its own line)."""
+    joined, last = command, number
+    for following in range(number + 1, min(len(doc), number + _MAX_COMMAND_LINES) + 1):
+        piece = doc.line(following).text
+        if piece.lstrip().startswith("```"):
+            break
+        joined, last = joined + "\n" + piece, following
+        if not python_call_open(joined):
             break
     return joined, last
 

@@ -92,6 +92,7 @@ _ENGINE_STAGES: frozenset[Stage] = frozenset({"loading", "profiling", "kv_cache"
 # Stages that say a run started, not how far it got: a pasted command or engine arguments (`config`),
 # an engine's constructor or the person's "when starting it" (`init`).
 _STARTED = frozenset({"config", "init"})
+_NOT_LOADED = frozenset({"config", "init", "device"})
 TRACEBACK = "Traceback (most recent call last)"
 _FRAME_WINDOW = 400
 _AFTER_WINDOW = 120
@@ -517,12 +518,22 @@ def budget_clues(reading: BudgetReading, clues: list[Clue]) -> list[Clue]:
         if before is not None:
             found.append(Clue("in_use", "warmup" if before else "serving", held))
         return found
-    if reading.weights == "exceed":
+    if reading.weights == "exceed" and not _before_loading(clues):
         return [Clue("budget", "loading", basis)]
     if reading.weights == "room" and _vague_startup(clues):
         room = f"{basis}: the weights fit with room"
         return [Clue("budget_room", "loading", room, against=True), Clue("budget_room", "profiling", room)]
     return []
+
+
+def _before_loading(clues: list[Clue]) -> bool:
+    """Whether the clues name a step before any weight loads (the device's set-up: "it fails before
+    the weights are loaded"): the run never reached the weights, so that they would not have fit
+    says nothing of this failure."""
+    named = [c for c in clues if not c.against]
+    return (
+        bool(named) and any(c.stage == "device" for c in named) and all(c.stage in _NOT_LOADED for c in named)
+    )
 
 
 def _vague_startup(clues: list[Clue]) -> bool:

@@ -223,3 +223,35 @@ def test_a_message_wrapped_inside_a_quote_is_joined_across_its_quoted_lines(
         22.5,
     )
     assert facts["estimated_max_model_len"] == 190272
+
+
+_SPLIT_CALL = (
+    "llm = LLM(\n"
+    "    model=model_path,  # a variable: states nothing\n"
+    '    dtype="float16",  # the card has no bfloat16\n'
+    "    tensor_parallel_size=4,\n"
+    "    enforce_eager=False,\n"
+    '    limit_mm_per_prompt={"image": 10},\n'
+    ")\n"
+)
+
+
+@pytest.mark.parametrize(
+    "paste",
+    [
+        _SPLIT_CALL + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+        "```python\n" + _SPLIT_CALL + "```\nit OOMs after a few batches",
+        # the paste ends inside the call: the keywords typed before the cut still state settings
+        "```python\n" + _SPLIT_CALL.split("    limit_mm")[0] + "    limit_mm_per_pro\n```\nit OOMs",
+    ],
+)
+def test_a_python_call_split_one_keyword_a_line_states_strings_and_switches(
+    packs: RulePacks, paste: str
+) -> None:
+    facts = _facts(packs, paste)
+    assert _subset({"dtype": 0, "tensor_parallel_size": 0, "enforce_eager": 0, "entrypoint": 0}, facts) == {
+        "dtype": "float16",
+        "tensor_parallel_size": 4,
+        "enforce_eager": False,
+        "entrypoint": "llm",
+    }

@@ -119,6 +119,15 @@ def test_a_named_model_that_cannot_fit_the_named_gpu_places_a_bare_oom(
     assert classify_text(log, load_packs()).phase == phase
 
 
+def test_weights_that_cannot_fit_do_not_move_a_failure_told_before_any_weight_loaded() -> None:
+    # the person saw it fail in the device set-up, before loading: that the 70B would not have fit
+    # the card either says nothing of this failure (the root is the earliest)
+    command = "vllm serve meta-llama/Llama-3.1-70B-Instruct"
+    told = "It fails before the model weights are loaded, right at CUDA initialization."
+    log = f"{ON_T4} {told}\n\n`{command}`\n\n{BARE_CUT_OOM}\n"
+    assert classify_text(log, load_packs()).phase == "startup_budget"
+
+
 @pytest.mark.parametrize(
     ("words", "count"),
     [
