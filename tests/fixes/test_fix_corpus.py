@@ -258,6 +258,12 @@ FIX_GAPS = {
         "the Marlin shape check of AWQ weights (a known miss, placed as parallelism_config): the message"
         " states no head count or GPU count, so no parallel-layout recipe has a figure to act on"
     ),
+    "gh14-25724-pr-v1-responses-api-long-prompt-max-tokens-must-be-at-least-1-got-negative-12806"
+    "-bad-request-words": (
+        "the pasted after-fix output (`The engine prompt length 67 exceeds the max_model_len 131072`, a PR's"
+        " illustration; vLLM prints it only for a prompt at or above the limit) states a prompt below the"
+        " limit, so no length fix can be sized from it"
+    ),
     "gh18-spyre47-v0-online-serving-spyreplatform-no-attribute-spyre-warmup-shapes-line": (
         "a Spyre platform AttributeError (`spyre_warmup_shapes`) misplaced at KV sizing (a known miss):"
         " no length, capacity or utilization figure for the KV recipes to size"
