@@ -6,6 +6,12 @@ collects each message template of
 - `raise SomethingError(...)` (the first argument; several arguments print as a tuple),
 - `logger.debug/info/warning/error/exception/critical(...)` and their `*_once` forms,
 - `assert cond, "..."`,
+- a message built without a `raise` of its own (`built_kind`): an exception stored, returned or handed
+  on (`err = MaxLengthError(...)`, level `construct`), the OpenAI server's returned error responses
+  (`return self.create_error_response(f"This model's maximum context length is ...")`, `ErrorResponse`,
+  `JSONResponse` with an error body: `response`), `warnings.warn` (`warning`, its category as the
+  exception) and `sys.exit("...")`/`SystemExit("...")` (`exit`); a raise or an exception built with
+  its message as a keyword (`HTTPException(status_code=400, detail=...)`) reads that keyword,
 
 turning f-strings, `%` formats, `str.format`, string concatenation and a message variable assigned
 earlier in the same function into one template whose holes are written `{}`. Each template keeps its
@@ -181,7 +187,10 @@ NOT_ENGINE = re.compile(
     r"|multi-?modal|image|video|audio|tool call|reasoning|guided|structured output|grammar|sampling param"
     r"|logprob|detokeniz|prometheus|metric|deprecat|connector|offload|nixl|mooncake|lmcache"
 )
-PASTED_LEVELS = {"raise", "assert", "error", "exception", "critical", "fatal", "warning", "warn"}
+# what a person pastes: raised, asserted and loud log lines, and the messages built without a raise
+# (`built_kind`): an exception handed on, an HTTP error body a client prints, an exit message
+PASTED_LEVELS = {"raise", "assert", "construct", "response", "exit", "error", "exception", "critical", "fatal"}
+PASTED_LEVELS |= {"warning", "warn"}
 
 
 @dataclass
@@ -370,6 +379,86 @@ def _stringish(node: ast.expr) -> bool:
     return False
 
 
+# --- messages built without a `raise` of their own: data, read by `built_kind` ------------------
+# vLLM's OpenAI server returns its refusals (`return self.create_error_response(f"This model's maximum
+# context length is …")`), wrappers store or hand on the exception they build (`err = MaxLengthError(…)`),
+# libraries warn (`warnings.warn`) or exit with a message (`sys.exit("…")`): printed all the same, by the
+# client's error body, the traceback that raises the stored exception, or the interpreter.
+# An exception class, by the ending of its name (vLLM's `VLLMValidationError`, a plugin's `NPUException`)
+EXCEPTION_CLASS = re.compile(r"^_?[A-Z]\w*(?:Error|Exception)$")
+# An HTTP error response: the OpenAI server's `create_error_response` (`create_streaming_error_response`)
+# and `ErrorResponse`, FastAPI's `JSONResponse` with an error body
+ERROR_RESPONSE = re.compile(r"^(?:_?create_\w*error_response|\w*ErrorResponse|JSONResponse)$")
+WARN_CALLS = {"warnings.warn", "warn_explicit"}
+EXIT_CALLS = {"sys.exit", "SystemExit"}
+# the argument that carries the message of a response, a warning or an exception built with keywords
+MESSAGE_KEYWORDS = ("message", "msg", "detail", "error", "err_msg", "reason")
+DEFAULT_WARNING = "UserWarning"
+
+
+def _callee(call: ast.Call) -> str:
+    """`warnings.warn`, `self.create_error_response` -> `create_error_response`, `ValueError`."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("sys", "warnings"):
+        return f"{func.value.id}.{func.attr}"
+    return _exception_name(call) or ""
+
+
+def built_kind(call: ast.Call) -> tuple[str, str | None] | None:
+    """(level, exception) of a message `call` builds without raising it, or None for any other call:
+    `construct` an exception, `response` an HTTP error body, `exit` a message the interpreter prints as
+    it exits, `warning` a `warnings.warn` (its category is the name it prints)."""
+    name = _callee(call)
+    if name in WARN_CALLS:
+        category = call.args[1] if len(call.args) > 1 else _keyword(call, "category")
+        return "warning", (_exception_name(category) if category is not None else None) or DEFAULT_WARNING
+    if name in EXIT_CALLS:
+        return "exit", None
+    if ERROR_RESPONSE.match(name):
+        return "response", None
+    if EXCEPTION_CLASS.match(name):
+        return "construct", name
+    return None
+
+
+def _keyword(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def _message_keyword(call: ast.Call) -> ast.expr | None:
+    for name in MESSAGE_KEYWORDS:
+        value = _keyword(call, name)
+        if value is not None:
+            return _in_body(value) or value
+    return None
+
+
+def _in_body(node: ast.expr) -> ast.expr | None:
+    """The message inside an error body written as a dict (`{"error": {"message": f"…"}}`)."""
+    if not isinstance(node, ast.Dict):
+        return None
+    for key, value in zip(node.keys, node.values, strict=True):
+        if isinstance(key, ast.Constant) and key.value in MESSAGE_KEYWORDS:
+            return _in_body(value) or value
+    return None
+
+
+def _message_argument(call: ast.Call, names: dict[str, Parts]) -> ast.expr | None:
+    """The message a response, warning or exit call carries: its message keyword, else its first
+    argument that builds a message (a string, a message variable, an error body), skipping the
+    status code `create_error_response(HTTPStatus.BAD_REQUEST, f"…")` took first in 0.2."""
+    keyword = _message_keyword(call) or _in_body(_keyword(call, "content") or ast.Constant(None))
+    if keyword is not None:
+        return keyword
+    for arg in call.args:
+        if _stringish(arg) or (isinstance(arg, ast.Name) and arg.id in names):
+            return arg
+        body = _in_body(arg)
+        if body is not None:
+            return body
+    return None
+
+
 class Collector(ast.NodeVisitor):
     """Visits one module, yielding (function, Found) for each message template."""
 
@@ -377,6 +466,7 @@ class Collector(ast.NodeVisitor):
         self.scope: list[str] = []
         self.names: list[dict[str, Parts]] = [{}]
         self.found: list[tuple[str, Found]] = []
+        self.raised: set[int] = set()  # the calls a `raise` prints, read there
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self.scope.append(node.name)
@@ -420,22 +510,32 @@ class Collector(ast.NodeVisitor):
             return
         self.found.append((".".join(self.scope) or "<module>", Found(level, exception, text, kinds)))
 
+    def _exception_parts(self, call: ast.Call) -> Parts | None:
+        """The message an exception built by `call` prints: its argument, several as a tuple, or
+        its message keyword (`HTTPException(status_code=400, detail=...)`)."""
+        renderer = self._renderer()
+        if not call.args:
+            message = _message_keyword(call)
+            return renderer.parts(message) if message is not None else None
+        if len(call.args) == 1:
+            return renderer.parts(call.args[0])
+        parts: Parts = [("(", "")]  # ValueError("a", b) prints as the tuple ('a', b)
+        for index, arg in enumerate(call.args):
+            if index:
+                parts.append((", ", ""))
+            inner = renderer.parts(arg)
+            literal = all(not shape for _, shape in inner)
+            parts.extend([("'", "")] + inner + [("'", "")] if literal else inner)
+        parts.append((")", ""))
+        return parts
+
     def visit_Raise(self, node: ast.Raise) -> None:
         exc = node.exc
-        if isinstance(exc, ast.Call) and exc.args:
-            renderer = self._renderer()
-            if len(exc.args) == 1:
-                parts = renderer.parts(exc.args[0])
-            else:  # ValueError("a", b) prints as the tuple ('a', b)
-                parts = [("(", "")]
-                for index, arg in enumerate(exc.args):
-                    if index:
-                        parts.append((", ", ""))
-                    inner = renderer.parts(arg)
-                    literal = all(not shape for _, shape in inner)
-                    parts.extend([("'", "")] + inner + [("'", "")] if literal else inner)
-                parts.append((")", ""))
-            self._add("raise", _exception_name(exc), parts)
+        if isinstance(exc, ast.Call):
+            self.raised.add(id(exc))
+            parts = self._exception_parts(exc)
+            if parts is not None:
+                self._add("raise", _exception_name(exc), parts)
         self.generic_visit(node)
 
     def visit_Assert(self, node: ast.Assert) -> None:
@@ -454,11 +554,33 @@ class Collector(ast.NodeVisitor):
             else:
                 parts = renderer.parts(first)
             self._add(level, None, parts)
+        elif id(node) not in self.raised:
+            self._built(node)
         self.generic_visit(node)
+
+    def _built(self, call: ast.Call) -> None:
+        """A message built without a `raise` of its own (`BUILT`): an exception stored, returned or
+        handed on, an HTTP error response, a `warnings.warn`, a `sys.exit`."""
+        kind = built_kind(call)
+        if kind is None:
+            return
+        level, exception = kind
+        if level == "construct":
+            parts = self._exception_parts(call)
+        else:
+            message = _message_argument(call, self.names[-1])
+            parts = self._renderer().parts(message) if message is not None else None
+        if parts is not None:
+            self._add(level, exception, parts)
 
 
 _DEF = re.compile(r"^(\s*)(?:async\s+)?(def|class)\s+(\w+)")
-_STATEMENT = re.compile(r"\b(?:raise\s+[\w.]+\(|assert\s|_?(?:logger|log|LOGGER|_LOGGER)\.\w+\()")
+_STATEMENT = re.compile(
+    r"\b(?:raise\s+[\w.]+\(|assert\s|_?(?:logger|log|LOGGER|_LOGGER)\.\w+\("
+    # the messages built without a raise of their own (`built_kind`), from the callee's owner on
+    r"|(?:\w+\.)*(?:_?[A-Z]\w*(?:Error|Exception|ErrorResponse)|_?create_\w*error_response|JSONResponse"
+    r"|SystemExit|warn|warn_explicit|exit)\()"
+)
 _MESSAGE_ASSIGN = re.compile(r"^\s*(\w+)\s*\+?=\s*(?:[rfbu]{0,2}[\"']|\(\s*$|\(\s*[rfbu]{0,2}[\"'])")
 _MAX_LINES = 40
 
@@ -616,6 +738,11 @@ def _extractor_digest() -> str:
         join,
         _hole,
         _stringish,
+        built_kind,
+        _callee,
+        _message_keyword,
+        _in_body,
+        _message_argument,
         _header_end,
         definitions,
         scopes,

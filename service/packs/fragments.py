@@ -49,7 +49,7 @@ __all__ = [
 # much (`ValueError: Prequant BitsAndBytes`) is the message cut short, when no template of another
 # phase (nor one only logged) opens so.
 HEAD_SIZES = (2, 3, 4)
-_RAISED = ("raise", "assert")
+_RAISED = ("raise", "assert", "construct")  # a built exception prints its head when raised
 SEED_SIZES = (3, 4)  # a seed is a run of this many words; a 4-word run may be one phase's alone
 # where each of its 3-word runs is shared
 HOLE_WORD = "\x00"  # stands for a template's hole among its words: it matches no word of a line
@@ -93,7 +93,17 @@ _DECISIVE = ("failure", "oom")
 FRAGMENTS_FILE = "fragments/templates.json"
 # How loud the inventory's levels are: what vLLM's source does with a message (logs it as info or a
 # warning, logs it as an error, raises it, asserts it; PyTorch's allocator raises its own).
-LEVEL_RANK = {"info": 1, "warning": 2, "error": 3, "raise": 3, "assert": 3, "torch": 3}
+LEVEL_RANK = {
+    "info": 1,
+    "warning": 2,
+    "error": 3,
+    "raise": 3,
+    "assert": 3,
+    "construct": 3,
+    "response": 3,
+    "exit": 3,
+    "torch": 3,
+}
 
 
 class FragmentTemplate(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):

@@ -40,9 +40,27 @@ __all__ = [
 
 HOLE = "{}"
 HoleShape = Literal["int", "float", "size", "text"]
+# how a template is printed: raised, asserted, logged at a level, or built without a raise of its own
+# (`construct` an exception stored, returned or handed on; `response` an HTTP error body; `exit` a
+# message the interpreter prints as it exits), or PyTorch's (`torch`)
 Level = Literal[
-    "raise", "assert", "debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "torch"
+    "raise",
+    "assert",
+    "construct",
+    "response",
+    "exit",
+    "debug",
+    "info",
+    "warning",
+    "warn",
+    "error",
+    "exception",
+    "critical",
+    "fatal",
+    "torch",
 ]
+# the levels printed with their exception's (or a warning's category's) name before the message
+_HEADED = ("raise", "assert", "construct", "warning")
 # Values a placeholder is rendered with. A hole of unknown shape is printed as a number too: that
 # satisfies a rule's `\d+` as well as its `\S+` or `\w+`, and most unnamed holes are numbers.
 PLACEHOLDER: dict[str, str] = {"int": "2048", "float": "12.34", "size": "12.34 GiB", "text": "2048"}
@@ -150,9 +168,10 @@ def template_regex(template: Template | str) -> re.Pattern[str]:
 
 
 def _printed(template: Template) -> list[str]:
-    """The lines a person would paste: `Error: message` for a raise or an assertion."""
+    """The lines a person would paste: `Error: message` for an exception (raised, asserted or built)
+    and a `warnings.warn` (`UserWarning: message`)."""
     body = render(template)
-    if template.level in ("raise", "assert") and template.exception:
+    if template.level in _HEADED and template.exception:
         body = f"{template.exception}: {body}"
     return [line for line in body.splitlines() if line.strip()]
 

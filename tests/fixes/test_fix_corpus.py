@@ -262,6 +262,12 @@ FIX_GAPS = {
         "a hang the words tell past a prompt length (kv_cache_capacity by its symptom): the paste states no"
         " max_model_len, pool size or utilization for the KV recipes to size from"
     ),
+    "gh14-25724-pr-v1-responses-api-long-prompt-max-tokens-must-be-at-least-1-got-negative-12806"
+    "-bad-request-words": (
+        "the pasted after-fix output (`The engine prompt length 67 exceeds the max_model_len 131072`, a PR's"
+        " illustration; vLLM prints it only for a prompt at or above the limit) states a prompt below the"
+        " limit, so no length fix can be sized from it"
+    ),
     "gh18-spyre47-v0-online-serving-spyreplatform-no-attribute-spyre-warmup-shapes-line": (
         "a Spyre platform AttributeError (`spyre_warmup_shapes`) misplaced at KV sizing (a known miss):"
         " no length, capacity or utilization figure for the KV recipes to size"

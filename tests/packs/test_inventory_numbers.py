@@ -77,6 +77,12 @@ NOT_A_FACT: dict[str, str] = {
         "the character bound vLLM checks before tokenizing, and the input it leaves room for"
     ),
     r"in the input for $": "the operation's name (score, classification), a text hole",
+    # the scale-out derender's bounds on a remote engine's answer (scale_out/derender/serving.py)
+    r"^token_ids length \($|\) in choice $": "the tokens of one choice of an answer, and its index",
+    r"^prompt_token_ids length \($": (
+        "the prompt's share of a sum with the output (alone before `exceeds`, read as requested_tokens)"
+    ),
+    r"^\) plus (?:output_token_ids length|delta) \($": "the output's and the delta's share of a sum",
     r"^ KV cache size: $": (
         "rendered after a placeholder device name (`{} KV cache size`, 0.30+), which the rule naming"
         " vLLM's devices does not read; the 0.28 wording's count is checked with its `GPU`"

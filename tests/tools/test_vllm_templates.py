@@ -188,3 +188,73 @@ def test_a_plugin_wheel_with_its_modules_under_a_data_folder_is_extracted(
         ".complete",
         "demo/trainer.py",
     ]
+
+
+# Messages printed without a raise of their own (issue #12 §1): synthetic modules in the shapes vLLM's
+# OpenAI server and the wrappers use, so the extraction is tested as a mechanism, not per message.
+_BUILT = """
+import sys
+import warnings
+
+
+def create_error_response(status_code, message):
+    return JSONResponse(ErrorResponse(message=message).dict(), status_code=status_code)
+
+
+def check_length(request, max_model_len, token_num):
+    if token_num > max_model_len:
+        return create_error_response(
+            HTTPStatus.BAD_REQUEST,
+            f"This model's maximum context length is {max_model_len} tokens. "
+            f"However, you requested {token_num} tokens.",
+        )
+
+
+class Serving:
+    async def handle(self, request):
+        if request.suffix is not None:
+            return self.create_error_response("suffix is not currently supported")
+        return self.create_error_response(message=f"The model `{request.model}` does not exist.",
+                                          err_type="NotFoundError")
+
+    def validate(self, length):
+        err = MaxLengthError(f"Prompt length ({length}) exceeds the model length")
+        self.on_error(err)
+
+    def route(self):
+        raise HTTPException(status_code=400, detail="Invalid JSON format")
+
+    def body(self):
+        return JSONResponse(content={"error": {"message": "Insufficient KV cache blocks"}}, status_code=503)
+
+
+def main(free, total):
+    warnings.warn(f"Only {free} GiB of {total} GiB free", RuntimeWarning)
+    warnings.warn("swap space is large")
+    sys.exit(f"Not enough GPU memory: {free} GiB free")
+"""
+
+
+def test_messages_returned_stored_warned_or_exited_are_inventoried() -> None:
+    found = {(f.level, f.exception, f.text) for _, f in TEMPLATES.templates_in(_BUILT)}
+    assert found >= {
+        (
+            "response",
+            None,
+            "This model's maximum context length is {} tokens. However, you requested {} tokens.",
+        ),
+        ("response", None, "suffix is not currently supported"),
+        ("response", None, "The model `{}` does not exist."),
+        ("construct", "MaxLengthError", "Prompt length ({}) exceeds the model length"),
+        ("raise", "HTTPException", "Invalid JSON format"),
+        ("response", None, "Insufficient KV cache blocks"),
+        ("warning", "RuntimeWarning", "Only {} GiB of {} GiB free"),
+        ("warning", "UserWarning", "swap space is large"),
+        ("exit", None, "Not enough GPU memory: {} GiB free"),
+    }
+
+
+def test_a_raised_exception_is_inventoried_once_not_also_as_built() -> None:
+    source = 'def f(n):\n    raise ValueError(f"max_model_len ({n}) is too large")\n'
+    found = [(f.level, f.text) for _, f in TEMPLATES.templates_in(source)]
+    assert found == [("raise", "max_model_len ({}) is too large")]
