@@ -152,6 +152,7 @@ class ProseFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only
     failure: list[str]
     out_of_memory: list[str]
     phases: dict[Phase, list[str]]
+    composed: dict[Phase, list[list[list[str]]]]
     asked: dict[Phase, list[str]]
     memory_phases: list[Phase]
     refusals: list[Phase]
@@ -330,6 +331,25 @@ def _alternation(words: list[str]) -> str:
     return "|".join(f"(?:{w})" for w in words)
 
 
+# what may stand between two parts of a composed reading: words of one clause, no sentence mark
+_PART_GAP = r"[^.;:!?。；！？\n]{0,40}?"
+
+
+def composed_pattern(parts: list[list[str]]) -> str:
+    """A reading told in parts of the person's own (`composed`): each part's words, in order, with a
+    few words of one clause between them ("the input prompt exceeded the max length of the model",
+    "prompt长度超过LLM的接受上限"), so no fixed phrase has to list every modifier a person puts in."""
+    return _PART_GAP.join(f"(?:{_alternation(words)})" for words in parts)
+
+
+def _phase_patterns(data: ProseFile) -> dict[Phase, list[str]]:
+    """Each phase's patterns, its composed readings after its own."""
+    phases = {phase: list(patterns) for phase, patterns in data.phases.items()}
+    for phase, compositions in data.composed.items():
+        phases.setdefault(phase, []).extend(composed_pattern(parts) for parts in compositions)
+    return phases
+
+
 def stage_patterns(words: StageWords) -> list[str]:
     """One stage's vocabulary as RE2 patterns: its verbs in every form; its object-taking verbs with
     one of its objects up to three words after them ("reading the model's weights") or before them
@@ -373,13 +393,14 @@ def load_prose(rules_dir: Path) -> ProseVocabulary:
 
 def _vocabulary(data: ProseFile, build: Callable[..., Any]) -> ProseVocabulary:
     symptoms = [p for ps in data.symptoms.words.values() for p in ps]
-    told = [*data.failure, *data.out_of_memory, *(p for ps in data.phases.values() for p in ps)]
+    phases = _phase_patterns(data)
+    told = [*data.failure, *data.out_of_memory, *(p for ps in phases.values() for p in ps)]
     said = [*told, *symptoms]
     return ProseVocabulary(
         clause_break=build(data.clause_breaks, "$.clause_breaks"),
         failure=build(data.failure, "$.failure"),
         out_of_memory=build(data.out_of_memory, "$.out_of_memory"),
-        phases=tuple((phase, build(p, f"$.phases.{phase}")) for phase, p in data.phases.items()),
+        phases=tuple((phase, build(p, f"$.phases.{phase}")) for phase, p in phases.items()),
         asked=tuple((phase, build(p, f"$.asked.{phase}")) for phase, p in data.asked.items()),
         memory_phases=frozenset(data.memory_phases),
         refusals=frozenset(data.refusals),
@@ -389,7 +410,7 @@ def _vocabulary(data: ProseFile, build: Callable[..., Any]) -> ProseVocabulary:
             build([unbounded_form(p) for p in (*data.failure, *data.out_of_memory)], "$.failure", True),
             *(
                 build([unbounded_form(p) for p in ps], f"$.phases.{phase}", True)
-                for phase, ps in data.phases.items()
+                for phase, ps in phases.items()
             ),
             build([unbounded_form(p) for p in symptoms], "$.symptoms.words", True),
         ),

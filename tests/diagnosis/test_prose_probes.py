@@ -95,6 +95,7 @@ PROBES = load_probes(
     "prose_probes_sixteenth.yaml",
     "prose_probes_seventeenth.yaml",
     "prose_probes_eighteenth.yaml",
+    "prose_probes_nineteenth.yaml",
 )
 
 
