@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import get_args
 
 import msgspec
 
@@ -28,6 +29,8 @@ from service.packs.prose import ProseVocabulary
 from service.schemas import Phase
 
 __all__ = ["Compared", "RemedySaid", "comparisons_said", "remedies_said"]
+
+_EVERY_PHASE: frozenset[Phase] = frozenset(get_args(Phase))
 
 _PARTS = first_use_re(r"[,，、]")
 # "from 0.9 to 0.7", "从 0.9 调到 0.7", "0.9 -> 0.7": the way a setting moved, by its values
@@ -120,7 +123,12 @@ def _moved(part: str, at: int, vocabulary: ProseVocabulary) -> str | None:
 
 def _shares(recipes: list[FixRecipe]) -> tuple[tuple[Phase, float], ...]:
     """Each recipe one witness, spread evenly over the phases it serves that a failure is placed in."""
-    served = [[p for p in r.phases if p in PLACED_STAGE] for r in recipes]
+    return _spread(recipes, frozenset(PLACED_STAGE))
+
+
+def _spread(recipes: list[FixRecipe], counted: frozenset[Phase]) -> tuple[tuple[Phase, float], ...]:
+    """Each recipe one witness, spread evenly over the phases of `counted` it serves."""
+    served = [[p for p in r.phases if p != "any" and p in counted] for r in recipes]
     served = [phases for phases in served if phases]
     total: dict[Phase, float] = {}
     for phases in served:
@@ -242,13 +250,7 @@ def _direction(works: _Value, fails: _Value) -> str | None:
 
 def _all_shares(recipes: list[FixRecipe]) -> tuple[tuple[Phase, float], ...]:
     """Each recipe one witness, spread evenly over every phase it names (`any` is none)."""
-    served = [[p for p in r.phases if p != "any"] for r in recipes]
-    served = [phases for phases in served if phases]
-    total: dict[Phase, float] = {}
-    for phases in served:
-        for phase in phases:
-            total[phase] = total.get(phase, 0.0) + 1 / (len(phases) * len(served))
-    return tuple(sorted(total.items(), key=lambda item: -item[1]))
+    return _spread(recipes, _EVERY_PHASE)
 
 
 def _sides(text: str, vocabulary: ProseVocabulary) -> tuple[list[str], list[str]]:
