@@ -125,7 +125,7 @@ def _call_continued(doc: Document, number: int, command: str) -> tuple[str, int]
         if piece.lstrip().startswith("```"):
             break
         joined, last = joined + "\n" + piece, following
-        if not python_call_open(joined):
+        if ")" in piece and not python_call_open(joined):  # only a `)` can close it: tokenize then
             break
     return joined, last
 
