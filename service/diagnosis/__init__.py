@@ -91,7 +91,9 @@ def classify_text(
         commands = [str(h.facts["command"]) for h in hits if isinstance(h.facts.get("command"), str)]
         commands += [command] if command else []
         lines = [doc.line(n).text for n in range(1, len(doc) + 1)]
-        return host_room(lines, values, commands, packs.catalog, packs.evidence.host_plenty)
+        swap = packs.fixes.flag("--swap-space")
+        removed = swap.versions.removed if swap is not None else None
+        return host_room(lines, values, commands, packs.catalog, packs.evidence.host_plenty, removed)
 
     context = Context(
         doc,

@@ -64,7 +64,6 @@ _MEMORY_KEY = first_use_re(rf"^(\s*)memory\s*:\s*{_SIZE}\s*$")
 _KEY = first_use_re(r"^(\s*)[\w.\-/]+\s*:")
 _DOCKER = first_use_re(r"\b(?:docker|podman)\s+run\b")
 _V1_DEFAULT = (0, 8, 0)
-_SWAP_REMOVED = (0, 18, 0)
 
 
 def told_limit_gib(lines: Iterable[str]) -> float | None:
@@ -130,6 +129,7 @@ def host_room(
     commands: list[str],
     catalog: Catalog,
     plenty: float,
+    swap_removed: str | None,
 ) -> HostRoom | None:
     """Whether the stated host limit is below what loading, CPU offload and V0's swap space keep in host
     RAM (`short`), holds all of it `plenty` times over, or says neither (None: no limit, no model)."""
@@ -148,7 +148,9 @@ def host_room(
     version = facts.get("vllm_version")
     known = parse_version(version) if isinstance(version, str) else None
     swap = _flag_gib(parsed, "--swap-space") if known is None or known < _V1_DEFAULT else 0.0
-    if known is not None and known >= _SWAP_REMOVED:
+    # the release that took `--swap-space` away: rules/fixes/flags.yaml, the one flag table
+    removed = parse_version(swap_removed) if swap_removed else None
+    if known is not None and removed is not None and known >= removed:
         swap = 0.0
     need = checkpoint + (_flag_gib(parsed, "--cpu-offload-gb") + swap) * gpus
     if limit < need:

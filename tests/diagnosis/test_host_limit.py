@@ -48,7 +48,9 @@ def test_what_limits_no_host_memory_is_not_read(text: str) -> None:
 
 
 def _room(text: str, facts: dict[str, object]) -> str | None:
-    return host_room(text.splitlines(), facts, [], PACKS.catalog, PACKS.evidence.host_plenty)
+    swap = PACKS.fixes.flag("--swap-space")
+    removed = swap.versions.removed if swap is not None else None
+    return host_room(text.splitlines(), facts, [], PACKS.catalog, PACKS.evidence.host_plenty, removed)
 
 
 def test_a_limit_below_the_checkpoint_is_short_and_far_above_it_plenty() -> None:
